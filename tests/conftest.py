@@ -1,0 +1,62 @@
+"""Shared fixtures: a tiny corpus made here (tests never read ../shared) and one launched app."""
+
+from __future__ import annotations
+
+import os
+import socket
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest
+
+WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex jolly boxers and "
+         "lower newer widest lowest token tokens tokenizer tokenization").split()
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory) -> str:
+    """A few kilobytes of deterministic English-like text, with a newline and some punctuation."""
+    import random
+
+    rng = random.Random(0)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 12))).capitalize() + rng.choice(".!?,;")
+             for _ in range(400)]
+    path = tmp_path_factory.mktemp("corpus") / "tiny.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_url():
+    """The real app, launched once on localhost for the API and browser tests."""
+    import app
+
+    port = free_port()
+    app.demo.launch(**app.LAUNCH, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    app.demo.close()
+
+
+@pytest.fixture(scope="session")
+def client(app_url):
+    from gradio_client import Client
+
+    return Client(app_url, verbose=False)
+
+
+def pytest_configure(config):
+    # gradio's own use of pandas, not ours
+    config.addinivalue_line("filterwarnings", "ignore::Warning:gradio.queueing")
+
+
+def pytest_collection_modifyitems(items):
+    """No single test may hang the suite (CI has a wall-time budget)."""
+    for item in items:
+        item.add_marker(pytest.mark.timeout(300))

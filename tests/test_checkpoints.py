@@ -1,0 +1,83 @@
+"""The checkpoint layer: one loader, safetensors and JSON only, complete folders only."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from playground import checkpoints, tokenization
+
+
+@dataclass
+class TinyConfig:
+    n_in: int = 3
+    n_out: int = 2
+
+
+class TinyModel(torch.nn.Module):
+    def __init__(self, config: TinyConfig):
+        super().__init__()
+        self.proj = torch.nn.Linear(config.n_in, config.n_out)
+        self.head = torch.nn.Linear(config.n_out, config.n_out, bias=False)
+        if config.n_in == config.n_out:
+            self.head.weight = self.proj.weight  # tied, as GPT ties its output to its input embedding
+
+
+@pytest.fixture
+def tiny_kind(monkeypatch):
+    monkeypatch.setitem(checkpoints.KINDS, "tiny", ("tests.test_checkpoints", "TinyConfig", "TinyModel"))
+
+
+def test_weights_round_trip_through_safetensors(tiny_kind, tmp_path):
+    torch.manual_seed(0)
+    model = TinyModel(TinyConfig())
+    checkpoints.save(tmp_path / "m", kind="tiny", config=TinyConfig(), card={"steps": 1}, model=model)
+    loaded = checkpoints.load(tmp_path / "m")
+    assert isinstance(loaded.model, TinyModel) and not loaded.model.training
+    for (k, a), (_, b) in zip(model.state_dict().items(), loaded.model.state_dict().items()):
+        assert torch.equal(a, b), k
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["card.json", "config.json", "model.safetensors"]
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["config"] == {"n_in": 3, "n_out": 2}
+
+
+def test_tied_weights_are_saved(tiny_kind, tmp_path):
+    model = TinyModel(TinyConfig(n_in=2, n_out=2))
+    checkpoints.save(tmp_path / "t", kind="tiny", config=TinyConfig(2, 2), card={}, model=model)
+    loaded = checkpoints.load(tmp_path / "t")
+    assert torch.equal(loaded.model.proj.weight, model.proj.weight)
+
+
+def test_unknown_kind_and_stale_config_fail_loudly(tmp_path):
+    with pytest.raises(ValueError, match="unknown checkpoint kind"):
+        checkpoints.save(tmp_path / "x", kind="nope", config=TinyConfig(), card={})
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ValueError, match="no field"):
+        checkpoints.config_from_dict(TinyConfig, {"n_in": 1, "n_hidden": 4})
+
+
+def test_missing_checkpoint_names_the_shipped_ones():
+    with pytest.raises(FileNotFoundError, match="tok-bpe"):
+        checkpoints.load("no-such-model")
+
+
+def test_shipped_tokenizers_are_complete_and_described():
+    names = checkpoints.available("tokenizer")
+    assert {f"tok-{a}" for a in tokenization.ALGORITHMS} <= set(names)
+    for name in names:
+        ckpt = checkpoints.load(name)
+        card = ckpt.card
+        assert card["command"].startswith("python -m playground.train tokenizers")
+        assert all(len(c["sha256"]) == 64 for c in card["corpus"])
+        assert card["vocab_size"] == ckpt.tokenizer.get_vocab_size()
+        for path in ckpt.path.iterdir():
+            assert path.suffix in (".json", ".safetensors") and path.stat().st_size <= 10 * 2**20
+
+
+def test_no_temporary_files_are_left(tmp_path):
+    tok = tokenization.train("char", ["abc"], 100)
+    checkpoints.save(tmp_path / "c", kind="tokenizer", config=tokenization.TokenizerConfig("char", 100), card={},
+                     tokenizer=tok)
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["card.json", "config.json", "tokenizer.json"]

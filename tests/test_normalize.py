@@ -1,0 +1,37 @@
+"""Text normalisation: each step does exactly its job, in a fixed order."""
+
+from __future__ import annotations
+
+import pytest
+
+from playground import normalize
+
+
+def tokens(text, steps):
+    return normalize.normalize_steps(text, steps)[-1]["tokens"]
+
+
+def test_each_step():
+    text = "The Cats weren't running, they're flying!"
+    assert tokens(text, ["lowercase"])[:2] == ["the", "cats"]
+    assert "," not in tokens(text, ["punctuation"]) and "!" not in tokens(text, ["punctuation"])
+    assert tokens(text, ["stopwords"]) == ["Cats", "running", ",", "they're", "flying", "!"]  # weren't: auxiliary
+    assert tokens("running flies happily", ["stem"]) == ["run", "fli", "happili"]  # Porter 1980
+
+
+def test_stages_record_changes_and_removals():
+    stages = normalize.normalize_steps("The Dog and the dog.", ["lowercase", "stopwords"])
+    assert [s["step"] for s in stages] == ["original", "lowercase", "stopwords"]
+    assert stages[1]["changed"] == [0, 1] and stages[2]["removed"] == ["the", "and", "the"]
+    assert stages[0]["n_types"] == 6 and stages[2]["n_types"] == 2  # The Dog and the dog . -> dog dog .
+
+
+def test_order_is_fixed_whatever_the_request_order():
+    assert [s["step"] for s in normalize.normalize_steps("x", ["stem", "lowercase"])] == ["original", "lowercase", "stem"]
+
+
+def test_unknown_step_and_odd_input():
+    with pytest.raises(ValueError, match="unknown"):
+        normalize.normalize_steps("x", ["uppercase"])
+    assert normalize.normalize_steps("", list(normalize.STEPS))[-1]["tokens"] == []
+    assert tokens("مرحبا 👋 ¿qué?", ["punctuation"]) == ["مرحبا", "👋", "qué"]

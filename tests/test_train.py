@@ -1,0 +1,92 @@
+"""The training entry point: typed overrides, errors that name the key, checkpoints that load."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from playground import checkpoints, tokenization, train
+
+
+def test_overrides_are_typed():
+    cfg = train.apply_overrides(tokenization.TokenizerTrainConfig, ["--vocab_size=1e3", "--algorithms=bpe,char"])
+    assert cfg.vocab_size == 1000 and isinstance(cfg.vocab_size, int) and cfg.algorithms == "bpe,char"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--vocab_sise=500"], "unknown option --vocab_sise"),
+    (["--vocab_size=abc"], "takes a number"),
+    (["--vocab_size=1.5"], "whole number"),
+    (["--vocab_size=100"], "256 symbols"),
+    (["--algorithms=bpe,sentencepiece"], "unknown algorithm"),
+    (["vocab_size=500"], "--key=value"),
+])
+def test_bad_overrides_are_clear_errors(args, message):
+    with pytest.raises(ValueError, match=message):
+        train.apply_overrides(tokenization.TokenizerTrainConfig, args)
+
+
+def test_unknown_key_on_the_command_line_names_it(tiny_corpus, capsys):
+    with pytest.raises(SystemExit):
+        train.parse(["tokenizers", "--corpus", tiny_corpus, "--no_such_key=1"])
+    err = capsys.readouterr().err
+    assert "--no_such_key" in err and "--vocab_size" in err
+
+
+def test_missing_corpus_is_an_error(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train.parse(["tokenizers", "--corpus", str(tmp_path / "nope.txt")])
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_coerce_bool_and_optional():
+    assert train.coerce("yes", bool, "x") is True and train.coerce("0", bool, "x") is False
+    assert train.coerce("none", int | None, "x") is None and train.coerce("7", int | None, "x") == 7
+    with pytest.raises(ValueError):
+        train.coerce("maybe", bool, "x")
+
+
+def test_device_auto_prefers_cuda_then_mps(monkeypatch):
+    import torch
+
+    assert checkpoints.resolve_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert checkpoints.resolve_device("auto") == "cuda"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert checkpoints.resolve_device(None) == "mps"
+
+
+def test_tokenizers_kind_trains_every_algorithm(tiny_corpus, tmp_path):
+    sample = tmp_path / "sample.txt"
+    history = train.main(["tokenizers", "--corpus", tiny_corpus, "--out", str(tmp_path), "--vocab_size=400",
+                          "--word_vocab_size=50", "--char_min_frequency=1", f"--sample_path={sample}",
+                          "--sample_bytes=2000"])
+    assert set(history) == {*tokenization.ALGORITHMS, "sample"}
+    assert 0 < len(sample.read_text(encoding="utf-8")) <= 2000
+    for algorithm in tokenization.ALGORITHMS:
+        ckpt = checkpoints.load(tmp_path / f"tok-{algorithm}")
+        assert ckpt.kind == "tokenizer" and ckpt.config.algorithm == algorithm and ckpt.model is None
+        assert ckpt.card["corpus"][0]["sha256"] == checkpoints.sha256_file(tiny_corpus)
+        assert "python -m playground.train tokenizers" in ckpt.card["command"]
+        assert {p.name for p in ckpt.path.iterdir()} == {"config.json", "card.json", "tokenizer.json"}
+    word = checkpoints.load(tmp_path / "tok-word").tokenizer
+    assert word.get_vocab_size() <= 50
+    bpe = checkpoints.load(tmp_path / "tok-bpe").tokenizer
+    assert bpe.decode(bpe.encode("The lazy dog!").ids) == "The lazy dog!"
+
+
+def test_the_module_runs_as_a_script(tiny_corpus, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "playground.train", "tokenizers", "--corpus", tiny_corpus, "--out", str(tmp_path),
+         "--algorithms=char", f"--sample_path={tmp_path / 's.txt'}"],
+        capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "tokenizers:" in result.stderr and "100%" in result.stderr  # the progress bar
+    card = json.loads((tmp_path / "tok-char" / "card.json").read_text())
+    assert card["command"].endswith(f"--sample_path={tmp_path / 's.txt'}")
