@@ -55,14 +55,14 @@ def app_ready() -> tuple[float, float, float]:
 
 def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
     """name -> (handler, arguments, budget in seconds or None)."""
-    import app
+    from playground.ui import tokenization_tab as tab
 
     return {
-        "tokenize (6 tokenizers, 32 tokens)": (app.tokenize, (TEXT_32, ALL), 0.030),
-        "bpe_trace (lecture table, 10 merges)": (app.bpe_trace, (BPE_TABLE, 10), None),
-        "bpe_segment (3 words)": (app.bpe_segment, (BPE_TABLE, 10, "lowest newer wider"), None),
-        "explain_split (WordPiece + Unigram)": (app.explain_split, ("unaffable tokenization", "wordpiece"), None),
-        "normalize (4 steps)": (app.normalize_text, (TEXT_32, ["lowercase", "punctuation", "stopwords", "stem"]), None),
+        "tokenize (6 tokenizers, 32 tokens)": (lambda *a: list(tab.tokenize(*a)), (TEXT_32, ALL), 0.030),
+        "bpe_trace (lecture table, 10 merges)": (tab.bpe_trace, (BPE_TABLE, 10), None),
+        "bpe_segment (3 words)": (tab.bpe_segment, (BPE_TABLE, 10, "lowest newer wider"), None),
+        "explain_split (WordPiece + Unigram)": (tab.explain_split, ("unaffable tokenization", "wordpiece"), None),
+        "normalize (4 steps)": (tab.normalize_text, (TEXT_32, ["lowercase", "punctuation", "stopwords", "stem"]), None),
     }
 
 

@@ -23,7 +23,8 @@ from __future__ import annotations
 import heapq
 import json
 import re
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -158,13 +159,29 @@ def sample_text() -> str:
     return SAMPLE_PATH.read_text(encoding="utf-8")
 
 
-@lru_cache(maxsize=48)
+_RETRAINED: OrderedDict[tuple[str, int], Tokenizer] = OrderedDict()
+_RETRAINED_MAX = 48
+_RETRAIN_LOCK = threading.Lock()
+
+
 def retrained(algorithm: str, vocab_size: int) -> Tokenizer:
-    """`algorithm` trained on the shipped corpus sample at `vocab_size`; cached, so a slider that
-    comes back to a size answers at once. The cached tokenizers are only read, never changed."""
+    """`algorithm` trained on the shipped corpus sample at `vocab_size`. Cached (the 48 most recent),
+    so a slider that comes back to a size answers at once; the tokenizers are only read, never
+    changed, so users can share them. One training at a time: they use every core anyway."""
     if algorithm not in RETRAINABLE:
         raise ValueError(f"only {', '.join(RETRAINABLE)} retrain at another vocabulary size, not {algorithm!r}")
-    return train(algorithm, [sample_text()], vocab_size)
+    key = (algorithm, vocab_size)
+    with _RETRAIN_LOCK:
+        if key not in _RETRAINED:
+            _RETRAINED[key] = train(algorithm, [sample_text()], vocab_size)
+            while len(_RETRAINED) > _RETRAINED_MAX:
+                _RETRAINED.popitem(last=False)
+        _RETRAINED.move_to_end(key)
+        return _RETRAINED[key]
+
+
+def is_retrained(algorithm: str, vocab_size: int) -> bool:
+    return (algorithm, vocab_size) in _RETRAINED
 
 
 # ---------------------------------------------------------------------------------------------
@@ -457,13 +474,20 @@ def wordpiece_explain(tok: Tokenizer, text: str, max_words: int = 40, shown_reje
 UNK_PENALTY = 10.0  # tokenizers (like SentencePiece) scores an unknown character min(log p) - 10
 
 
-@lru_cache(maxsize=8)
-def _unigram_table(tokenizer_json: str) -> tuple[dict[str, float], str, float, int]:
-    model = json.loads(tokenizer_json)["model"]
-    scores = {piece: score for piece, score in model["vocab"]}
-    unk_piece = model["vocab"][model["unk_id"]][0]
-    unk_score = min(scores.values()) - UNK_PENALTY
-    return scores, unk_piece, unk_score, max(len(p) for p in scores)
+_UNIGRAM_TABLES: OrderedDict[int, tuple[Tokenizer, tuple]] = OrderedDict()
+
+
+def _unigram_table(tok: Tokenizer) -> tuple[dict[str, float], str, float, int]:
+    """The pieces' log-probabilities, the unknown piece and its score, the longest piece length.
+    Cached per tokenizer object (holding it, so its id cannot be reused while cached)."""
+    if id(tok) not in _UNIGRAM_TABLES:
+        model = json.loads(tok.to_str())["model"]
+        scores = {piece: score for piece, score in model["vocab"]}
+        unk_piece = model["vocab"][model["unk_id"]][0]
+        _UNIGRAM_TABLES[id(tok)] = (tok, (scores, unk_piece, min(scores.values()) - UNK_PENALTY, max(map(len, scores))))
+        while len(_UNIGRAM_TABLES) > 8:
+            _UNIGRAM_TABLES.popitem(last=False)
+    return _UNIGRAM_TABLES[id(tok)][1]
 
 
 def unigram_explain(tok: Tokenizer, text: str, n_best: int = 5, max_words: int = 40) -> list[dict]:
@@ -471,7 +495,7 @@ def unigram_explain(tok: Tokenizer, text: str, n_best: int = 5, max_words: int =
     model, log P(x) = Σ log p(piece), found by dynamic programming over the lattice of pieces. The
     best one is what the tokenizer outputs. Pieces are the model's own log-probabilities."""
     assert isinstance(tok.model, models.Unigram), "unigram_explain needs a Unigram tokenizer"
-    scores, unk_piece, unk_score, longest = _unigram_table(tok.to_str())
+    scores, unk_piece, unk_score, longest = _unigram_table(tok)
     explained = []
     for word in _pre_tokenize(tok, text)[:max_words]:
         n = len(word)

@@ -56,7 +56,7 @@ def test_bpe_figures_highlight_the_chosen_pair():
     trace = tokenization.bpe_trace([("low", 5), ("lower", 2), ("newest", 6)], 3)
     fig = figures.bpe_pairs_figure(trace, 1)
     colours = list(fig.data[0].marker.color)
-    assert colours.count("#d9534f") == 1 and colours[0] == "#d9534f"  # the winner is the top bar
+    assert colours.count(figures.ACCENT) == 1 and colours[0] == figures.ACCENT  # the winner is the top bar
     html = figures.bpe_step_html(trace, 2)
     assert 'class="chip new"' in html and "Step 2" in html
     assert "Step 0" in figures.bpe_step_html(trace, 0)

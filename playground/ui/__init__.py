@@ -1,0 +1,44 @@
+"""The Gradio UI: the only part of the package that imports gradio. One module per tab, each with
+its handlers and a `build(demo, sentence)` that lays out the tab and wires its events."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no telemetry
+os.environ.setdefault("HF_HUB_OFFLINE", "1")                # no hub call unless a user asks for a hub model
+
+from pathlib import Path
+
+import gradio as gr
+
+from playground.ui import tokenization_tab
+
+ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
+DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
+
+INTRO = """# NLP Playground
+One sentence, from characters to GPT and BERT. Type it once; every view uses it. Hover a token to see it in every
+tokenizer."""
+
+# Tabs in the order of the lecture story; a tab is listed only when it works.
+TABS = [("Tokenization", tokenization_tab)]
+
+
+def build_demo() -> gr.Blocks:
+    with gr.Blocks(title="NLP Playground", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
+        gr.Markdown(INTRO)
+        sentence = gr.Textbox(value=DEFAULT_TEXT, label="Your sentence", lines=2, max_lines=12, elem_id="sentence")
+        with gr.Tabs():
+            for title, module in TABS:
+                with gr.Tab(title, id=title.lower().replace(" ", "-")):
+                    module.build(demo, sentence)
+    return demo
+
+
+# System fonts only: a Google font would be fetched from a CDN
+THEME = gr.themes.Soft(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "Consolas", "monospace"])
+# show_error: a value the components themselves refuse (a word where a number goes) reaches the
+# user as Gradio's message, not as an anonymous failure
+LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], ssr_mode=False, footer_links=["api", "settings"],
+              show_error=True)

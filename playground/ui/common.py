@@ -1,0 +1,49 @@
+"""What every tab's handlers share: coercing UI values, notices, the JSON download."""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+
+import gradio as gr
+
+from playground import tokenization
+
+LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
+
+
+def as_int(value, name: str, low: int, high: int, notices: list[str]) -> int:
+    """Any number (or numeric string) to an int in [low, high], clamping with a notice; a clear
+    error for what is not a number at all."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise gr.Error(f"{name} should be a number, not {str(value)[:30]!r}.") from None
+    if math.isnan(number):
+        raise gr.Error(f"{name} should be a number, not NaN.")
+    clamped = min(max(number, low), high)
+    if clamped != number:
+        notices.append(f"{name} {value} is out of range; using {int(clamped):,} (allowed: {low:,} to {high:,}).")
+    return int(round(clamped))
+
+
+def text_input(text, notices: list[str], max_chars: int = tokenization.MAX_CHARS) -> str:
+    """Free text from the UI or an API caller: a string, valid Unicode, at most `max_chars`."""
+    if text is not None and not isinstance(text, str):
+        raise gr.Error(f"Text should be a string, not {type(text).__name__}.")
+    text, more = tokenization.clean_text(text, max_chars)
+    notices.extend(more)
+    return text
+
+
+def warn(notices: list[str]) -> None:
+    for notice in notices:
+        gr.Warning(notice)
+
+
+def json_file(data: dict, stem: str) -> str:
+    """The data behind a view, as a file to download (Gradio's delete_cache removes it later)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix=f"{stem}-", delete=False, encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=1)
+    return f.name
