@@ -1,0 +1,121 @@
+"""The language-model trainer on a model small enough to train in a second: a bigram table."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from playground import checkpoints, data, train
+
+
+@dataclass
+class BigramConfig:
+    vocab_size: int = 0   # set from the data
+
+
+class Bigram(torch.nn.Module):
+    """logits(next | current) = a learned row per current token: the simplest model with the contract."""
+
+    def __init__(self, config: BigramConfig):
+        super().__init__()
+        self.config = config
+        self.table = torch.nn.Embedding(config.vocab_size, config.vocab_size)
+        torch.nn.init.zeros_(self.table.weight)  # uniform predictions: the loss at init is exactly ln V
+
+    def forward(self, idx, targets=None):
+        logits = self.table(idx)  # (B, T, V)
+        loss = None if targets is None else F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+
+
+def build(config, text_data):
+    return Bigram(BigramConfig(vocab_size=text_data.vocab_size))
+
+
+@pytest.fixture
+def bigram_kind(monkeypatch):
+    monkeypatch.setitem(checkpoints.KINDS, "bigram", ("tests.test_lm_training", "BigramConfig", "Bigram"))
+    spec = train.LMKind(BigramConfig, train.LMTrainConfig(max_iters=60, batch_size=8, block_size=16,
+                                                          learning_rate=0.1, min_lr=0.01, warmup_iters=5,
+                                                          eval_interval=20, eval_iters=4), build)
+    monkeypatch.setitem(train.KINDS, "bigram", spec)
+
+
+def test_text_data_split_and_batches(tiny_corpus):
+    d = data.load_text([tiny_corpus])
+    text = open(tiny_corpus, encoding="utf-8").read()
+    assert len(d.train) + len(d.val) == len(text) and len(d.val) == len(text) - int(len(text) * 0.9)
+    assert d.tokenizer.decode(d.train[:50].tolist()) == text[:50]  # char-level and lossless
+    g = torch.Generator().manual_seed(0)
+    x, y = data.get_batch(d.train, 16, 4, g)
+    assert x.shape == y.shape == (4, 16) and torch.equal(x[:, 1:], y[:, :-1])
+
+
+def test_learning_rate_schedule():
+    cfg = train.LMTrainConfig(max_iters=100, learning_rate=1.0, min_lr=0.1, warmup_iters=10)
+    assert train.learning_rate(0, cfg) < train.learning_rate(9, cfg) < 1.0   # warming up
+    assert train.learning_rate(10, cfg) == pytest.approx(1.0)                # peak
+    assert train.learning_rate(55, cfg) == pytest.approx(0.55)               # cosine midpoint
+    assert train.learning_rate(100, cfg) == pytest.approx(0.1)               # floor
+
+
+def test_overrides_reach_the_right_config():
+    model_cfg, train_cfg = train.apply_overrides(BigramConfig, ["--vocab_size=7", "--max_iters=3"],
+                                                 train.LMTrainConfig(batch_size=5))
+    assert model_cfg.vocab_size == 7 and train_cfg.max_iters == 3 and train_cfg.batch_size == 5
+    with pytest.raises(ValueError, match="unknown option --n_layers.*--max_iters"):
+        train.apply_overrides(BigramConfig, ["--n_layers=2"], train.LMTrainConfig())
+
+
+def test_train_lm_learns_and_writes_a_loadable_checkpoint(bigram_kind, tiny_corpus, tmp_path):
+    result = train.main(["bigram", "--corpus", tiny_corpus, "--out", str(tmp_path), "--name", "bg"])
+    first, last = result["history"][0], result["history"][-1]
+    vocab = data.load_text([tiny_corpus]).vocab_size
+    assert first["val"] == pytest.approx(math.log(vocab), abs=1e-3)  # uniform at init: ln V
+    assert last["val"] < first["val"] - 0.5 and last["iter"] == 60
+    ckpt = checkpoints.load(tmp_path / "bg")
+    card = json.loads((tmp_path / "bg" / "card.json").read_text())
+    assert isinstance(ckpt.model, Bigram) and ckpt.tokenizer.get_vocab_size() == vocab
+    assert card["steps"] == 60 and card["tokens_seen"] == 60 * 8 * 16 and card["val_loss"] == last["val"]
+    assert card["val_bits_per_token"] == pytest.approx(card["val_loss"] / math.log(2), abs=1e-3)
+    assert "--name bg" in card["command"]
+    assert not (tmp_path / ".bg.resume").exists()  # a finished run leaves no resume state
+
+
+def test_target_loss_stops_early(bigram_kind, tiny_corpus, tmp_path):
+    result = train.main(["bigram", "--corpus", tiny_corpus, "--out", str(tmp_path), "--target_val_loss=10"])
+    assert result["iters"] == 0  # the first estimate (ln V < 10) already reaches it
+
+
+def test_resume_continues_exactly(bigram_kind, tiny_corpus, tmp_path, monkeypatch):
+    args = ["bigram", "--corpus", tiny_corpus, "--out", str(tmp_path)]
+    train.main(args + ["--name", "whole"])
+
+    calls = {"n": 0}
+    real_batch = train._batch
+
+    def interrupted(*a):
+        calls["n"] += 1
+        if calls["n"] > 50:  # after the checkpoint at step 40, before step 60
+            raise KeyboardInterrupt
+        return real_batch(*a)
+
+    monkeypatch.setattr(train, "_batch", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        train.main(args + ["--name", "cut"])
+    assert (tmp_path / ".cut.resume" / "trainer.json").is_file()
+    monkeypatch.setattr(train, "_batch", real_batch)
+    train.main(args + ["--name", "cut", "--resume"])
+    whole, cut = checkpoints.load(tmp_path / "whole").model, checkpoints.load(tmp_path / "cut").model
+    assert torch.allclose(whole.table.weight, cut.table.weight, atol=1e-6)
+    assert json.loads((tmp_path / "cut" / "card.json").read_text())["steps"] == 60
+
+
+def test_resume_without_a_run_is_a_clear_error(bigram_kind, tiny_corpus, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no interrupted run"):
+        train.main(["bigram", "--corpus", tiny_corpus, "--out", str(tmp_path), "--resume"])
