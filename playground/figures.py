@@ -234,7 +234,7 @@ def bpe_pairs_figure(trace: dict, step: int) -> go.Figure:
             marker_color=[ACCENT if label == chosen else MUTED for label in labels],
             hovertemplate="%{y}: %{x}<extra></extra>",
         ))
-        title = f"Step {step}: the most frequent pairs (of {state['n_pairs']:,}); ties go to the pair counted first"
+        title = f"Step {step}: the top pair counts ({state['n_pairs']:,} distinct pairs)"
     else:
         title = "Step 0: no merge yet; move the step slider"
     return go.Figure(data, layout=layout(

@@ -45,16 +45,31 @@ def test_typing_a_sentence_shows_its_tokens(page, tmp_path):
     # hovering a token lights up the tokens over the same characters in every tokenizer
     bpe.first.hover()
     assert page.locator("#tokens-view .tok.hl").count() >= 6
+    screenshot(page, "tokenization.png", tmp_path)
+
+
+def screenshot(page, name: str, tmp_path: Path) -> None:
+    """Saved in the test's folder; SCREENSHOT_DIR=assets refreshes the README's pictures."""
     shots = Path(os.environ.get("SCREENSHOT_DIR", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(shots / "tokenization.png"), full_page=False)
+    page.screenshot(path=str(shots / name), full_page=False)
 
 
-def test_bpe_step_by_step_tab(page):
+def test_bpe_step_by_step_tab(page, tmp_path):
     page.get_by_role("tab", name="Classic BPE, step by step").click()
     page.get_by_role("button", name="Learn merges").click()
     page.wait_for_selector(".bpe-step", timeout=20_000)
     assert "est</w>" in page.locator(".bpe-step").inner_text()
+    page.locator(".bpe-step").scroll_into_view_if_needed()
+    screenshot(page, "bpe.png", tmp_path)
+
+
+def test_why_this_split_tab(page, tmp_path):
+    page.get_by_role("tab", name="Why this split? WordPiece and Unigram").click()
+    page.get_by_role("button", name="Explain").click()
+    page.wait_for_selector("table.uni", timeout=20_000)
+    assert "longest match" in page.locator("body").inner_text()
+    screenshot(page, "why-split.png", tmp_path)
 
 
 def test_nothing_is_fetched_from_the_internet(page):
