@@ -8,11 +8,44 @@ import os
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")  # no telemetry
 os.environ.setdefault("HF_HUB_OFFLINE", "1")                # no hub call unless a user asks for a hub model
 
-from pathlib import Path
 
-import gradio as gr
+def _skip_gradio_stub_rewrite() -> None:
+    """gradio 6 regenerates the .pyi type stubs of every component class at each import, parsing the
+    component's source file with `ast` each time: 2.5 s of CPU of a 6 s import here, for files only
+    type checkers read. Turn that one function into a no-op as its module loads (nothing else in
+    gradio calls it); startup is one of the budgets."""
+    import importlib.abc
+    import importlib.machinery
+    import sys
 
-from playground.ui import tokenization_tab
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "gradio.component_meta":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return spec
+            exec_module = spec.loader.exec_module
+
+            def exec_and_patch(module):
+                exec_module(module)
+                module.create_or_modify_pyi = lambda *args, **kwargs: None
+
+            spec.loader.exec_module = exec_and_patch
+            return spec
+
+    if "gradio" not in sys.modules:
+        sys.meta_path.insert(0, Finder())
+
+
+_skip_gradio_stub_rewrite()
+
+from pathlib import Path  # noqa: E402
+
+import gradio as gr  # noqa: E402
+
+from playground.ui import tokenization_tab  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
