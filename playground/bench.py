@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TEXT_32 = "The quick brown fox jumps over the lazy dog, then naps beside the river bank while the old farmer counts his sheep."
 BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"
 ALL = ["char", "word", "bpe", "wordpiece", "unigram", "minilm"]
+TEXT_LONG = (TEXT_32 + " ") * 25  # > 512 MiniLM tokens: the attention tab cuts it to 512
+ATTENTION_32 = TEXT_32 + " It rained all day."  # 32 MiniLM tokens, [CLS] and [SEP] included
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -55,9 +57,12 @@ def app_ready() -> tuple[float, float, float]:
 
 def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
     """name -> (handler, arguments, budget in seconds or None)."""
+    from playground.ui import gradient_tab
     from playground.ui import tokenization_tab as tab
 
     return {
+        **attention_calls(),
+        "gradient_flow (RNN + LSTM + GRU, 100 steps)": (gradient_tab.gradient_flow, (TEXT_32, 100), 0.300),
         "tokenize (6 tokenizers, 32 tokens)": (lambda *a: list(tab.tokenize(*a)), (TEXT_32, ALL), 0.030),
         "bpe_trace (lecture table, 10 merges)": (tab.bpe_trace, (BPE_TABLE, 10), None),
         "bpe_segment (3 words)": (tab.bpe_segment, (BPE_TABLE, 10, "lowest newer wider"), None),
@@ -66,17 +71,49 @@ def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
     }
 
 
-def retrain_seconds() -> tuple[float, float]:
-    """Retraining BPE, WordPiece and Unigram on the corpus sample at a vocabulary size not yet cached."""
+def attention_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
+    """The Attention tab at 32 and 512 tokens, its per-input cache emptied before each call (a new
+    sentence runs the model; a layer or head change would not)."""
+    from playground.ui import attention_tab
+
+    def fresh(*args):
+        attention_tab.MODELS["minilm"]._cache.clear()
+        return attention_tab.attention(*args)
+
+    n_32 = len(attention_tab.att.encode(attention_tab.MODELS["minilm"], ATTENTION_32).ids)
+    return {
+        f"attention (MiniLM, {n_32} tokens, all views)": (fresh, (ATTENTION_32, "", "minilm", 2, "mean"), 0.150),
+        "attention (MiniLM, 512 tokens, all views)": (fresh, (TEXT_LONG, "", "minilm", 2, "mean"), 1.0),
+    }
+
+
+def attention_bytes() -> int:
+    """What the browser receives for one 512-token attention answer: each output as its component
+    serialises it (HTML strings, the plotly figure's JSON, the data JSON)."""
+    import json
+
+    from playground.ui import attention_tab
+
+    head_view, model_view, heatmap, _path, data = attention_tab.attention(TEXT_LONG, "", "minilm", 2, "mean")
+    return (len(head_view.encode()) + len(model_view.encode()) + len(heatmap.to_json().encode())
+            + len(json.dumps(data, ensure_ascii=False).encode()))
+
+
+def retrain_seconds_per_mb() -> dict[str, float]:
+    """Each retrainable tokenizer trained on the shipped corpus sample at sizes not yet cached
+    (median of three sizes), in seconds per megabyte of sample."""
     from playground import tokenization
 
-    samples = []
-    for size in (1_000, 2_000, 4_000):
-        start = time.perf_counter()
-        for algorithm in tokenization.RETRAINABLE:
-            tokenization.retrained(algorithm, size + 7)  # +7: never a size the app has cached
-        samples.append(time.perf_counter() - start)
-    return percentiles(samples)
+    megabytes = len(tokenization.sample_text().encode("utf-8")) / 1e6
+    rates = {}
+    for algorithm in tokenization.RETRAINABLE:
+        samples = []
+        for size in (1_007, 2_007, 4_007):  # odd sizes: never one the app has cached
+            start = time.perf_counter()
+            tokenization.retrained(algorithm, size)
+            samples.append(time.perf_counter() - start)
+        rates[algorithm] = statistics.median(samples) / megabytes
+    return rates
 
 
 def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
@@ -93,6 +130,8 @@ def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
         calls = {
+            "gradient_flow (RNN + LSTM + GRU, 100 steps)": ("/gradient_flow", (TEXT_32, 100, ["rnn", "lstm", "gru"],
+                                                                              "trained", False, 1.0, "tanh", 0.0)),
             "tokenize (6 tokenizers, 32 tokens)": ("/tokenize", (TEXT_32, ALL, False, 2000)),
             "bpe_trace (lecture table, 10 merges)": ("/bpe_trace", (BPE_TABLE, 10)),
             "bpe_segment (3 words)": ("/bpe_segment", (BPE_TABLE, 10, "lowest newer wider")),
@@ -104,6 +143,51 @@ def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
         app.demo.close()
 
 
+def generation_speed(runs: int = 5) -> dict[str, float]:
+    """Tokens per second of the shipped GPT (top-k sampling, medians over `runs`): within its 128-token
+    context, with and without the KV cache, and for 500 tokens, where the window slides past the context
+    and every step runs the last 128 tokens again (cached keys hold absolute positions)."""
+    import torch
+
+    from playground import checkpoints, sampling
+
+    model = checkpoints.shared("gpt-shakespeare").model
+    prompt = torch.tensor([[1, 2, 3]])
+    speeds = {}
+    for label, n, use_cache in (("cache", 120, True), ("no cache", 120, False), ("sliding", 500, True)):
+        median, _ = time_calls(lambda: sampling.generate(model, prompt, n, temperature=0.8, top_k=10, seed=0,
+                                                         use_cache=use_cache), runs, warmup=1)
+        speeds[label] = n / median
+    return speeds
+
+
+# The training race (DESIGN.md budgets): nanoGPT's published CPU recipe (4 layers, 4 heads, 128 wide,
+# context 64, batch 12, 2000 iterations, no dropout) reaches validation loss 1.886 in about 71 s on
+# the 2-core machine; our trainer must get to 1.88 on the same text in no more wall time.
+RACE_REFERENCE_S = 71.0
+RACE_TARGET = 1.88
+# Our recipe: nanoGPT's model shape and context, a batch of 32 (better use of two cores per token), a 3x higher
+# peak rate with a short warmup, the exact-erf GELU (twice as fast as GPT-2's tanh form on a CPU); it reaches
+# 1.88 after about 700 of its 1,000 scheduled steps (1.4M tokens, nanoGPT's recipe needs 1.5M).
+RACE_ARGS = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--n_positions=64", "--block_size=64", "--batch_size=32",
+             "--learning_rate=3e-3", "--min_lr=3e-4", "--warmup_iters=50", "--max_iters=1000", "--eval_interval=50",
+             "--eval_iters=8", "--gelu_approximate=none", f"--target_val_loss={RACE_TARGET}"]
+
+
+def training_race(corpus: str) -> float | None:
+    """Wall time (training and validation, as nanoGPT counts it) until the validation estimate
+    reaches RACE_TARGET, with `python -m playground.train gpt` in a fresh process; None if it never does."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([sys.executable, "-m", "playground.train", "gpt", "--corpus", corpus, "--out", out,
+                        "--name=race", *RACE_ARGS], cwd=ROOT, check=True, capture_output=True)
+        history = json.loads((Path(out) / "race" / "card.json").read_text(encoding="utf-8"))["history"]
+    reached = [h["seconds"] for h in history if h["val"] <= RACE_TARGET]
+    return reached[0] if reached else None
+
+
 def ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1000:,.1f} ms"
 
@@ -112,6 +196,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--no-http", action="store_true", help="skip the gradio_client round trips")
+    parser.add_argument("--race", metavar="TINYSHAKESPEARE", help="also run the GPT training race on this file")
     args = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     sys.path.insert(0, str(ROOT))
@@ -131,9 +216,24 @@ def main(argv: list[str] | None = None) -> list[tuple]:
         if name in http:
             h_median, h_p95 = http[name]
             rows.append((f"{name}: HTTP round trip", ms(h_median), ms(h_p95), "", None))
-    median, p95 = retrain_seconds()
-    rows.append(("retrain BPE + WordPiece + Unigram on the 600 kB sample", ms(median), ms(p95), "< 1 s per MB",
-                 median <= 0.6))
+    sent = attention_bytes()
+    rows.append(("attention (512 tokens): bytes sent to the browser", f"{sent / 2**20:.2f} MB", "", "≤ 2 MB",
+                 sent <= 2 * 2**20))
+    for algorithm, rate in retrain_seconds_per_mb().items():
+        budget = algorithm != "unigram"  # the issue's "well under a second per megabyte" is BPE's and WordPiece's
+        rows.append((f"retrain {algorithm} on the corpus sample", f"{rate:.2f} s/MB", "", "< 1 s/MB" if budget else "",
+                     rate < 1 if budget else None))
+    speeds = generation_speed()
+    rows.append(("generate 120 tokens (within the context), KV cache", f"{speeds['cache']:,.0f} tokens/s", "",
+                 "≥ 200 tokens/s", speeds["cache"] >= 200))
+    rows.append(("  the same without the cache", f"{speeds['no cache']:,.0f} tokens/s", "", "", None))
+    rows.append(("  500 tokens: the window slides past the context", f"{speeds['sliding']:,.0f} tokens/s", "", "",
+                 None))
+    if args.race:
+        seconds = training_race(args.race)
+        rows.append((f"training race: wall time to val loss {RACE_TARGET} (gpt)",
+                     "never" if seconds is None else f"{seconds:.1f} s", "", f"≤ {RACE_REFERENCE_S:.0f} s (nanoGPT)",
+                     seconds is not None and seconds <= RACE_REFERENCE_S))
 
     print(f"\nNLP Playground bench: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
           f"Python {platform.python_version()}, {args.runs} runs per row\n")

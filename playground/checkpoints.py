@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,10 @@ MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
 # that kind is loaded, so loading a tokenizer never imports a model file. Later kinds add a line.
 KINDS: dict[str, tuple[str, str, str | None]] = {
     "tokenizer": ("playground.tokenization", "TokenizerConfig", None),
+    "gpt": ("playground.gpt", "GPTConfig", "GPT"),
+    "rnn": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
+    "lstm": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
+    "gru": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
 }
 
 
@@ -162,6 +167,14 @@ def load(name_or_dir: str | Path, device: str | None = "cpu") -> Checkpoint:
         model.load_state_dict(load_file(str(path / "model.safetensors"), device="cpu"))
         model.to(resolve_device(device)).eval()
     return Checkpoint(name=path.name, path=path, kind=kind, config=config, card=card, tokenizer=tokenizer, model=model)
+
+
+@lru_cache(maxsize=None)
+def shared(name: str) -> Checkpoint:
+    """A shipped checkpoint loaded once per process and shared by every view that shows it (the
+    Generation, Attention and Gradient-flow tabs use the same models). Callers only read it, under
+    torch.inference_mode(); nothing in it is ever changed."""
+    return load(name)
 
 
 def available(kind: str | None = None) -> list[str]:

@@ -35,7 +35,8 @@ def layout(**overrides) -> dict:
 
 def visible(text: str) -> str:
     """Escape `text` for HTML and make whitespace and control characters visible: · for a space,
-    → for a tab, ↵ (then a real line break) for a newline, control pictures for C0 controls."""
+    → for a tab, ↵ (then a real line break) for a newline, \\x07 for a control character, the name
+    of any other space (NBSP, U+2009, ...)."""
     out = []
     for ch in text:
         code = ord(ch)
@@ -45,11 +46,9 @@ def visible(text: str) -> str:
             out.append('<span class="ws">↵</span><br>')
         elif ch == "\t":
             out.append('<span class="ws">→</span>')
-        elif code < 0x20:
-            out.append(f'<span class="ws">{chr(0x2400 + code)}</span>')  # ␀ ␁ ... ␟
-        elif code == 0x7F:
-            out.append('<span class="ws">␡</span>')
-        elif 0x80 <= code <= 0x9F or (unicodedata.category(ch) == "Zs"):
+        elif code < 0x20 or 0x7F <= code <= 0x9F:
+            out.append(f'<span class="ws">\\x{code:02x}</span>')  # as Python writes it; fonts lack ␇ and kin
+        elif unicodedata.category(ch) == "Zs":
             out.append(f'<span class="ws">{html.escape(_codepoint(ch))}</span>')
         else:
             out.append(html.escape(ch))
@@ -70,7 +69,8 @@ def _codepoint(ch: str) -> str:
 def token_label(token: str) -> str:
     """A token as text for tables and tooltips: whitespace and controls spelled out."""
     return "".join(
-        {" ": "·", "\n": "↵", "\t": "→"}.get(ch, chr(0x2400 + ord(ch)) if ord(ch) < 0x20 else ch) for ch in token
+        {" ": "·", "\n": "↵", "\t": "→"}.get(ch, f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F else ch)
+        for ch in token
     )
 
 
@@ -324,3 +324,241 @@ def normalize_html(stages: list[dict]) -> str:
             f"<div>{tokens or '<i>nothing left</i>'}</div>{removed}</div>"
         )
     return "".join(rows)
+
+
+# ---------------------------------------------------------------------------------------------
+# RNN gradient flow: per-step gradient norms, the input-gradient strip, gates over time
+
+CELL_COLOURS = {"rnn": ACCENT, "lstm": "#337ab7", "gru": "#3c9a5f"}
+
+
+def _finite_positive(values) -> list:
+    """None for what a log axis cannot show (null from overflow, 0)."""
+    return [v if v is not None and v > 0 else None for v in values]
+
+
+def gradient_flow_figure(cells: dict[str, dict], labels: dict[str, str], chars: list[str]) -> go.Figure:
+    """|dL_T/dh_t| against t on a log scale, one line per cell (LSTM: |dL_T/dc_t| dashed)."""
+    T = len(chars) - 1
+    t = list(range(1, T + 1))
+    hover_chars = [token_label(c) for c in chars[:T]]
+    data, notes = [], []
+    for key, r in cells.items():
+        colour = CELL_COLOURS.get(key, MUTED)
+        data.append(go.Scatter(
+            x=t, y=_finite_positive(r["grad_norms"]), mode="lines+markers", marker=dict(size=4), name=labels[key],
+            line=dict(color=colour, width=2), customdata=hover_chars,
+            hovertemplate="t=%{x} ('%{customdata}'): %{y:.3e}<extra>" + html.escape(labels[key]) + "</extra>",
+        ))
+        if r.get("cell_grad_norms") is not None:
+            data.append(go.Scatter(
+                x=t, y=_finite_positive(r["cell_grad_norms"]), mode="lines", name=f"{labels[key]}: cell c_t",
+                line=dict(color=colour, width=1.5, dash="dash"), customdata=hover_chars,
+                hovertemplate="t=%{x} ('%{customdata}'): |dL/dc_t| %{y:.3e}<extra></extra>",
+            ))
+        if r["status"] == "overflow":
+            notes.append(f"{labels[key]}: overflow (inf/NaN), not plotted")
+    title = "How far back the training signal reaches: |∂L_T/∂h_t| (log scale)"
+    return go.Figure(data, layout=layout(
+        title=dict(text=title + ("<br><sub>" + html.escape("; ".join(notes)) + "</sub>" if notes else "")),
+        xaxis=dict(title=dict(text="time step t (the loss is at the last step, T)")),
+        yaxis=dict(title=dict(text="gradient norm"), type="log", exponentformat="power"),
+        height=420, legend=dict(orientation="h", y=-0.2), hovermode="x unified",
+    ))
+
+
+def gradient_strip_html(chars: list[str], cells: dict[str, dict], labels: dict[str, str]) -> str:
+    """Each input character shaded by |dL_T/dx_t| (log scale, per cell): what the last prediction depends on."""
+    import math
+
+    T = len(chars) - 1
+    rows = []
+    for key, r in cells.items():
+        norms = r["x_grad_norms"]
+        logs = [math.log10(v) for v in norms if v is not None and v > 0]
+        lo, hi = (min(logs), max(logs)) if logs else (0.0, 1.0)
+        spans = []
+        for ch, v in zip(chars[:T], norms):
+            if v is None:
+                spans.append(f'<span class="gf-ch gf-bad" title="overflow">{visible(ch)}</span>')
+                continue
+            level = 0.0 if v <= 0 or hi == lo else (math.log10(v) - lo) / (hi - lo)
+            spans.append(f'<span class="gf-ch" style="background: rgba(51, 122, 183, {0.05 + 0.9 * level:.2f})" '
+                         f'title="{html.escape(token_label(ch))}: {v:.3e}">{visible(ch)}</span>')
+        spans.append(f'<span class="gf-ch gf-target" title="the character predicted at step T">'
+                     f'{visible(chars[T])}</span>')
+        span = f"10<sup>{lo:.0f}</sup> … 10<sup>{hi:.0f}</sup>" if logs else "no finite values"
+        rows.append(f'<div class="gf-row"><div class="gf-head"><b>{html.escape(labels[key])}</b> '
+                    f'<span class="gf-range">|∂L_T/∂x_t| from {span}</span></div>'
+                    f'<div class="gf-text">{"".join(spans)}</div></div>')
+    return "".join(rows)
+
+
+def gradient_status_html(cells: dict[str, dict], labels: dict[str, str], notices: list[str] = ()) -> str:
+    """An explicit verdict per cell (stable, vanishing, exploding, overflow) and the rates per step."""
+    def num(v, fmt=".3f"):
+        return "–" if v is None else format(v, fmt)
+
+    rows = []
+    for key, r in cells.items():
+        rates = r["rates"]
+        extra = ""
+        if "sigma_max" in rates:
+            extra = (f"σ<sub>max</sub>(W<sub>hh</sub>) = {num(rates['sigma_max'])}, rms σ = {num(rates['sigma_rms'])}, "
+                     f"mean φ′ = {num(rates['mean_activation_derivative'])}; bound max φ′·σ<sub>max</sub> = "
+                     f"{num(rates['bound'])}")
+        elif "measured_cell" in rates:
+            extra = f"measured on c<sub>t</sub>: {num(rates['measured_cell'])}"
+        rows.append(
+            f'<tr><td><span class="gf-badge gf-{r["status"]}">{r["status"]}</span></td><td>{html.escape(labels[key])}</td>'
+            f"<td>{num(rates['measured'])}</td><td>{num(rates.get('predicted'))}</td>"
+            f"<td>{html.escape(rates.get('theory', ''))}</td><td>{extra}</td>"
+            f"<td>{html.escape(r['message'])}</td></tr>"
+        )
+    notes = "".join(f'<div class="notice">{html.escape(n)}</div>' for n in notices)
+    return (f"{notes}<table class='gf-table'><thead><tr><th>status</th><th>cell</th><th>measured factor per step</th>"
+            f"<th>predicted</th><th>prediction from</th><th>details</th><th>verdict</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
+GATE_TITLES = {"f": "forget gate f_t", "i": "input gate i_t", "o": "output gate o_t", "c": "cell state c_t",
+               "z": "update gate z_t (1 keeps h_{t-1})", "r": "reset gate r_t"}
+
+
+def gates_figure(gates: dict[str, list], chars: list[str], label: str) -> go.Figure:
+    """One heatmap per gate, stacked: time across, units down, the value on hover (gates in [0, 1])."""
+    import numpy as np
+
+    names = list(gates)
+    T = len(chars) - 1
+    x = np.arange(1, T + 1)
+    n = len(names)
+    gap = 0.06
+    height = (1 - gap * (n - 1)) / n
+    data, axes, notes = [], {}, []
+    hover_chars = np.array([token_label(c) for c in chars[:T]], dtype=object)
+    for k, name in enumerate(names):
+        z = np.asarray(gates[name], dtype=float).T          # (units, T); numpy: plotly validates it in one go
+        units = z.shape[0]
+        suffix = "" if k == 0 else str(k + 1)
+        is_cell = name == "c"
+        data.append(go.Heatmap(
+            z=z, x=x, y=np.arange(units), xaxis=f"x{suffix}", yaxis=f"y{suffix}",
+            customdata=np.tile(hover_chars, (units, 1)),
+            colorscale="RdBu" if is_cell else "Viridis", zmid=0 if is_cell else None,
+            zmin=None if is_cell else 0, zmax=None if is_cell else 1, showscale=k == 0 or is_cell,
+            colorbar=dict(len=height, y=1 - k * (height + gap) - height / 2, yanchor="middle", thickness=12),
+            hovertemplate=f"{GATE_TITLES[name]}<br>t=%{{x}} ('%{{customdata}}'), unit %{{y}}: %{{z:.3f}}<extra></extra>",
+        ))
+        top = 1 - k * (height + gap)
+        axes[f"yaxis{suffix}"] = dict(domain=[max(0.0, top - height), min(1.0, top)], title=dict(text="unit"),
+                                      autorange="reversed")
+        axes[f"xaxis{suffix}"] = dict(anchor=f"y{suffix}", matches="x" if k else None, showticklabels=k == n - 1)
+        notes.append(dict(text=GATE_TITLES[name], x=0, y=top, xref="paper", yref="paper", xanchor="left",
+                          yanchor="bottom", showarrow=False, font=dict(size=13)))
+    return go.Figure(data, layout=layout(
+        title=dict(text=f"{label}: gates over time (first {len(gates[names[0]][0]) if names else 0} units)"),
+        height=120 + 200 * n, annotations=notes, margin=dict(l=10, r=10, t=70, b=40), **axes,
+    ))
+
+
+# ---------------------------------------------------------------------------------------------
+# Generation: the text as it is generated, one step's next-token distribution, causal attention
+
+GEN_CLICK_JS = """
+element.addEventListener('click', (event) => {
+  const tok = event.target.closest('.gen-tok');
+  if (!tok) return;
+  element.querySelectorAll('.gen-tok.sel').forEach((el) => el.classList.remove('sel'));
+  tok.classList.add('sel');
+  trigger('click', {step: +tok.dataset.step});
+});
+"""
+
+
+def generated_html(prompt: str, steps: list[dict], selected: int | None = None, notices: list[str] = (),
+                   title: str = "", running: bool = False) -> str:
+    """The prompt (grey) then each generated token, shaded by the probability it was drawn with;
+    a click on a token selects its step (GEN_CLICK_JS)."""
+    parts = [f'<div class="notice">{html.escape(n)}</div>' for n in notices]
+    if title:
+        parts.append(f'<div class="gen-title">{html.escape(title)}</div>')
+    tokens = []
+    for i, s in enumerate(steps):
+        alpha = 0.12 + 0.5 * (1.0 - s["prob"])  # darker = a less likely choice
+        tip = html.escape(f"step {i + 1}: {token_label(s['token'])!r}, p = {s['prob']:.3f}, "
+                          f"entropy {s['entropy']:.2f} nats", quote=True)
+        sel = " sel" if selected == i else ""
+        tokens.append(f'<span class="gen-tok{sel}" data-step="{i}" style="background: rgba(217, 83, 79, {alpha:.2f})" '
+                      f'title="{tip}">{html.escape(s["token"])}</span>')  # plain text: spaces and line breaks as such
+    cursor = '<span class="gen-cursor">▍</span>' if running else ""
+    parts.append(f'<div class="gen-text"><span class="gen-prompt">{html.escape(prompt)}</span>{"".join(tokens)}{cursor}'
+                 '</div>')
+    return "".join(parts)
+
+
+def next_token_figure(step: dict, index: int, cutoffs: tuple[str, ...] = ("top-k", "top-p")) -> go.Figure:
+    """One step's proposed distribution over its most probable tokens, ranked; the tokens top-k and
+    top-p keep in blue, the cut ones grey, the chosen token red, the two cut-offs as dashed lines."""
+    labels = [f"{rank + 1}. {token_label(tok)!r}" for rank, (tok, _) in enumerate(step["top"])]
+    probs = [p for _, p in step["top"]]
+    kept = min(step["n_top_k"], step["n_top_p"])
+    colors = [ACCENT if tok == step["token"] else ("#4a7bd0" if rank < kept else "#c8c8c8")
+              for rank, (tok, _) in enumerate(step["top"])]
+    fig = go.Figure(go.Bar(x=labels, y=probs, marker_color=colors, hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"))
+    shapes, notes = [], []
+    for n, name, dash in ((step["n_top_k"], "top-k", "dash"), (step["n_top_p"], "top-p", "dot")):
+        if name in cutoffs and n < len(labels):
+            shapes.append(dict(type="line", x0=n - 0.5, x1=n - 0.5, y0=0, y1=1, yref="paper",
+                               line=dict(color="#333", dash=dash, width=2)))
+            notes.append(dict(x=n - 0.5, y=1, yref="paper", text=f"{name} cut ({n} kept)", showarrow=False,
+                              xanchor="left", yanchor="bottom" if name == "top-k" else "top", font=dict(size=12)))
+    beyond = [f"{name} keeps {n}" for n, name in ((step["n_top_k"], "top-k"), (step["n_top_p"], "top-p"))
+              if name in cutoffs and n >= len(labels)]
+    title = (f"Step {index + 1}: chose {token_label(step['token'])!r} (p = {step['prob']:.3f}); "
+             f"entropy {step['entropy']:.2f} nats" + (f"; {', '.join(beyond)}" if beyond else ""))
+    return go.Figure(fig.data, layout=layout(
+        title=dict(text=title, font=dict(size=14)), height=360, shapes=shapes, annotations=notes,
+        yaxis=dict(title=dict(text="probability"), rangemode="tozero"), xaxis=dict(tickangle=-45),
+        margin=dict(l=10, r=10, t=60, b=90), bargap=0.15,
+    ))
+
+
+def causal_attention_figure(tokens: list[str], attention: list[list[float]], title: str) -> go.Figure:
+    """A T x T attention map: row = the query token, column = the key token it attends to; the
+    upper triangle is exactly zero (a token cannot look ahead)."""
+    labels = [f"{i}:{token_label(t)}" for i, t in enumerate(tokens)]
+    fig = go.Figure(go.Heatmap(z=attention, x=labels, y=labels, colorscale="Blues", zmin=0, zmax=1,
+                               hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
+    side = min(900, 220 + 14 * len(tokens))
+    return go.Figure(fig.data, layout=layout(
+        title=dict(text=title, font=dict(size=14)), height=side, width=side + 80,
+        yaxis=dict(autorange="reversed", title=dict(text="query (generating)")),
+        xaxis=dict(title=dict(text="key (attended to)"), tickangle=-90),
+    ))
+
+
+def memory_figures(result: dict, labels: dict[str, str]) -> tuple[go.Figure, go.Figure]:
+    """The memory experiment: accuracy against the distance k to the key, and the training loss curves."""
+    chance = 1 / result["config"]["n_keys"]
+    acc, loss = [], []
+    for key, r in result["cells"].items():
+        colour = CELL_COLOURS.get(key, MUTED)
+        name = f"{labels.get(key, key)} ({r['n_params']:,} recurrent parameters)"
+        acc.append(go.Scatter(x=result["k"], y=r["accuracy"], mode="lines+markers", name=name,
+                              line=dict(color=colour, width=2), marker=dict(size=5),
+                              hovertemplate="k=%{x}: accuracy %{y:.2f}<extra>" + html.escape(labels.get(key, key)) + "</extra>"))
+        loss.append(go.Scatter(x=[s for s, _ in r["loss_curve"]], y=[v for _, v in r["loss_curve"]], mode="lines",
+                               name=labels.get(key, key), line=dict(color=colour, width=2),
+                               hovertemplate="step %{x}: loss %{y:.3f}<extra></extra>"))
+    acc.append(go.Scatter(x=[result["k"][0], result["k"][-1]], y=[chance, chance], mode="lines", name="chance",
+                          line=dict(color="#999", dash="dot"), hoverinfo="skip"))
+    acc_fig = go.Figure(acc, layout=layout(
+        title=dict(text="Accuracy against the distance k to the key"), height=380,
+        xaxis=dict(title=dict(text="k: steps between the key and the answer")),
+        yaxis=dict(title=dict(text="accuracy"), range=[0, 1.05]), legend=dict(orientation="h", y=-0.25)))
+    loss_fig = go.Figure(loss, layout=layout(
+        title=dict(text="Training loss (cross-entropy at the last step)"), height=380,
+        xaxis=dict(title=dict(text="Adam step")), yaxis=dict(title=dict(text="loss"), type="log"),
+        legend=dict(orientation="h", y=-0.25)))
+    return acc_fig, loss_fig

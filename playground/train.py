@@ -144,6 +144,7 @@ class LMKind:
     train_config: LMTrainConfig                          # this kind's training defaults
     build: Callable[[Any, Any], Any]                     # (model config, TextData) -> nn.Module
     checkpoint_kind: str = ""                            # kind in checkpoints.KINDS; default: the CLI kind
+    card: Callable[[Any], dict] | None = None           # (built model) -> extra card.json fields
 
 
 def learning_rate(it: int, cfg: LMTrainConfig) -> float:
@@ -367,12 +368,37 @@ def _train_language_model(kind: str, spec: LMKind, model_config: Any, cfg: LMTra
     model = spec.build(model_config, data)
     model_config = getattr(model, "config", model_config)  # the built model's config knows the vocabulary size
     name = run.name or f"{kind}-{run.corpus[0].stem}"
-    return train_lm(model, data, cfg, run, kind=spec.checkpoint_kind or kind, model_config=model_config, name=name)
+    return train_lm(model, data, cfg, run, kind=spec.checkpoint_kind or kind, model_config=model_config, name=name,
+                    extra_card=spec.card(model) if spec.card else None)
+
+
+def _recurrent(cell: str) -> LMKind:
+    """rnn | lstm | gru: character-level recurrent LMs of comparable size (playground/recurrent.py)."""
+    from playground import recurrent
+
+    # char-rnn's recipe, shortened for a CPU: Adam(W) at 2e-3, BPTT over 64 characters, clipping (RNNs need it)
+    train = LMTrainConfig(max_iters=3000, batch_size=32, block_size=64, learning_rate=2e-3, min_lr=2e-4,
+                          warmup_iters=50, weight_decay=0.0, grad_clip=1.0, eval_interval=250, eval_iters=20)
+    return LMKind(recurrent.DEFAULT_CONFIGS[cell], train, recurrent.build_lm, card=recurrent.card_fields)
+
+
+def _gpt() -> LMKind:
+    """gpt: a character-level GPT (playground/gpt.py), the shipped models/gpt-shakespeare recipe."""
+    from playground import gpt
+
+    # nanoGPT's char recipe made for a few CPU minutes: no dropout, a higher peak rate with a short warmup
+    train = LMTrainConfig(max_iters=2000, batch_size=24, block_size=128, learning_rate=2e-3, min_lr=2e-4,
+                          warmup_iters=100, weight_decay=0.1, grad_clip=1.0, eval_interval=250, eval_iters=20)
+    return LMKind(gpt.GPTConfig, train, gpt.build_lm)
 
 
 # kind -> (config dataclass, train function) for tools, or an LMKind for language models
 KINDS: dict[str, tuple[type, Callable[[Any, RunOptions], dict]] | LMKind] = {
     "tokenizers": (tokenization.TokenizerTrainConfig, train_tokenizers),
+    "rnn": _recurrent("rnn"),
+    "lstm": _recurrent("lstm"),
+    "gru": _recurrent("gru"),
+    "gpt": _gpt(),
 }
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
+from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -42,6 +44,39 @@ def app_url():
     app.demo.launch(**app.LAUNCH, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     yield f"http://127.0.0.1:{port}/"
     app.demo.close()
+
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+        "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def page(app_url):
+    """A Chromium page on the launched app, one browser per test module; it records any request that
+    leaves localhost (there must be none: no CDN, no analytics)."""
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: apt-get install -y chromium")
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.external_requests = []
+        page.on("request", lambda r: None if r.url.startswith(app_url) or r.url.startswith("data:")
+                else page.external_requests.append(r.url))
+        page.goto(app_url)
+        yield page
+        browser.close()
+
+
+def screenshot(page, name: str, tmp_path: Path) -> None:
+    """Saved in the test's folder; SCREENSHOT_DIR=assets refreshes the README's pictures."""
+    shots = Path(os.environ.get("SCREENSHOT_DIR", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shots / name), full_page=False)
 
 
 @pytest.fixture(scope="session")

@@ -1,35 +1,8 @@
-"""The page in a real browser: Debian's Chromium driven by Playwright."""
+"""The page in a real browser: Debian's Chromium driven by Playwright (the `page` fixture is in conftest)."""
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
-import pytest
-
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-        "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def page(app_url):
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: apt-get install -y chromium")
-        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.external_requests = []
-        page.on("request", lambda r: None if r.url.startswith(app_url) or r.url.startswith("data:")
-                else page.external_requests.append(r.url))
-        page.goto(app_url)
-        yield page
-        browser.close()
+from tests.conftest import screenshot
 
 
 def test_typing_a_sentence_shows_its_tokens(page, tmp_path):
@@ -46,13 +19,6 @@ def test_typing_a_sentence_shows_its_tokens(page, tmp_path):
     bpe.first.hover()
     assert page.locator("#tokens-view .tok.hl").count() >= 6
     screenshot(page, "tokenization.png", tmp_path)
-
-
-def screenshot(page, name: str, tmp_path: Path) -> None:
-    """Saved in the test's folder; SCREENSHOT_DIR=assets refreshes the README's pictures."""
-    shots = Path(os.environ.get("SCREENSHOT_DIR", tmp_path))
-    shots.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(shots / name), full_page=False)
 
 
 def test_bpe_step_by_step_tab(page, tmp_path):

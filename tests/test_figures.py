@@ -21,7 +21,8 @@ def test_user_text_is_escaped():
 
 def test_whitespace_and_controls_are_visible():
     out = figures.visible("a b\tc\nd\x07\u200d")
-    assert "·" in out and "→" in out and "↵" in out and "<br>" in out and "␇" in out
+    assert "·" in out and "→" in out and "↵" in out and "<br>" in out and "\\x07" in out
+    assert figures.token_label("a\x1b b") == "a\\x1b·b"
     assert "ZWJ" in figures.visible("\u200d")          # a joiner alone is named
     assert figures.visible("\u0301").startswith("◌")   # a combining accent alone sits on a dotted circle
 

@@ -2,26 +2,31 @@
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 
 import gradio as gr
+import orjson
 
 from playground import tokenization
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 
-def as_int(value, name: str, low: int, high: int, notices: list[str]) -> int:
-    """Any number (or numeric string) to an int in [low, high], clamping with a notice; a clear
-    error for what is not a number at all."""
+def as_number(value, name: str) -> float:
+    """Any number or numeric string as a float; a clear error for what is not a number at all."""
     try:
         number = float(value)
     except (TypeError, ValueError):
         raise gr.Error(f"{name} should be a number, not {str(value)[:30]!r}.") from None
     if math.isnan(number):
         raise gr.Error(f"{name} should be a number, not NaN.")
+    return number
+
+
+def as_int(value, name: str, low: int, high: int, notices: list[str]) -> int:
+    """Any number (or numeric string) to an int in [low, high], clamping with a notice."""
+    number = as_number(value, name)
     clamped = min(max(number, low), high)
     if clamped != number:
         notices.append(f"{name} {value} is out of range; using {int(clamped):,} (allowed: {low:,} to {high:,}).")
@@ -43,7 +48,8 @@ def warn(notices: list[str]) -> None:
 
 
 def json_file(data: dict, stem: str) -> str:
-    """The data behind a view, as a file to download (Gradio's delete_cache removes it later)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", prefix=f"{stem}-", delete=False, encoding="utf-8") as f:
-        json.dump(data, f, ensure_ascii=False, indent=1)
+    """The data behind a view, as a file to download (Gradio's delete_cache removes it later).
+    orjson (a gradio dependency) writes it ~10x faster than json.dump: this runs on every request."""
+    with tempfile.NamedTemporaryFile("wb", suffix=".json", prefix=f"{stem}-", delete=False) as f:
+        f.write(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
     return f.name

@@ -1,0 +1,262 @@
+"""A small BERT: a bidirectional Transformer encoder pre-trained on masked-LM and next-sentence prediction.
+
+The layout is BERT's (Devlin et al. 2019, §3): the input representation is the sum of token, segment
+and position embeddings, normalised; then post-norm blocks as in Vaswani et al. 2017,
+x = LN(x + Sublayer(x)), of bidirectional multi-head self-attention and a GELU feed-forward network;
+an MLM head (a transform, then a decoder tied to the token embedding) on every position and an NSP
+head on the pooled [CLS] state. Parameters map one to one onto `transformers.BertForMaskedLM` /
+`BertModel` / `BertForPreTraining` (`playground.hf` has the key map), so all-MiniLM-L6-v2 loads into
+`BertEncoder` and parity can be tested.
+
+Attention is written out, softmax(q k^T / sqrt(d_k) + M) v with M = -inf on padding keys, because the
+app shows the weights; `F.scaled_dot_product_attention` computes the same thing faster and serves when
+nobody looks, and as the tests' oracle. Introspection is returned, never kept on the modules.
+
+References: Vaswani et al. 2017 (attention, post-norm blocks); Devlin et al. 2019 (BERT: embeddings,
+MLM with 15% selected and 80/10/10 replacement, NSP, GELU); Hendrycks & Gimpel 2016 (GELU).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+IGNORE_INDEX = -100  # label of a position that is not masked (the loss skips it), as in transformers
+
+
+class Embeddings(nn.Module):
+    """h_0 = LN(E_tok[x_t] + E_seg[s_t] + E_pos[t]): BERT's input representation (Devlin et al. 2019, Fig. 2)."""
+
+    def __init__(self, config: "BertConfig"):
+        super().__init__()
+        self.tok = nn.Embedding(config.vocab_size, config.n_embd)       # E_tok: WordPiece token embedding
+        self.seg = nn.Embedding(config.type_vocab_size, config.n_embd)  # E_seg: sentence A (0) or B (1)
+        self.pos = nn.Embedding(config.n_positions, config.n_embd)      # E_pos: learned, not sinusoidal
+        self.ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+        B, T = idx.shape
+        pos = torch.arange(T, dtype=torch.long, device=idx.device)       # (T,)
+        x = self.tok(idx) + self.seg(token_type_ids) + self.pos(pos)      # (B, T, C)
+        return self.drop(self.ln(x))
+
+
+class SelfAttention(nn.Module):
+    """head_i = softmax(Q_i K_i^T / sqrt(d_k) + M) V_i with Q = x W^Q, K = x W^K, V = x W^V;
+    MultiHead(x) = Concat(head_1..head_h) W^O. M is 0 for real keys and -inf for padding keys;
+    there is no causal mask: every token sees the whole sequence, both directions."""
+
+    def __init__(self, config: "BertConfig"):
+        super().__init__()
+        self.n_head = config.n_head
+        self.query = nn.Linear(config.n_embd, config.n_embd)  # W^Q of all heads side by side
+        self.key = nn.Linear(config.n_embd, config.n_embd)    # W^K
+        self.value = nn.Linear(config.n_embd, config.n_embd)  # W^V
+        self.proj = nn.Linear(config.n_embd, config.n_embd)   # W^O
+        self.dropout = config.dropout
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None, internals: str | None = None):
+        """x (B, T, C); key_mask (B, T) bool, True for real tokens. Returns MultiHead(x) (B, T, C) and,
+        when `internals` is "attn", a dict with the probabilities `attn` (B, nh, T, T); when "qkv",
+        also q, k, v (B, nh, T, hs) and the scaled scores q k^T / sqrt(d_k) before the mask."""
+        B, T, C = x.shape
+        nh, hs = self.n_head, C // self.n_head
+        q = self.query(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = self.key(x).view(B, T, nh, hs).transpose(1, 2)    # (B, nh, T, hs)
+        v = self.value(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
+        allowed = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, T): broadcast over heads, queries
+        dropout_p = self.dropout if self.training else 0.0
+        found = None
+        if internals is None:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)  # fast path
+        else:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T): q k^T / sqrt(d_k)
+            masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
+            att = F.softmax(masked, dim=-1)                     # padding keys get exactly 0
+            y = F.dropout(att, dropout_p, self.training) @ v    # (B, nh, T, hs)
+            found = dict(attn=att) if internals == "attn" else dict(q=q, k=k, v=v, scores=scores, attn=att)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)        # Concat(head_1..head_h): (B, T, C)
+        return self.proj(y), found
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = GELU(x W_1 + b_1) W_2 + b_2, inner width n_inner (4 C in BERT)."""
+
+    def __init__(self, config: "BertConfig"):
+        super().__init__()
+        self.fc = nn.Linear(config.n_embd, config.n_inner)
+        self.proj = nn.Linear(config.n_inner, config.n_embd)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x)))  # BERT's GELU is the exact erf form (GPT-2 uses the tanh approximation)
+
+
+class Block(nn.Module):
+    """x = LN(x + MultiHead(x)); x = LN(x + FFN(x)): post-norm, as in Vaswani et al. 2017 and BERT."""
+
+    def __init__(self, config: "BertConfig"):
+        super().__init__()
+        self.attn = SelfAttention(config)
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.mlp = FeedForward(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.drop = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None, internals: str | None = None):
+        a, found = self.attn(x, key_mask, internals)
+        x = self.ln_1(x + self.drop(a))              # post-norm: the sum is normalised (GPT-2 normalises the input)
+        x = self.ln_2(x + self.drop(self.mlp(x)))
+        return x, found
+
+
+@dataclass
+class BertConfig:
+    vocab_size: int = 8_000       # set from the WordPiece tokenizer (bert-base-uncased: 30,522)
+    n_positions: int = 128        # longest input in tokens, [CLS] and [SEP]s included (BERT: 512)
+    type_vocab_size: int = 2      # segments: sentence A and sentence B
+    n_layer: int = 4              # blocks (BERT-base: 12; MiniLM-L6: 6)
+    n_head: int = 4               # heads per block; n_embd must divide by it
+    n_embd: int = 256             # model width H (d_model)
+    n_inner: int = 1_024          # feed-forward width, 4 H as in BERT
+    dropout: float = 0.1          # BERT's 0.1 on embeddings, attention probabilities and sublayer outputs
+    layer_norm_eps: float = 1e-12  # BERT's epsilon (transformers' default for BERT)
+    pad_token_id: int = 0         # [PAD] in BERT's vocabulary
+
+    def __post_init__(self):
+        assert self.n_embd % self.n_head == 0, f"n_embd ({self.n_embd}) must divide by n_head ({self.n_head})"
+        assert self.vocab_size > 0 and self.n_positions > 0, "vocab_size and n_positions must be positive"
+        assert self.type_vocab_size >= 1, f"type_vocab_size must be at least 1, not {self.type_vocab_size}"
+        assert 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), not {self.dropout}"
+
+
+def _init_weights(module: nn.Module) -> None:
+    """BERT's initialisation: N(0, 0.02) for weights and embeddings, zero biases, LayerNorm at identity."""
+    if isinstance(module, (nn.Linear, nn.Embedding)):
+        nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    if isinstance(module, nn.Linear):
+        nn.init.zeros_(module.bias)
+    elif isinstance(module, nn.LayerNorm):
+        nn.init.ones_(module.weight)
+        nn.init.zeros_(module.bias)
+
+
+class BertEncoder(nn.Module):
+    """h_0 = Embeddings(x, s); h_l = Block(h_{l-1}) for l = 1..L; pooled = tanh(h_L[CLS] W_p + b_p).
+    The body of every BERT, `transformers.BertModel`'s parameters under our names."""
+
+    def __init__(self, config: BertConfig, init_weights: bool = True):
+        super().__init__()
+        self.config = config
+        self.embeddings = Embeddings(config)
+        self.blocks = nn.ModuleList([Block(config) for _ in range(config.n_layer)])
+        self.pooler = nn.Linear(config.n_embd, config.n_embd)  # the [CLS] summary that NSP reads
+        if init_weights:  # False when weights are loaded next: drawing 23M numbers twice costs ~0.5 s of startup
+            self.apply(_init_weights)
+
+    def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, internals: str | None = None):
+        """idx (B, T) token ids; token_type_ids (B, T) segments (default all A); attention_mask (B, T),
+        1 for real tokens and 0 for padding (default all real).
+
+        Returns h_L (B, T, C), pooled (B, C) and, when `internals` is "attn" or "qkv", a dict with
+        `hidden_states` (L + 1 tensors (B, T, C): h_0 .. h_L) and `layers` (one dict per layer, see
+        `SelfAttention.forward`); otherwise None.
+        """
+        B, T = idx.shape
+        assert T <= self.config.n_positions, f"{T} tokens do not fit the {self.config.n_positions} positions"
+        assert internals in (None, "attn", "qkv"), f"internals must be None, 'attn' or 'qkv', not {internals!r}"
+        if token_type_ids is None:
+            token_type_ids = torch.zeros_like(idx)
+        key_mask = None if attention_mask is None else attention_mask.bool()  # (B, T)
+        x = self.embeddings(idx, token_type_ids)  # (B, T, C)
+        hidden, layers = [x], []
+        for block in self.blocks:
+            x, found = block(x, key_mask, internals)
+            hidden.append(x)
+            layers.append(found)
+        pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, C): the [CLS] position
+        return x, pooled, (dict(hidden_states=hidden, layers=layers) if internals else None)
+
+
+class MLMHead(nn.Module):
+    """p(x_t | x_masked) = softmax(LN(GELU(h_t W_t + b_t)) E_tok^T + b): a transform, then the decoder
+    tied to the token embedding E_tok (so the head adds only W_t, LN and one bias per token)."""
+
+    def __init__(self, config: BertConfig):
+        super().__init__()
+        self.transform = nn.Linear(config.n_embd, config.n_embd)
+        self.ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))  # b: the decoder's own bias
+
+    def forward(self, h: torch.Tensor, tok_embedding: torch.Tensor) -> torch.Tensor:
+        x = self.ln(F.gelu(self.transform(h)))           # (B, T, C)
+        return F.linear(x, tok_embedding, self.bias)     # (B, T, V): tied decoder
+
+
+class BertForPreTraining(nn.Module):
+    """BERT with both pre-training heads: masked-LM on every position, next-sentence prediction on [CLS]."""
+
+    def __init__(self, config: BertConfig, init_weights: bool = True):
+        super().__init__()
+        self.config = config
+        self.bert = BertEncoder(config, init_weights)
+        self.mlm = MLMHead(config)
+        self.nsp = nn.Linear(config.n_embd, 2)  # IsNext (0) / NotNext (1), on the pooled [CLS] state
+        if init_weights:
+            self.mlm.apply(_init_weights)
+            self.nsp.apply(_init_weights)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                next_sentence_label: torch.Tensor | None = None, internals: str | None = None):
+        """idx (B, T) with some tokens replaced (by [MASK], a random token, or kept) -> (logits (B, T, V), loss).
+
+        labels (B, T): the original token where a position was selected, -100 elsewhere; the loss is
+        the mean cross-entropy over the selected positions, plus the NSP cross-entropy when
+        next_sentence_label (B,) is given. With `internals` ("attn" or "qkv"), a third element: the
+        encoder's internals plus `nsp_logits` (B, 2).
+        """
+        h, pooled, found = self.bert(idx, token_type_ids, attention_mask, internals)
+        logits = self.mlm(h, self.bert.embeddings.tok.weight)  # (B, T, V)
+        nsp_logits = self.nsp(pooled)                            # (B, 2)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), ignore_index=IGNORE_INDEX)
+        if next_sentence_label is not None:
+            nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
+            loss = nsp_loss if loss is None else loss + nsp_loss  # BERT's objective: the sum of the two
+        if internals:
+            return logits, loss, {**found, "nsp_logits": nsp_logits}
+        return logits, loss
+
+
+def pair_encoding(cls_id: int, sep_id: int, ids_a: list[int], ids_b: list[int] | None = None,
+                  max_len: int | None = None) -> tuple[list[int], list[int], int]:
+    """[CLS] A [SEP] (B [SEP]) with segment ids 0 for [CLS], A and its [SEP], 1 for B and its [SEP].
+    With `max_len`, the longer sentence loses tokens from its end until the whole fits (BERT's
+    truncation); returns ids, segment ids and how many tokens were cut."""
+    ids_a, ids_b = list(ids_a), (None if ids_b is None else list(ids_b))
+    cut = 0
+    if max_len is not None:
+        room = max_len - 2 - (0 if ids_b is None else 1)
+        assert room >= 0, f"max_len {max_len} leaves no room for the special tokens"
+        while len(ids_a) + len(ids_b or []) > room:
+            if ids_b and len(ids_b) >= len(ids_a):
+                ids_b.pop()
+            else:
+                ids_a.pop()
+            cut += 1
+    ids = [cls_id] + ids_a + [sep_id]
+    segments = [0] * len(ids)
+    if ids_b is not None:
+        ids += ids_b + [sep_id]
+        segments += [1] * (len(ids_b) + 1)
+    return ids, segments, cut

@@ -1,0 +1,280 @@
+"""Figure builders for the Attention tab: arrays and token labels in, HTML/SVG or plotly out. No torch, no gradio.
+
+- `head_view_html`: BertViz's head view made on the server as SVG: one colour per head, a line from
+  each query token (left) to the keys it attends to (right), opacity = weight; a little JS
+  (HEAD_VIEW_JS, run by `gr.HTML(js_on_load=...)`) toggles heads, filters sentence pairs and shows
+  only the hovered token's lines. No script tag, no CDN: Gradio's HTML component runs no <script>.
+- `model_view_html`: every layer x head as a thumbnail (a small PNG per head), click to pick one.
+- `heatmap_figure`: one head (or the mean / max over heads) as a plotly heatmap with values on hover.
+- `steps_figure`: inside one head, from Q K^T to softmax and its gradient.
+
+The CSS classes live in assets/style.css (section "Attention tab").
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import numpy as np
+import plotly.graph_objects as go
+
+from playground.figures import layout, token_label
+
+# Twelve distinguishable head colours (Tableau 10 plus two), cycled for more heads
+HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+                "#bcbd22", "#17becf", "#393b79", "#ad494a"]
+ROW_H, TEXT_W, GAP_W = 20, 150, 200  # head view geometry in px
+
+
+def labels(tokens: list[str]) -> list[str]:
+    """Unique axis labels: the position first, so a repeated token stays two rows ("3 the", "7 the")."""
+    return [f"{i} {token_label(t)}" for i, t in enumerate(tokens)]
+
+
+def _side(segments: list[int], i: int) -> str:
+    return "b" if segments[i] else "a"
+
+
+def head_view_html(tokens: list[str], segments: list[int], A_layer: np.ndarray,
+                   edges: list[tuple[int, int, int, float]], layer: int, note: str = "") -> str:
+    """The head view of one layer. A_layer (H, T, T) gives the heads' count; `edges` (head, query,
+    key, weight) are the lines drawn (the server keeps the strongest, see attention.top_edges)."""
+    H, T = A_layer.shape[0], len(tokens)
+    is_pair = any(segments)
+    x1, x2 = TEXT_W + 6, TEXT_W + GAP_W - 6
+    height = ROW_H * T + 10
+    groups = {h: [] for h in range(H)}
+    for h, i, j, w in edges:
+        y1, y2 = ROW_H * i + ROW_H // 2 + 5, ROW_H * j + ROW_H // 2 + 5
+        pair = _side(segments, i) + _side(segments, j)
+        groups[h].append(f'<path class="q{i} k{j} {pair}" d="M{x1} {y1}L{x2} {y2}" stroke-opacity="{w:.2f}"/>')
+    lines = "".join(
+        f'<g class="hv-head" data-h="{h}" stroke="{HEAD_COLOURS[h % len(HEAD_COLOURS)]}">{"".join(paths)}</g>'
+        for h, paths in groups.items()
+    )
+    text = []
+    for i, tok in enumerate(tokens):
+        y = ROW_H * i + ROW_H // 2 + 5
+        side = _side(segments, i)
+        label = html.escape(token_label(tok))
+        text.append(f'<text class="hv-t {side}" data-side="q" data-i="{i}" x="{TEXT_W}" y="{y}" '
+                    f'text-anchor="end" dominant-baseline="middle">{label}</text>')
+        text.append(f'<text class="hv-t {side}" data-side="k" data-i="{i}" x="{TEXT_W + GAP_W}" y="{y}" '
+                    f'dominant-baseline="middle">{label}</text>')
+    width = 2 * TEXT_W + GAP_W
+    heads = "".join(
+        f'<label class="hv-hb" title="head {h}"><input type="checkbox" data-h="{h}" checked>'
+        f'<span style="background:{HEAD_COLOURS[h % len(HEAD_COLOURS)]}">{h}</span></label>'
+        for h in range(H)
+    )
+    filters = ""
+    if is_pair:
+        filters = '<span class="hv-filters">' + "".join(
+            f'<label><input type="radio" name="hv-filter" value="{v}"{" checked" if v == "all" else ""}> {t}</label>'
+            for v, t in (("all", "all"), ("aa", "A→A"), ("ab", "A→B"), ("ba", "B→A"), ("bb", "B→B"))
+        ) + "</span>"
+    note_html = f'<div class="notice">{html.escape(note)}</div>' if note else ""
+    return (
+        f'<div class="hv" data-layer="{layer}">{note_html}'
+        f'<div class="hv-controls"><span>Layer {layer} · heads (click to toggle):</span> {heads} '
+        f'<button type="button" class="hv-all">all</button><button type="button" class="hv-none">none</button>'
+        f"{filters}</div>"
+        f'<div class="hv-help">Left: each token as a query; right: the same tokens as keys. Hover a token to see '
+        f"only its lines (left: where it looks; right: who looks at it).</div>"
+        f'<div class="hv-scroll"><svg class="hv-svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
+        f'<g class="hv-lines" fill="none" stroke-width="2">{lines}</g>{"".join(text)}</svg></div></div>'
+    )
+
+
+# Runs once when the component mounts; listeners are delegated to `element`, so they keep working
+# each time the server sends a new view.
+HEAD_VIEW_JS = """
+const clear = () => {
+  const hv = element.querySelector('.hv');
+  if (!hv) return;
+  hv.classList.remove('hover');
+  hv.querySelectorAll('.on').forEach((el) => el.classList.remove('on'));
+};
+element.addEventListener('mouseover', (event) => {
+  const t = event.target.closest('.hv-t');
+  clear();
+  if (!t) return;
+  const hv = element.querySelector('.hv');
+  hv.classList.add('hover');
+  t.classList.add('on');
+  const cls = (t.dataset.side === 'q' ? '.q' : '.k') + t.dataset.i;
+  hv.querySelectorAll('path' + cls).forEach((el) => el.classList.add('on'));
+});
+element.addEventListener('mouseleave', clear);
+element.addEventListener('change', (event) => {
+  const input = event.target;
+  const hv = element.querySelector('.hv');
+  if (!hv) return;
+  if (input.dataset.h !== undefined) {
+    hv.querySelector(`.hv-head[data-h="${input.dataset.h}"]`).classList.toggle('off', !input.checked);
+  } else if (input.name === 'hv-filter') {
+    ['aa', 'ab', 'ba', 'bb'].forEach((f) => hv.classList.remove('f-' + f));
+    if (input.value !== 'all') hv.classList.add('f-' + input.value);
+  }
+});
+element.addEventListener('click', (event) => {
+  const button = event.target.closest('.hv-all, .hv-none');
+  if (!button) return;
+  const on = button.classList.contains('hv-all');
+  element.querySelectorAll('.hv-hb input').forEach((input) => { input.checked = on; });
+  element.querySelectorAll('.hv-head').forEach((g) => g.classList.toggle('off', !on));
+});
+"""
+
+
+def _png(M: np.ndarray, colour: tuple[int, int, int] = (31, 119, 180)) -> str:
+    """A (n, n) matrix of weights in [0, 1] as a PNG data URI: white (0) to `colour` (1)."""
+    from PIL import Image
+
+    w = np.clip(M, 0.0, 1.0)[..., None]                      # (n, n, 1)
+    rgb = (255 - w * (255 - np.array(colour, dtype=np.float32))).astype(np.uint8)
+    buffer = io.BytesIO()
+    Image.fromarray(rgb, "RGB").save(buffer, format="PNG", compress_level=1)  # fast: the thumbnails are small anyway
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+TILE = 40  # model view: px per thumbnail
+
+
+def model_view_html(thumbs: np.ndarray, selected: tuple[int, int], factor: int) -> str:
+    """thumbs (L, H, n, n): every head's attention, pooled on the server to n x n (block max when
+    factor > 1). One PNG holds all the thumbnails (one encode, not L x H); each tile shows its part
+    of it. Click a tile to enlarge it (HEAD_PICK_JS sends the choice to the server)."""
+    L, H, n = thumbs.shape[:3]
+    gap = np.ones((L, H, n + 1, n + 1), dtype=np.float32) * 0.0
+    gap[:, :, :n, :n] = thumbs
+    sprite = gap.transpose(0, 2, 1, 3).reshape(L * (n + 1), H * (n + 1))  # layers down, heads across
+    scale = TILE / n
+    size = f"{H * (n + 1) * scale:.2f}px {L * (n + 1) * scale:.2f}px"
+    head_row = "".join(f'<div class="mv-col">{h}</div>' for h in range(H))
+    rows = []
+    for l in range(L):
+        tiles = "".join(
+            f'<div class="mv-tile{" sel" if (l, h) == tuple(selected) else ""}" data-l="{l}" data-h="{h}" '
+            f'role="button" title="layer {l}, head {h}: click to enlarge" style="background-position:'
+            f'-{h * (n + 1) * scale:.2f}px -{l * (n + 1) * scale:.2f}px"></div>'
+            for h in range(H)
+        )
+        rows.append(f'<div class="mv-row"><div class="mv-lab">layer {l}</div>{tiles}</div>')
+    pooled = (f" Each thumbnail shows blocks of {factor} × {factor} tokens (their strongest weight)."
+              if factor > 1 else "")
+    return (f'<div class="mv"><div class="mv-help">Rows: layers (0 is closest to the input); columns: heads. '
+            f"Each tile is one head's T × T attention (row = query, column = key; darker = more weight).{pooled}</div>"
+            f'<div class="mv-grid" style="--mv-sprite:url({_png(sprite)});--mv-size:{size}">'
+            f'<div class="mv-row"><div class="mv-lab">head</div>{head_row}</div>{"".join(rows)}</div></div>')
+
+
+HEAD_PICK_JS = """
+element.addEventListener('click', (event) => {
+  const tile = event.target.closest('.mv-tile');
+  if (!tile) return;
+  element.querySelectorAll('.mv-tile.sel').forEach((el) => el.classList.remove('sel'));
+  tile.classList.add('sel');
+  trigger('select', {index: [+tile.dataset.l, +tile.dataset.h], value: tile.title});
+});
+"""
+
+
+def heatmap_figure(tokens: list[str], M: np.ndarray, title: str, factor: int = 1, keep: list[int] | None = None,
+                   causal: bool = False) -> go.Figure:
+    """M (n, n): attention of one head (or an aggregate); rows are queries, columns keys. `keep`: the
+    positions shown (special tokens hidden); `factor` > 1: M is pooled in blocks of factor tokens."""
+    if factor > 1:
+        T = len(tokens)
+        names = [f"{a}–{min(a + factor, T) - 1} {token_label(tokens[a])}…" for a in range(0, T, factor)]
+    else:
+        all_names = labels(tokens)
+        names = [all_names[i] for i in keep] if keep is not None else all_names
+    fig = go.Figure(go.Heatmap(
+        z=M.astype(np.float32), x=names, y=names, colorscale="Blues", zmin=0,
+        hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
+        colorbar=dict(title=dict(text="weight"), thickness=12),
+    ), layout=layout(
+        title=dict(text=title), height=max(420, min(900, 120 + 14 * len(names))),
+        xaxis=dict(title=dict(text="key (attended to)"), tickangle=-60, type="category", showgrid=False),
+        yaxis=dict(title=dict(text="query (attending)"), autorange="reversed", type="category", showgrid=False),
+        margin=dict(l=10, r=10, t=60, b=10),
+    ))
+    if causal:
+        fig.add_annotation(text="causal: keys after the query are masked (exactly 0)", showarrow=False,
+                           xref="paper", yref="paper", x=1, y=1.04, xanchor="right", font=dict(size=12))
+    return fig
+
+
+def steps_figure(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray, steps: dict, scale_text: str) -> go.Figure:
+    """Inside one head: Q, K, V and the output on the first row; Q K^T, scaled (and masked), softmax
+    and its gradient σ(1 − σ) on the second."""
+    from plotly.subplots import make_subplots  # imported on first use: 0.25 s of the app's startup
+
+    names = labels(tokens)
+    dims = [str(d) for d in range(q.shape[1])]
+    fig = make_subplots(rows=2, cols=4, horizontal_spacing=0.06, vertical_spacing=0.12, subplot_titles=(
+        "Q = X W^Q", "K = X W^K", "V = X W^V", "output = softmax(·) V",
+        "scores Q Kᵀ", f"scaled {scale_text} (+ mask)", "softmax: attention weights", "σ_i(1 − σ_i): softmax gradient",
+    ))
+    panels = [
+        (1, 1, q, dims, "RdBu", None), (1, 2, k, dims, "RdBu", None), (1, 3, v, dims, "RdBu", None),
+        (1, 4, steps["out"], dims, "RdBu", None),
+        (2, 1, steps["raw"], names, "RdBu", None), (2, 2, np.where(np.isfinite(steps["masked"]), steps["masked"], np.nan),
+                                                    names, "RdBu", None),
+        (2, 3, steps["probs"], names, "Blues", (0, 1)), (2, 4, steps["grad"], names, "Oranges", (0, 0.25)),
+    ]
+    for row, col, z, x, scale, bounds in panels:
+        extra = dict(zmin=bounds[0], zmax=bounds[1]) if bounds else dict(zmid=0)
+        fig.add_trace(go.Heatmap(z=np.asarray(z, dtype=np.float32), x=x, y=names, colorscale=scale, showscale=False,
+                                 hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>", **extra), row=row, col=col)
+    fig.update_layout(**layout(height=760, margin=dict(l=10, r=10, t=40, b=10)))
+    fig.update_yaxes(autorange="reversed", type="category", showticklabels=False)
+    fig.update_yaxes(showticklabels=True, col=1)
+    fig.update_xaxes(showticklabels=False, type="category")
+    return fig
+
+
+def saturation_figure(scales: list[float], max_prob: list[float], grad: list[float], current: float) -> go.Figure:
+    """How the scale of the logits drives the softmax into saturation: mean largest weight per row and
+    mean σ_i(1 − σ_i) of that weight, against the factor the scores are multiplied by."""
+    fig = go.Figure([
+        go.Scatter(x=scales, y=max_prob, name="mean largest weight in a row", mode="lines"),
+        go.Scatter(x=scales, y=grad, name="mean σ(1 − σ) at that weight (gradient)", mode="lines"),
+    ], layout=layout(
+        title=dict(text="Scaling the scores: larger logits → one-hot rows → vanishing softmax gradient"),
+        xaxis=dict(title=dict(text="factor on Q Kᵀ (1/√d_k is the paper's)"), type="log"),
+        yaxis=dict(range=[0, 1.02]), height=340, legend=dict(orientation="h", y=-0.3),
+    ))
+    fig.add_vline(x=current, line_dash="dot", line_color="#d9534f")
+    return fig
+
+
+def positional_figure(pe: np.ndarray, dots: np.ndarray, learned: np.ndarray | None, learned_name: str) -> go.Figure:
+    """The sinusoidal PE matrix (positions x dimensions), the dot products PE PE^T between positions,
+    and, to compare, the cosine similarity of a trained model's learned position embeddings."""
+    from plotly.subplots import make_subplots
+
+    cols = 3 if learned is not None else 2
+    titles = ["PE: position × dimension", "PE · PE between positions"]
+    if learned is not None:
+        titles.append(f"cosine of {learned_name}'s learned position embeddings")
+    fig = make_subplots(rows=1, cols=cols, subplot_titles=titles, horizontal_spacing=0.08)
+    fig.add_trace(go.Heatmap(z=pe, colorscale="RdBu", zmid=0, showscale=False,
+                             hovertemplate="position %{y}, dimension %{x}: %{z:.3f}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Heatmap(z=dots, colorscale="Viridis", showscale=False,
+                             hovertemplate="positions %{y} · %{x}: %{z:.2f}<extra></extra>"), row=1, col=2)
+    if learned is not None:
+        fig.add_trace(go.Heatmap(z=learned, colorscale="Viridis", showscale=False,
+                                 hovertemplate="positions %{y}, %{x}: cosine %{z:.2f}<extra></extra>"), row=1, col=3)
+    fig.update_layout(**layout(height=460, margin=dict(l=10, r=10, t=50, b=30)))
+    fig.update_yaxes(autorange="reversed", title_text="position", col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_xaxes(title_text="dimension", col=1)
+    fig.update_xaxes(title_text="position", col=2)
+    if learned is not None:
+        fig.update_xaxes(title_text="position", col=3)
+    return fig

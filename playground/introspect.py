@@ -1,0 +1,232 @@
+"""Looking inside the models: gradient flow through time in recurrent networks. Numpy out, no gradio.
+
+The story (Bengio et al. 1994; Pascanu et al. 2013). For the loss L_T at the last step of an Elman RNN,
+
+    dL_T/dh_{t-1} = W_hh^T diag(phi'(a_t)) dL_T/dh_t,
+
+so the signal that reaches step t is a product of T - t Jacobians. Each shrinks or stretches it by at most
+max phi' * sigma_max(W_hh): it vanishes when that is below 1 and explodes above it. The LSTM's cell state is
+additive, dc_t/dc_{t-1} = diag(f_t) (the constant error carousel), and the GRU's state has the direct term
+dh_t/dh_{t-1} ~ diag(z_t), so a gate near 1 lets the signal pass unshrunk.
+
+`gradient_flow` measures all of this on a copy of a model, in float64 (so a norm can grow to 1e308 before it
+overflows, and overflow is reported rather than shown as NaN), with optional gradient clipping of the signal
+sent back at each step.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from playground.recurrent import RecurrentLM
+
+MAX_STEPS = 400          # longest sequence the gradient-flow view unrolls
+SIGMA_RANGE = (0.01, 10.0)   # allowed sigma_max(W_hh) when rescaling
+GATES_SHOWN = {"rnn": (), "lstm": ("f", "i", "o", "c"), "gru": ("z", "r")}
+EXPLODE, VANISH = 1e3, 1e-3   # |dL/dh_1| / |dL/dh_T| beyond these is called exploding / vanishing
+
+
+def activation_derivative(name: str, a: torch.Tensor) -> torch.Tensor:
+    """phi'(a) for the Elman cell's activations."""
+    if name == "tanh":
+        return 1 - torch.tanh(a) ** 2
+    if name == "sigmoid":
+        s = torch.sigmoid(a)
+        return s * (1 - s)
+    return (a > 0).to(a.dtype)   # ReLU; 0 at a = 0, as autograd has it
+
+
+def prepare_ids(tokenizer, text: str, length: int) -> tuple[list[int], list[str], list[str]]:
+    """`length` + 1 character ids: the text repeated or cut to fit (the last one is the target of L_T).
+    Returns ids, the characters, and notices for the user."""
+    notices = []
+    if not text:
+        raise ValueError("the text is empty: type a sentence (or a few characters) to run through the networks")
+    need = length + 1
+    if len(text) < need:
+        reps = math.ceil(need / len(text))
+        notices.append(f"The text has {len(text)} characters; repeated {reps}× to fill {length} steps.")
+        text = (text + " ") * reps if not text.endswith(" ") else text * reps
+    elif len(text) > need:
+        notices.append(f"The text has {len(text):,} characters; using the first {need} ({length} steps + the target).")
+    chars = list(text[:need])
+    vocab = tokenizer.get_vocab()
+    unknown = sorted({ch for ch in chars if ch not in vocab})
+    if unknown:
+        notices.append(f"Characters the model never saw read as [UNK]: {' '.join(unknown[:20])}")
+    unk = vocab.get("[UNK]", 0)
+    return [vocab.get(ch, unk) for ch in chars], chars, notices
+
+
+def rescale_recurrent(model: RecurrentLM, sigma: float) -> None:
+    """Set the largest singular value of every recurrent block W_h* to `sigma` (in place)."""
+    with torch.no_grad():
+        for cell in model.encoder.cells:
+            for W in cell.weight_hh.chunk(cell.n_gates, dim=0):              # (H, H) per gate
+                W.mul_(sigma / torch.linalg.matrix_norm(W, ord=2).clamp_min(1e-12))
+
+
+def fit_rate(norms: np.ndarray) -> float | None:
+    """Measured factor per step back in time: |dL/dh_t| ~ C r^(T-t), r = exp(-slope of log|g_t| against t),
+    fitted over the finite, nonzero norms (least squares)."""
+    t = np.arange(len(norms))
+    ok = np.isfinite(norms) & (norms > 0)
+    if ok.sum() < 3:
+        return None
+    slope = np.polyfit(t[ok], np.log(norms[ok]), 1)[0]
+    return float(np.exp(-slope))
+
+
+def _status(norms: np.ndarray, loss: float) -> tuple[str, str]:
+    if not math.isfinite(loss):
+        return "overflow", "The forward pass overflowed: the loss is not a finite number (NaN or inf)."
+    bad = ~np.isfinite(norms)
+    if bad.any():
+        t = int(np.nonzero(bad)[0].max())
+        return "overflow", (f"The gradient overflowed to inf/NaN at step {t + 1} and every step before it: "
+                            "an exploding gradient. Clipping keeps it finite.")
+    first, last = norms[0], norms[-1]
+    if last == 0:
+        return "vanishing", "No gradient reaches even the last step (a dead unit layer)."
+    ratio = first / last
+    if ratio > EXPLODE:
+        return "exploding", f"Exploding: the gradient at step 1 is {ratio:.1e}× the one at the last step."
+    if ratio < VANISH:
+        return "vanishing", f"Vanishing: the gradient at step 1 is {ratio:.1e}× the one at the last step."
+    return "stable", f"Stable: the gradient at step 1 is {ratio:.2g}× the one at the last step."
+
+
+def gradient_flow(model: RecurrentLM, ids: list[int], *, sigma: float | None = None, activation: str | None = None,
+                  clip: float = 0.0, fresh: bool = False, seed: int = 0, units: int = 32) -> dict:
+    """Back-propagate the loss at the last step, L_T = -log p(x_{T+1} | x_1..x_T), and measure how much of it
+    reaches each step.
+
+    ids: T + 1 token ids. Options: fresh (untrained weights, torch's init, seeded), sigma (rescale every
+    W_h* block to this largest singular value), activation (Elman cell only), clip (> 0: the gradient sent
+    back into h_t, and c_t, is rescaled to norm <= clip at every step, as in Mikolov's clipping of the
+    back-propagated error; Pascanu et al. 2013 clip the total parameter gradient once instead).
+
+    Returns numpy arrays and floats: grad_norms |dL_T/dh_t| (T,), for the LSTM cell_grad_norms |dL_T/dc_t|,
+    x_grad_norms |dL_T/dx_t| (T,), gates {name: (T, units)}, the measured and predicted rates per step,
+    a status (stable | vanishing | exploding | overflow) with a message, and the loss.
+    """
+    config = model.config
+    assert config.num_layers == 1, "gradient flow is shown for one-layer models"
+    if fresh:
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            m = RecurrentLM(config)
+    else:
+        m = copy.deepcopy(model)
+    m = m.double().eval().requires_grad_(False)   # no weight gradients: only dL/dh_t and dL/dx_t are wanted
+    cell = m.encoder.cells[0]
+    if activation is not None and config.cell == "rnn":
+        cell.nonlinearity = activation
+    if sigma is not None:
+        rescale_recurrent(m, sigma)
+
+    idx = torch.tensor(ids[:-1]).unsqueeze(0)                               # (1, T)
+    target = torch.tensor(ids[-1:])                                          # (1,)
+    T = idx.shape[1]
+    raw = {"h": [0.0] * T, "c": [0.0] * T}
+
+    def hook(kind: str, t: int):
+        def fn(grad):
+            norm = grad.norm()
+            raw[kind][t] = norm.item()                                       # before clipping
+            if clip > 0 and norm > clip:
+                return grad * (clip / norm)                                  # what is sent further back
+            return None
+        return fn
+
+    with torch.enable_grad():
+        x = m.wte(idx).requires_grad_()                                      # (1, T, m): the leaf we differentiate
+        out, _, layers = m.encoder(x, return_internals=True)
+        logits = m.lm_head(out[:, -1])                                       # (1, V): only step T's prediction
+        layer = layers[0]
+        for t, h_t in enumerate(layer["h"]):
+            h_t.retain_grad()
+            h_t.register_hook(hook("h", t))
+        for t, c_t in enumerate(layer.get("c", [])):
+            c_t.retain_grad()
+            c_t.register_hook(hook("c", t))
+        loss = F.cross_entropy(logits, target)                               # L_T: the last step only
+        if math.isfinite(loss.item()):
+            loss.backward()
+
+    def norms(tensors) -> np.ndarray:
+        return np.array([np.nan if h.grad is None else h.grad.norm().item() for h in tensors])
+
+    finite = math.isfinite(loss.item())
+    nan = np.full(T, np.nan)   # overflow: nothing to show, said so by the status
+    grad_norms = norms(layer["h"]) if finite else nan
+    out = {
+        "cell": config.cell, "T": T, "loss": loss.item(), "clip": clip, "fresh": fresh,
+        "activation": cell.nonlinearity if config.cell == "rnn" else None,
+        "grad_norms": grad_norms,
+        "grad_norms_raw": np.array(raw["h"]) if finite else nan,
+        "x_grad_norms": x.grad[0].norm(dim=-1).numpy() if finite and x.grad is not None else nan,
+    }
+    if config.cell == "lstm":
+        out["cell_grad_norms"] = norms(layer["c"]) if finite else nan
+    out["status"], out["message"] = _status(grad_norms, loss.item())
+
+    # -- theory: the per-step factor of the direct path back in time
+    with torch.no_grad():
+        rates = {"measured": fit_rate(grad_norms)}
+        if config.cell == "rnn":
+            W_hh = cell.weight_hh
+            s = torch.linalg.svdvals(W_hh.float()).double()                 # singular values, largest first
+            d = activation_derivative(cell.nonlinearity, layer["a"][0])      # phi'(a_t) (T, H)
+            gamma, rms = d.mean().item(), s.square().mean().sqrt().item()    # rms singular value = |W|_F / sqrt(n)
+            rates.update(sigma_max=s[0].item(), sigma_rms=rms, mean_activation_derivative=gamma,
+                         max_activation_derivative=d.max().item(),
+                         predicted=gamma * rms,                   # a typical direction: E|W^T D g| ~ gamma |W|_F/sqrt(n)
+                         bound=d.max().item() * s[0].item(),     # the worst direction (Pascanu et al. 2013)
+                         theory="mean φ′(a_t) × rms singular value of W_hh (bound: max φ′ × σ_max)")
+        elif config.cell == "lstm":
+            rates.update(predicted=layer["f"].mean().item(), theory="mean f_t, since ∂c_t/∂c_{t-1} = diag(f_t)",
+                         measured_cell=fit_rate(out["cell_grad_norms"]))
+        else:
+            rates.update(predicted=layer["z"].mean().item(), theory="mean z_t, the direct term diag(z_t) of ∂h_t/∂h_{t-1} (the other term is ignored)")
+        out["rates"] = rates
+        if config.cell == "lstm":
+            layer = {**layer, "c": torch.stack(layer["c"], dim=1)}            # (1, T, H)
+        out["gates"] = {name: layer[name][0, :, :units].numpy() for name in GATES_SHOWN[config.cell]}
+    return out
+
+
+def _rounded(a: np.ndarray, digits: int) -> list:
+    """A float array to nested lists, rounded to `digits` significant digits, non-finite -> None:
+    vectorised, since a gates array alone holds thousands of numbers per request."""
+    a = np.asarray(a, dtype=float)
+    finite = np.isfinite(a)
+    magnitude = np.floor(np.log10(np.abs(np.where(finite & (a != 0), a, 1.0))))
+    scale = 10.0 ** (digits - 1 - magnitude)
+    out = np.where(finite, np.round(a * scale) / scale, 0.0).astype(object)
+    out[~finite] = None
+    return out.tolist()
+
+
+def to_json(result: dict, digits: int = 4) -> dict:
+    """The numpy result as plain JSON: NaN and inf become null (JSON has neither), floats rounded."""
+
+    def clean(v):
+        if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+            return _rounded(v, digits)
+        if isinstance(v, np.ndarray):
+            return clean(v.tolist())
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        if isinstance(v, float):
+            return float(f"{v:.{digits}g}") if math.isfinite(v) else None
+        return v
+
+    return clean(result)

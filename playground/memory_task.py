@@ -1,0 +1,126 @@
+"""A synthetic long-range memory task: can an Elman RNN, an LSTM and a GRU of the same size remember one token
+for k steps?
+
+Each sequence has L = max_k + 1 tokens. One of them is a *key* (one of `n_keys` symbols), placed k steps before
+the last position; every other token is *noise* (one of `n_noise` other symbols). After reading the whole
+sequence, the network must name the key: its answer depends on a token k steps back, and the only training
+signal is the loss at the last step, which has to travel k steps back through time to reach the key. k is drawn
+uniformly from 1..max_k during training; accuracy is then measured separately for every k (chance = 1/n_keys).
+
+`python -m playground.memory_task` runs the default experiment and writes the result the app shows at once
+(assets/memory_task.json), with the configuration, seed, versions and wall time that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from playground.recurrent import RecurrentConfig, RecurrentLM
+
+CACHE = Path(__file__).resolve().parent.parent / "assets" / "memory_task.json"
+
+
+@dataclass
+class MemoryConfig:
+    max_k: int = 30               # the farthest key; every sequence has max_k + 1 tokens
+    n_keys: int = 4               # symbols to remember (chance accuracy 1/4)
+    n_noise: int = 4              # distractor symbols
+    hidden_size: int = 32         # n, the same for the three cells (so the LSTM has ~4x the Elman parameters)
+    n_embd: int = 8               # m
+    steps: int = 300              # Adam steps per cell: ~10 s per cell on a 2-core CPU
+    batch_size: int = 32
+    learning_rate: float = 1e-2
+    grad_clip: float = 1.0        # global norm, as in training the language models
+    eval_per_k: int = 64          # test sequences per distance k
+    log_every: int = 10           # loss-curve resolution, in steps
+    seed: int = 0
+    cells: str = "rnn,lstm,gru"
+
+    def __post_init__(self):
+        assert 1 <= self.max_k <= 200, f"max_k={self.max_k} must be in 1..200"
+        assert self.n_keys >= 2 and self.n_noise >= 1, "need at least 2 keys and 1 noise symbol"
+        assert self.steps >= 1 and self.batch_size >= 1 and self.eval_per_k >= 1, "counts must be positive"
+
+
+def make_batch(cfg: MemoryConfig, k: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """k (B,) distances -> x (B, L) tokens, y (B,) keys. Keys are ids 0..n_keys-1, noise the ids after them."""
+    B, L = k.shape[0], cfg.max_k + 1
+    x = cfg.n_keys + torch.randint(cfg.n_noise, (B, L), generator=generator)      # noise everywhere
+    y = torch.randint(cfg.n_keys, (B,), generator=generator)
+    x[torch.arange(B), L - 1 - k] = y                                              # the key, k steps before the end
+    return x, y
+
+
+def _loss(model: RecurrentLM, x, y, n_keys: int):
+    logits, _ = model(x)                                   # (B, L, V)
+    last = logits[:, -1, :n_keys]                          # the answer, read at the last step only
+    return F.cross_entropy(last, y), last
+
+
+def run(cfg: MemoryConfig, progress: Callable[[float, str], None] | None = None) -> dict:
+    """Train each cell on the task and measure accuracy per distance k. Returns plain JSON-able data."""
+    started = time.perf_counter()
+    cells = [c for c in cfg.cells.split(",") if c]
+    g_eval = torch.Generator().manual_seed(cfg.seed + 1)
+    ks = torch.arange(1, cfg.max_k + 1).repeat_interleave(cfg.eval_per_k)            # every k, eval_per_k times
+    x_eval, y_eval = make_batch(cfg, ks, g_eval)                                        # the same test set for all
+    out = {"config": asdict(cfg), "k": list(range(1, cfg.max_k + 1)), "cells": {}}
+    for c_i, cell in enumerate(cells):
+        torch.manual_seed(cfg.seed)
+        g = torch.Generator().manual_seed(cfg.seed)
+        model = RecurrentLM(RecurrentConfig(cell=cell, vocab_size=cfg.n_keys + cfg.n_noise, n_embd=cfg.n_embd,
+                                            hidden_size=cfg.hidden_size))
+        opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
+        curve, t0 = [], time.perf_counter()
+        model.train()
+        for step in range(cfg.steps):
+            k = torch.randint(1, cfg.max_k + 1, (cfg.batch_size,), generator=g)
+            x, y = make_batch(cfg, k, g)
+            loss, _ = _loss(model, x, y, cfg.n_keys)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+            opt.step()
+            if step % cfg.log_every == 0 or step == cfg.steps - 1:
+                curve.append([step, round(loss.item(), 4)])
+                if progress:
+                    progress((c_i + (step + 1) / cfg.steps) / len(cells), f"training the {cell.upper()}: step "
+                             f"{step + 1}/{cfg.steps}, loss {loss.item():.3f}")
+        model.eval()
+        with torch.no_grad():
+            eval_loss, logits = _loss(model, x_eval, y_eval, cfg.n_keys)
+            correct = (logits.argmax(-1) == y_eval).float().view(cfg.max_k, cfg.eval_per_k)   # (K, eval_per_k)
+        out["cells"][cell] = {
+            "accuracy": [round(a, 4) for a in correct.mean(1).tolist()],
+            "loss_curve": curve, "test_loss": round(eval_loss.item(), 4),
+            "n_params": sum(p.numel() for p in model.encoder.parameters()),
+            "seconds": round(time.perf_counter() - t0, 2),
+        }
+    out["made"] = {"seconds": round(time.perf_counter() - started, 2), "torch": torch.__version__,
+                   "python": platform.python_version(), "threads": torch.get_num_threads(),
+                   "machine": platform.machine(), "chance": 1 / cfg.n_keys}
+    return out
+
+
+def load_cached(path: Path = CACHE) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+if __name__ == "__main__":
+    import sys
+
+    torch.set_num_threads(1)  # (32, 32) matrices: a second thread costs more in synchronisation than it saves
+    result = run(MemoryConfig(), lambda f, msg: print(f"\r{f:5.0%} {msg}", end="", file=sys.stderr))
+    result["made"]["command"] = "python -m playground.memory_task"
+    result["made"]["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    CACHE.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print(f"\nwrote {CACHE}: " + ", ".join(f"{c} mean accuracy {sum(r['accuracy']) / len(r['accuracy']):.2f}"
+                                          for c, r in result["cells"].items()), file=sys.stderr)

@@ -1,0 +1,189 @@
+"""Decoding: turning a causal language model's next-token distributions into text.
+
+Greedy, temperature, top-k (Fan et al. 2018), top-p or nucleus sampling (Holtzman et al. 2020) and
+beam search, for every causal LM of the package through one contract (STYLE §2):
+`model.step(idx, cache) -> (logits, cache)` with idx (B, T_new) the new tokens only. A GPT's cache
+holds every layer's keys and values (the KV cache), a recurrent LM's its hidden state, so each
+step costs one new position instead of the whole sequence again.
+
+Sampling is seeded with its own `torch.Generator`: the same seed gives the same text, and no
+global random state is touched (the app serves several users at once).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+TOP_SHOWN = 20  # candidates reported per step (the chart shows them)
+
+
+@dataclass
+class Distribution:
+    """One step's next-token distribution, before and after the decoding rule."""
+
+    probs: torch.Tensor     # (V,) softmax(logits / temperature), what the model proposes
+    kept: torch.Tensor      # (V,) the distribution actually sampled from: filtered and renormalised
+    n_top_k: int            # tokens left by top-k (V when top-k is off)
+    n_top_p: int            # tokens left by top-p after top-k (the nucleus)
+
+    @property
+    def entropy(self) -> float:
+        """H(p) = -sum p log p in nats, of the proposed distribution."""
+        p = self.probs[self.probs > 0]
+        return float(-(p * p.log()).sum())
+
+
+def distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Distribution:
+    """The distribution to sample from, for logits (V,) of one position.
+
+    temperature: p_i = softmax(z_i / tau); tau -> 0 concentrates all mass on the argmax, so 0 means greedy.
+    top-k: keep the k most probable tokens (0 or >= V: all).
+    top-p: keep the smallest set of most probable tokens whose probabilities sum to at least p
+    (after top-k, as transformers does), always at least one token. Then renormalise.
+    """
+    V = logits.size(-1)
+    logits = logits.float()
+    if temperature <= 0:  # greedy: the proposal shown is the plain softmax, the choice is its argmax
+        probs = F.softmax(logits, dim=-1)
+        kept = torch.zeros_like(probs)
+        kept[probs.argmax()] = 1.0
+        return Distribution(probs, kept, 1, 1)
+    probs = F.softmax(logits / temperature, dim=-1)
+    order = torch.argsort(probs, descending=True, stable=True)  # ties: the lower id first, reproducibly
+    sorted_p = probs[order]
+    k = V if top_k <= 0 or top_k >= V else top_k
+    sorted_p = torch.cat([sorted_p[:k], torch.zeros(V - k)])
+    n_p = k
+    if top_p < 1.0:
+        renormed = sorted_p / sorted_p.sum()
+        before = torch.cumsum(renormed, dim=0) - renormed  # mass of the tokens ranked above each one
+        n_p = max(1, int((before < top_p).sum()))           # keep a token while the mass above it is < p
+        sorted_p[n_p:] = 0.0
+    kept = torch.zeros_like(probs)
+    kept[order] = sorted_p / sorted_p.sum()
+    return Distribution(probs, kept, k, n_p)
+
+
+def _generator(seed: int | None) -> torch.Generator:
+    """A private random stream: seeded, or from fresh entropy when seed is None (global state untouched)."""
+    generator = torch.Generator()
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+    return generator
+
+
+def _cache_step(model, idx: torch.Tensor, cache, use_cache: bool, seen: torch.Tensor) -> tuple[torch.Tensor, object]:
+    """Logits (B, V) for the next position: from the cache, or by running the whole (cropped) context."""
+    if use_cache:
+        logits, cache = model.step(idx, cache)
+        return logits[:, -1], cache
+    context = getattr(getattr(model, "config", None), "n_positions", None)
+    window = seen if context is None else seen[:, -context:]  # a GPT sees at most its context
+    return model(window)[0][:, -1], None
+
+
+@torch.no_grad()
+def stream(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = 0,
+           top_p: float = 1.0, seed: int | None = None, use_cache: bool = True) -> Iterator[dict]:
+    """Sample one sequence (idx is (1, T) or (T,)), yielding each step as it is made:
+    {token, prob, top: [[token, prob], ...], entropy, n_top_k, n_top_p, top_k_cutoff, top_p_cutoff}.
+
+    `prob` is the chosen token's probability in the distribution it was drawn from; `top` lists the
+    proposed distribution's most probable tokens; the cut-offs are the smallest probability still
+    kept by top-k and by top-p.
+    """
+    idx = idx.view(1, -1)
+    assert idx.size(1) > 0, "generation needs a prompt of at least one token"
+    generator = _generator(seed)
+    seen, new, cache = idx, idx, None
+    for _ in range(max_new_tokens):
+        logits, cache = _cache_step(model, new, cache, use_cache, seen)
+        d = distribution(logits[0], temperature, top_k, top_p)
+        token = int(torch.multinomial(d.kept, 1, generator=generator)) if temperature > 0 else int(d.kept.argmax())
+        top_p_values, top_ids = d.probs.topk(min(TOP_SHOWN, d.probs.numel()))
+        ranked = d.probs.sort(descending=True).values
+        yield {
+            "token": token, "prob": float(d.kept[token]), "p_model": float(d.probs[token]),
+            "top": [[int(i), float(p)] for i, p in zip(top_ids, top_p_values)],
+            "entropy": d.entropy, "n_top_k": d.n_top_k, "n_top_p": d.n_top_p,
+            "top_k_cutoff": float(ranked[d.n_top_k - 1]), "top_p_cutoff": float(ranked[d.n_top_p - 1]),
+        }
+        new = torch.tensor([[token]], dtype=torch.long, device=idx.device)
+        seen = torch.cat([seen, new], dim=1)
+
+
+@torch.no_grad()
+def generate(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = 0,
+             top_p: float = 1.0, seed: int | None = None, use_cache: bool = True) -> torch.Tensor:
+    """idx (B, T) -> (B, T + max_new_tokens): each row continued by sampling (temperature 0: greedy)."""
+    generator = _generator(seed)
+    seen, new, cache = idx, idx, None
+    for _ in range(max_new_tokens):
+        logits, cache = _cache_step(model, new, cache, use_cache, seen)        # (B, V)
+        if temperature <= 0:
+            new = logits.argmax(dim=-1, keepdim=True)                          # (B, 1)
+        else:
+            kept = torch.stack([distribution(row, temperature, top_k, top_p).kept for row in logits])
+            new = torch.multinomial(kept, 1, generator=generator)               # (B, 1)
+        seen = torch.cat([seen, new], dim=1)
+    return seen
+
+
+def _reorder(model, cache, index: torch.Tensor):
+    """The cache of the beams that survive (index into the batch); None makes the next step recompute."""
+    reorder = getattr(model, "reorder_cache", None)
+    return None if reorder is None or cache is None else reorder(cache, index)
+
+
+@torch.no_grad()
+def beam_search(model, idx: torch.Tensor, max_new_tokens: int, beam_width: int = 4) -> tuple[torch.Tensor, float,
+                                                                                              list[tuple]]:
+    """Keep the `beam_width` most probable continuations, log p(y) = sum_t log p(y_t | y_<t, x), and
+    return the best (1, T + max_new_tokens), its log-probability, and every final beam as (ids, log p).
+    There is no end-of-sequence token in a character model, so all beams have the same length and
+    need no length normalisation. A model without `reorder_cache` re-reads each beam's prefix."""
+    seen = idx.view(1, -1)
+    scores = torch.zeros(1)  # (n_beams,) log-probabilities so far
+    cache, new = None, seen
+    for _ in range(max_new_tokens):
+        logits, cache = model.step(new, cache)
+        logp = F.log_softmax(logits[:, -1].float(), dim=-1)          # (n_beams, V)
+        V = logp.size(-1)
+        candidates = (scores[:, None] + logp).view(-1)               # (n_beams * V,)
+        scores, flat = candidates.topk(min(beam_width, candidates.numel()))
+        beam, token = flat // V, flat % V
+        seen = torch.cat([seen[beam], token[:, None]], dim=1)        # (n_beams, T + t)
+        cache = _reorder(model, cache, beam)
+        new = token[:, None] if cache is not None else seen
+    beams = [(seen[i], float(scores[i])) for i in range(seen.size(0))]
+    return seen[:1], float(scores[0]), beams
+
+
+@torch.no_grad()
+def sequence_log_prob(model, idx: torch.Tensor) -> torch.Tensor:
+    """log p(x_2..x_T | x_1) of each row of idx (B, T), summed over positions: (B,). Past a GPT's
+    context each token is scored as generation saw it, within the sliding window."""
+    context = getattr(getattr(model, "config", None), "n_positions", None) or idx.size(1)
+    logits, cache = model.step(idx[:, :context])
+    pieces = [logits]
+    for t in range(context, idx.size(1)):
+        logits, cache = model.step(idx[:, t:t + 1], cache)
+        pieces.append(logits)
+    logits = torch.cat(pieces, dim=1)                        # (B, T, V)
+    logp = F.log_softmax(logits[:, :-1].float(), dim=-1)
+    return logp.gather(-1, idx[:, 1:, None]).squeeze(-1).sum(dim=1)
+
+
+@torch.no_grad()
+def perplexity(model, idx: torch.Tensor) -> float:
+    """exp of the mean negative log-likelihood of each token after the first, for idx (1, T), T >= 2."""
+    idx = idx.view(1, -1)
+    assert idx.size(1) >= 2, "perplexity needs at least two tokens"
+    return math.exp(-float(sequence_log_prob(model, idx)[0]) / (idx.size(1) - 1))

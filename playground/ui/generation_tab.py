@@ -1,0 +1,335 @@
+"""The Generation tab: a prompt continued by a causal language model, one token at a time, with the
+distribution behind every choice; two models side by side on one prompt; the GPT's causal attention."""
+
+from __future__ import annotations
+
+import time
+
+import gradio as gr
+import torch
+
+from playground import checkpoints, figures, sampling
+from playground.ui.common import as_int, as_number, json_file, text_input, warn
+
+LM_KINDS = ("gpt", "lstm", "gru", "rnn")   # every causal LM kind with `step`; the GPT first
+MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
+MAX_SEED = 2**31 - 1
+MAX_BEAM = 16
+MAX_BEAM_RECOMPUTE = 200                 # beam length for models without `reorder_cache`
+STRATEGIES = ["greedy", "temperature", "top-k", "top-p", "beam"]
+STREAM_EVERY = 0.1                         # seconds between screen updates while streaming
+
+# Every shipped causal LM, loaded once at start, read-only
+MODELS = {name: checkpoints.shared(name) for kind in LM_KINDS for name in checkpoints.available(kind)}
+DEFAULT_MODEL = "gpt-shakespeare" if "gpt-shakespeare" in MODELS else next(iter(MODELS), None)
+DEFAULT_PROMPT = "ROMEO:\nBut soft, what light"
+
+
+def _label(name: str) -> str:
+    c = MODELS[name]
+    return f"{name} ({c.kind}, {c.card.get('n_params', 0) / 1e6:.2f}M parameters, val loss {c.card.get('val_loss', '?')})"
+
+
+# ---------------------------------------------------------------------------------------------
+# Coercing the UI's values into a decoding rule; every bad value becomes a rule or a message
+
+
+def _model(name) -> checkpoints.Checkpoint:
+    if name not in MODELS:
+        raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(MODELS)}.")
+    return MODELS[name]
+
+
+def decoding_rule(strategy, temperature, top_k, top_p, vocab_size: int, notices: list[str]) -> dict:
+    """The sampling arguments of a strategy. Documented rules: temperature 0 means greedy; top-k
+    larger than the vocabulary keeps every token; top-p at or below 0 keeps only the most probable
+    token, above 1 keeps every token."""
+    if strategy not in STRATEGIES:
+        raise gr.Error(f"Unknown strategy {str(strategy)[:30]!r}; choose from {', '.join(STRATEGIES)}.")
+    if strategy in ("greedy", "beam"):
+        return {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
+    t = as_number(temperature, "Temperature")
+    if t < 0:
+        notices.append(f"Temperature {t} is below 0; using 0 (greedy).")
+        t = 0.0
+    elif t > 5:
+        notices.append(f"Temperature {t} is above 5; using 5.")
+        t = 5.0
+    if t == 0:
+        notices.append("Temperature 0 means greedy decoding: the most probable token every time.")
+    rule = {"temperature": t, "top_k": 0, "top_p": 1.0}
+    if strategy == "top-k":
+        k = as_int(top_k, "Top-k", 1, 10**9, notices)
+        if k > vocab_size:
+            notices.append(f"Top-k {k} is larger than the vocabulary ({vocab_size} tokens): every token is kept.")
+            k = vocab_size
+        rule["top_k"] = k
+    elif strategy == "top-p":
+        p = as_number(top_p, "Top-p")
+        if p <= 0:
+            notices.append(f"Top-p {p} keeps no probability mass; keeping only the most probable token.")
+            p = 1e-9
+        elif p > 1:
+            notices.append(f"Top-p {p} is above 1; using 1 (every token).")
+            p = 1.0
+        rule["top_p"] = p
+    return rule
+
+
+def encode_prompt(ckpt: checkpoints.Checkpoint, prompt, notices: list[str]) -> tuple[str, list[int]]:
+    """The prompt's ids. Rules: characters the model never saw are left out (with a notice); an
+    empty prompt starts from a new line, the way every speech in the corpus does."""
+    prompt = text_input(prompt, notices)
+    enc = ckpt.tokenizer.encode(prompt, add_special_tokens=False)
+    unk = ckpt.tokenizer.token_to_id("[UNK]")
+    unknown = sorted({prompt[s:e] for (s, e), i in zip(enc.offsets, enc.ids) if i == unk and e > s})
+    if unknown:
+        shown = " ".join(figures.token_label(c) for c in unknown[:20]) + (" …" if len(unknown) > 20 else "")
+        notices.append(f"{len(unknown)} character(s) are not in {ckpt.name}'s vocabulary and were left out: {shown}")
+    kept = [(i, prompt[s:e]) for (s, e), i in zip(enc.offsets, enc.ids) if i != unk]
+    if not kept:
+        notices.append("The prompt is empty (or has no character the model knows): starting from a new line.")
+        return "\n", ckpt.tokenizer.encode("\n", add_special_tokens=False).ids
+    return "".join(text for _, text in kept), [i for i, _ in kept]
+
+
+def _token(ckpt, i: int) -> str:
+    return ckpt.tokenizer.id_to_token(i)
+
+
+def _named(ckpt, step: dict) -> dict:
+    """A sampling step with token strings in place of ids (the API's format), ids kept beside."""
+    return {**step, "id": step["token"], "token": _token(ckpt, step["token"]),
+            "top": [[_token(ckpt, i), round(p, 6)] for i, p in step["top"]],
+            "prob": round(step["prob"], 6), "p_model": round(step["p_model"], 6), "entropy": round(step["entropy"], 4)}
+
+
+def _beam_steps(ckpt, ids: list[int], width: int, max_new: int) -> tuple[list[dict], dict]:
+    """Beam search, then the model's distribution at each step of the best beam (for the same views)."""
+    model = ckpt.model
+    with torch.inference_mode():
+        best, logp, beams = sampling.beam_search(model, torch.tensor([ids]), max_new, beam_width=width)
+        greedy = sampling.generate(model, torch.tensor([ids]), max_new, temperature=0)
+        greedy_logp = float(sampling.sequence_log_prob(model, greedy)[0])
+        steps = []
+        logits, cache = model.step(torch.tensor([ids]))  # replay the best beam one token at a time
+        for token in best[0, len(ids):].tolist():
+            p = torch.softmax(logits[0, -1].float(), dim=-1)
+            top_p, top_i = p.topk(min(sampling.TOP_SHOWN, p.numel()))
+            nz = p[p > 0]
+            steps.append({"token": token, "prob": float(p[token]), "p_model": float(p[token]),
+                          "top": [[int(i), float(v)] for i, v in zip(top_i, top_p)],
+                          "entropy": float(-(nz * nz.log()).sum()), "n_top_k": p.numel(), "n_top_p": p.numel(),
+                          "top_k_cutoff": 0.0, "top_p_cutoff": 0.0})
+            logits, cache = model.step(torch.tensor([[token]]), cache)
+    info = {"beam_width": width, "log_prob": round(logp, 4), "greedy_log_prob": round(greedy_logp, 4),
+            "beams": [{"text": "".join(_token(ckpt, int(i)) for i in b[len(ids):]), "log_prob": round(s, 4)}
+                      for b, s in beams]}
+    return steps, info
+
+
+# ---------------------------------------------------------------------------------------------
+# Handlers
+
+
+def _cutoffs(strategy: str) -> tuple[str, ...]:
+    return {"top-k": ("top-k",), "top-p": ("top-p",)}.get(strategy, ())
+
+
+def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, top_p, seed, beam_width=4):
+    """Continue the prompt, streaming the text; every step's distribution is kept for the chart."""
+    notices: list[str] = []
+    ckpt = _model(model_name)
+    n = as_int(max_new_tokens, "Number of new tokens", 1, MAX_NEW_TOKENS, notices)
+    rule = decoding_rule(strategy, temperature, top_k, top_p, ckpt.config.vocab_size, notices)
+    seed = as_int(seed, "Seed", 0, MAX_SEED, notices)
+    text, ids = encode_prompt(ckpt, prompt, notices)
+    warn(notices)
+    data = {"model": ckpt.name, "prompt": text, "strategy": strategy, **rule, "seed": seed, "max_new_tokens": n,
+            "notices": notices, "text": "", "steps": []}
+    cutoffs = _cutoffs(strategy)
+
+    def view(steps, running):
+        last = len(steps) - 1
+        html = figures.generated_html(text, steps, selected=None if running else last, notices=notices, running=running)
+        if running:  # the text (and the steps, kept on the server for a click after Stop); redrawing the
+            return html, gr.skip(), list(steps), gr.skip(), gr.skip()  # chart and the JSON each time slows the browser
+        chart = figures.next_token_figure(steps[-1], last, cutoffs) if steps else None
+        return html, chart, steps, json_file(data, "generate"), data
+
+    if strategy == "beam":
+        width = as_int(beam_width, "Beam width", 1, MAX_BEAM, notices)
+        if not hasattr(ckpt.model, "reorder_cache") and n > MAX_BEAM_RECOMPUTE:
+            # without a cache to reorder, each beam's text is re-read at every step: quadratic in length
+            notices.append(f"Beam search with {ckpt.name} re-reads every beam at each step; "
+                           f"using {MAX_BEAM_RECOMPUTE} new tokens.")
+            n = data["max_new_tokens"] = MAX_BEAM_RECOMPUTE
+            warn(notices[-1:])
+        steps, info = _beam_steps(ckpt, ids, width, n)
+        steps = [_named(ckpt, s) for s in steps]
+        data.update(steps=steps, text=text + "".join(s["token"] for s in steps), beam=info)
+        yield view(steps, False)
+        return
+    steps: list[dict] = []
+    shown = time.perf_counter()
+    for step in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, **rule):
+        steps.append(_named(ckpt, step))
+        if time.perf_counter() - shown > STREAM_EVERY and len(steps) < n:
+            yield view(steps, True)
+            shown = time.perf_counter()
+    data.update(steps=steps, text=text + "".join(s["token"] for s in steps))
+    yield view(steps, False)
+
+
+def show_step(steps, strategy, evt: gr.EventData):
+    """A click on a generated token: that step's distribution."""
+    index = getattr(evt, "step", None)
+    if not steps or index is None:
+        return gr.skip()
+    index = min(max(int(index), 0), len(steps) - 1)
+    return figures.next_token_figure(steps[index], index, _cutoffs(strategy))
+
+
+def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top_k, top_p, seed):
+    """Two models, one prompt, the same decoding rule and seed; the prompt's perplexity under each."""
+    notices: list[str] = []
+    n = as_int(max_new_tokens, "Number of new tokens", 1, MAX_NEW_TOKENS, notices)
+    seed = as_int(seed, "Seed", 0, MAX_SEED, notices)
+    if strategy == "beam":
+        notices.append("The comparison samples; beam search is shown in the main view. Using greedy here.")
+        strategy = "greedy"
+    views, data = [], {"strategy": strategy, "seed": seed, "models": {}}
+    for name in (model_a, model_b):
+        ckpt = _model(name)
+        own: list[str] = []
+        rule = decoding_rule(strategy, temperature, top_k, top_p, ckpt.config.vocab_size, own)
+        text, ids = encode_prompt(ckpt, prompt, own)
+        context = getattr(ckpt.config, "n_positions", None)
+        scored = ids[-context:] if context else ids
+        if context and len(ids) > context:
+            own.append(f"Perplexity over the last {context} tokens (the model's context).")
+        with torch.inference_mode():
+            ppl = sampling.perplexity(ckpt.model, torch.tensor([scored])) if len(scored) >= 2 else None
+        steps = [_named(ckpt, s) for s in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, **rule)]
+        title = f"{name}: prompt perplexity " + (f"{ppl:.2f}" if ppl is not None else "– (needs 2 or more characters)")
+        views.append(figures.generated_html(text, steps, notices=own, title=title))
+        data["models"][name] = {"text": text + "".join(s["token"] for s in steps), "prompt_perplexity": ppl,
+                                "notices": own, **rule, "steps": steps}
+    warn(notices)
+    return views[0], views[1], data
+
+
+def attention(text, model_name, layer, head):
+    """The GPT's causal attention over a text (the prompt and what was generated): one layer and head."""
+    notices: list[str] = []
+    ckpt = _model(model_name)
+    if ckpt.kind != "gpt":
+        raise gr.Error(f"{ckpt.name} is a recurrent model: it has no attention. Choose a GPT.")
+    c = ckpt.config
+    layer = as_int(layer, "Layer", 1, c.n_layer, notices)
+    head = as_int(head, "Head", 1, c.n_head, notices)
+    text, ids = encode_prompt(ckpt, text, notices)
+    if len(ids) > c.n_positions:
+        notices.append(f"Showing the last {c.n_positions} tokens (the model's context).")
+        ids = ids[-c.n_positions:]
+    warn(notices)
+    with torch.inference_mode():
+        _, _, internals = ckpt.model(torch.tensor([ids]), return_internals=True)
+    att = internals[layer - 1]["attn"][0, head - 1]  # (T, T)
+    tokens = [_token(ckpt, i) for i in ids]
+    rows = [[round(float(v), 4) for v in row] for row in att]
+    title = f"{ckpt.name}: layer {layer}, head {head} ({len(ids)} tokens)"
+    return figures.causal_attention_figure(tokens, rows, title), {"model": ckpt.name, "tokens": tokens,
+                                                                  "layer": layer, "head": head, "attention": rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout and events
+
+INTRO_MD = """A causal language model predicts a distribution over the next token, $p(x_t \\mid x_{<t})$; decoding
+turns it into text one token at a time. **Greedy** takes the argmax. **Temperature** $\\tau$ samples from
+$\\mathrm{softmax}(z/\\tau)$: below 1 sharper, above 1 flatter, and 0 is greedy. **Top-k** samples among the $k$ most
+probable tokens only; **top-p** (nucleus) among the fewest most probable tokens whose probabilities add up to $p$;
+both renormalise what they keep. **Beam search** keeps the $b$ most probable partial texts,
+$\\log p(y) = \\sum_t \\log p(y_t \\mid y_{<t})$, and returns the best. The GPT keeps every layer's keys and values
+(a KV cache), so each new token costs one position, not the whole text again.
+Click a generated token to see the distribution it was drawn from. Rules for odd input: characters the model never
+saw are left out; an empty prompt starts from a new line; top-k above the vocabulary keeps every token; top-p at or
+below 0 keeps the most probable token only, above 1 every token; at most 1,000 new tokens."""
+
+COMPARE_MD = """The same prompt, decoding rule and seed for two models; the **perplexity** of the prompt,
+$\\exp\\big(-\\frac{1}{T-1}\\sum_{t=2}^{T} \\log p(x_t \\mid x_{<t})\\big)$, says how surprised each model is by it
+(lower is better; 1 would be certainty, the vocabulary size a uniform guess)."""
+
+ATTENTION_MD = """Each row is a token attending to the tokens before it (a GPT cannot look ahead: the upper
+triangle is exactly 0). Uses the text of the last generation, or any text typed here."""
+
+
+def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+    choices = [(_label(n), n) for n in MODELS]
+    gpts = [(_label(n), n) for n in MODELS if MODELS[n].kind == "gpt"]
+    recurrent = [n for n in MODELS if MODELS[n].kind != "gpt"]
+    gr.Markdown(INTRO_MD, latex_delimiters=[{"left": "$", "right": "$", "display": False}])
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="gen-prompt")
+            use_sentence = gr.Button("Use the sentence above as the prompt", size="sm")
+        with gr.Column(scale=2):
+            model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
+            strategy = gr.Radio(STRATEGIES, value="top-k", label="Strategy")
+    with gr.Row():
+        max_new = gr.Number(200, label=f"New tokens (at most {MAX_NEW_TOKENS:,})", precision=0, elem_id="gen-max")
+        temperature = gr.Slider(0, 2, value=0.8, step=0.05, label="Temperature (0 = greedy)")
+        top_k = gr.Slider(1, 100, value=10, step=1, label="Top-k")
+        top_p = gr.Slider(0, 1, value=0.9, step=0.01, label="Top-p")
+        beam_width = gr.Slider(1, MAX_BEAM, value=4, step=1, label="Beam width")
+        seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED)
+    with gr.Row():
+        run = gr.Button("Generate", variant="primary", elem_id="gen-run")
+        stop = gr.Button("Stop", variant="stop", elem_id="gen-stop")
+    text_view = gr.HTML(elem_id="gen-text", js_on_load=figures.GEN_CLICK_JS)
+    step_chart = gr.Plot(label="Next-token distribution at the selected step", elem_id="gen-chart")
+    steps_state = gr.State([])
+    with gr.Accordion("Data (JSON)", open=False):
+        gen_file = gr.DownloadButton("Download JSON", size="sm")
+        gen_json = gr.JSON(label="generate")
+    with gr.Accordion("Compare two models on this prompt", open=False):
+        gr.Markdown(COMPARE_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True},
+                                                  {"left": "$", "right": "$", "display": False}])
+        with gr.Row():
+            model_a = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model A")
+            model_b = gr.Dropdown(choices, value=(recurrent[0] if recurrent else DEFAULT_MODEL), label="Model B")
+            compare_run = gr.Button("Compare", scale=0)
+        with gr.Row():
+            view_a = gr.HTML()
+            view_b = gr.HTML()
+        with gr.Accordion("Data (JSON)", open=False):
+            compare_json = gr.JSON(label="compare_generate")
+    with gr.Accordion("Causal attention of the generated text", open=False):
+        gr.Markdown(ATTENTION_MD)
+        with gr.Row():
+            att_model = gr.Dropdown(gpts, value=gpts[0][1] if gpts else None, label="GPT")
+            layer = gr.Slider(1, max((MODELS[n].config.n_layer for _, n in gpts), default=1), value=1, step=1,
+                              label="Layer")
+            head = gr.Slider(1, max((MODELS[n].config.n_head for _, n in gpts), default=1), value=1, step=1,
+                             label="Head")
+            att_run = gr.Button("Show attention", scale=0)
+        att_text = gr.Textbox(DEFAULT_PROMPT, label="Text", lines=2, max_lines=6)
+        att_plot = gr.Plot()
+        with gr.Accordion("Data (JSON)", open=False):
+            att_json = gr.JSON(label="generation_attention")
+
+    use_sentence.click(lambda s: s, inputs=sentence, outputs=prompt, api_visibility="private")
+    event = gr.on([run.click, prompt.submit], generate,
+                  inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width],
+                  outputs=[text_view, step_chart, steps_state, gen_file, gen_json], api_name="generate",
+                  concurrency_limit=4, show_progress="hidden")
+    event.then(lambda data: data.get("text", "") if data else gr.skip(), inputs=gen_json, outputs=att_text,
+               api_visibility="private")
+    stop.click(None, cancels=[event], api_visibility="private")
+    text_view.click(show_step, inputs=[steps_state, strategy], outputs=step_chart, api_visibility="private",
+                    show_progress="hidden")
+    compare_run.click(compare, inputs=[prompt, model_a, model_b, max_new, strategy, temperature, top_k, top_p, seed],
+                      outputs=[view_a, view_b, compare_json], api_name="compare_generate", concurrency_limit=2)
+    gr.on([att_run.click, layer.release, head.release], attention, inputs=[att_text, att_model, layer, head],
+          outputs=[att_plot, att_json], api_name="generation_attention", trigger_mode="always_last")

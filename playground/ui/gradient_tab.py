@@ -1,0 +1,240 @@
+"""The RNN gradient-flow tab: how far back the training signal reaches in an Elman RNN, an LSTM and a GRU,
+why (the Jacobians, the carousel, the update gate), the gates over time, and clipping."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from playground import checkpoints, figures, introspect, memory_task, recurrent
+from playground.ui.common import LATEX, as_int, as_number, json_file, text_input, warn
+
+CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
+ACTIVATIONS = ("tanh", "relu", "sigmoid")
+MODELS = {key: checkpoints.shared(f"{key}-shakespeare") for key in CELLS}  # loaded once, read-only
+TOKENIZER = MODELS["lstm"].tokenizer   # the three share Tiny Shakespeare's character vocabulary
+LENGTH_MAX = introspect.MAX_STEPS
+CLIP_MAX = 1e6
+GATE_UNITS = 32
+MEMORY_K_MAX, MEMORY_STEPS_MAX = 100, 2000
+MEMORY_CACHED = memory_task.load_cached()   # a recorded real run, shown before anyone presses Run
+
+
+# ---------------------------------------------------------------------------------------------
+# Handlers
+
+
+def _number(value, name: str, low: float, high: float, notices: list[str]) -> float:
+    """A float in [low, high], clamped with a notice that says why."""
+    x = as_number(value, name)
+    if x < low or x > high:
+        clamped = min(max(x, low), high)
+        why = " (a norm cannot be negative)" if x < 0 else ""
+        notices.append(f"{name} {x:g} is out of range{why}; using {clamped:g} (allowed: {low:g} to {high:g}).")
+        return clamped
+    return x
+
+
+def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="trained", rescale=False, sigma=1.0,
+                  activation="tanh", clip=0.0):
+    """Back-propagate the loss at the last character through each chosen network."""
+    notices: list[str] = []
+    text = text_input(text, notices)
+    if not text.strip():
+        raise gr.Error("The text is empty: type a sentence (a few characters are enough; it is repeated to the "
+                       "chosen length).")
+    T = as_int(length, "Sequence length", 2, LENGTH_MAX, notices)
+    cells = [cells] if isinstance(cells, str) else list(cells or [])
+    unknown = [c for c in cells if c not in CELLS]
+    if unknown:
+        raise gr.Error(f"Unknown cell(s) {', '.join(map(str, unknown))}; choose from {', '.join(CELLS)}.")
+    if not cells:
+        raise gr.Error("Choose at least one network.")
+    if weights not in ("trained", "fresh"):
+        raise gr.Error("Weights should be 'trained' or 'fresh'.")
+    if activation not in ACTIVATIONS:
+        raise gr.Error(f"Activation should be one of {', '.join(ACTIVATIONS)}.")
+    s = _number(sigma, "σ_max of W_hh", *introspect.SIGMA_RANGE, notices) if rescale else None
+    theta = _number(clip, "Clipping threshold", 0.0, CLIP_MAX, notices)
+    warn(notices)  # the values the user set and we changed: a toast; the text's notices go in the panel
+    ids, chars, text_notices = introspect.prepare_ids(TOKENIZER, text, T)
+
+    results = {}
+    for key in cells:
+        r = introspect.gradient_flow(MODELS[key].model, ids, sigma=s, activation=activation, clip=theta,
+                                     fresh=weights == "fresh", units=GATE_UNITS)
+        results[key] = introspect.to_json(r)
+    labels = {key: CELLS[key] for key in cells}
+    data = {"text": "".join(chars), "chars": chars, "T": T, "weights": weights, "sigma_max": s,
+            "activation": activation, "clip": theta, "notices": notices + text_notices, "cells": results}
+    gated = [key for key in cells if results[key]["gates"]]
+    gates_plots = [figures.gates_figure(results[key]["gates"], chars, CELLS[key]) if key in gated else None
+                   for key in ("lstm", "gru")]
+    return (figures.gradient_status_html(results, labels, text_notices),
+            figures.gradient_flow_figure(results, labels, chars),
+            figures.gradient_strip_html(chars, results, labels),
+            *[gr.update(value=fig, visible=fig is not None) for fig in gates_plots],
+            json_file(data, "gradient-flow"), data)
+
+
+def _memory_views(result: dict, live: bool):
+    acc, loss = figures.memory_figures(result, CELLS)
+    made = result["made"]
+    how = ("computed just now" if live else f"a cached run of `{made.get('command', 'python -m playground.memory_task')}`"
+           f" ({made.get('date', '')}); press *Run live* to train the networks again")
+    cfg = result["config"]
+    lines = [f"**{'Live' if live else 'Cached'} result**: {how}. {made['seconds']:.0f} s on {made['threads']} "
+             f"thread(s), torch {made['torch']}. Sequences of {cfg['max_k'] + 1} tokens, hidden size "
+             f"{cfg['hidden_size']}, {cfg['steps']} Adam steps per network, seed {cfg['seed']}."]
+    for key, r in result["cells"].items():
+        mean = sum(r["accuracy"]) / len(r["accuracy"])
+        lines.append(f"- {CELLS[key]}: mean accuracy {mean:.2f} over k = 1..{cfg['max_k']}, test loss "
+                     f"{r['test_loss']:.3f}, {r['n_params']:,} recurrent parameters, {r['seconds']:.0f} s")
+    return acc, loss, "\n".join(lines)
+
+
+def memory_experiment(max_k=30, steps=300, hidden_size=32, seed=0, progress=gr.Progress()):
+    """Train an Elman RNN, an LSTM and a GRU of the same hidden size on the memory task, live."""
+    notices: list[str] = []
+    cfg = memory_task.MemoryConfig(max_k=as_int(max_k, "Longest distance k", 1, MEMORY_K_MAX, notices),
+                                   steps=as_int(steps, "Training steps", 10, MEMORY_STEPS_MAX, notices),
+                                   hidden_size=as_int(hidden_size, "Hidden size", 4, 128, notices),
+                                   seed=as_int(seed, "Seed", 0, 2**31 - 1, notices))
+    warn(notices)
+    progress(0, desc="starting")
+    result = memory_task.run(cfg, lambda fraction, message: progress(fraction, desc=message))
+    return (*_memory_views(result, live=True), result)
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout and events
+
+
+def _models_md() -> str:
+    rows = []
+    for key, ck in MODELS.items():
+        counts, card = recurrent.parameter_counts(ck.config), ck.card
+        n, m = counts["n_hidden"], counts["m_input"]
+        rows.append(f"| {CELLS[key]} | {n} | {ck.model.num_params():,} | {counts['formula']} = "
+                    f"{counts['recurrent_formula']:,} | {counts['recurrent_torch']:,} | "
+                    f"{card.get('val_loss', float('nan')):.3f} | {card.get('val_bits_per_token', float('nan')):.2f} | "
+                    f"{card.get('steps', 0):,} |")
+    return ("The trained weights: character-level language models on Tiny Shakespeare, sized to about the same "
+            f"number of parameters (input m = {m}, a learned embedding; hidden n per cell).\n\n"
+            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count | validation loss (nats/char) "
+            "| bits/char | steps |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) +
+            "\n\nThe lecture counts four gates of weight $[(m+n) \\times n]$ and one bias each: $4(mn + n^2 + n)$ for the "
+            "LSTM (three gates for the GRU, one for the Elman RNN). `torch.nn` (and our cells, which share its layout) "
+            "keep two bias vectors per gate, $b_{i\\ast}$ and $b_{h\\ast}$, whose sum acts as the one bias, so they count "
+            "$4n$ more per LSTM layer.")
+
+
+FLOW_MD = r"""**How far back does the training signal reach?** The loss at the last character,
+$L_T = -\log p(x_{T+1} \mid x_1, \dots, x_T)$, is back-propagated through time, and the plot shows how much of it
+arrives at each earlier step. In the Elman RNN, $h_t = \phi(a_t)$ with $a_t = W_{ih} x_t + W_{hh} h_{t-1} + b$, so
+each step back multiplies the gradient by one Jacobian:
+$$\frac{\partial L_T}{\partial h_{t-1}} = W_{hh}^\top \,\mathrm{diag}\big(\phi'(a_t)\big)\, \frac{\partial L_T}{\partial h_t}.$$
+After $T - t$ steps the signal has gone through $T - t$ of these factors. None can stretch a vector by more than
+$\max \phi' \cdot \sigma_{\max}(W_{hh})$: when that is below 1 the gradient dies off geometrically (vanishing); it can
+only blow up (exploding) when $\sigma_{\max}(W_{hh})$ is large enough, above $1/\max\phi'$ (Bengio et al. 1994;
+Pascanu et al. 2013). The typical factor, for a gradient not aligned with the top singular vector, is closer to
+$\bar\gamma \cdot \lVert W_{hh} \rVert_F / \sqrt{n}$: the mean activation derivative times the root-mean-square
+singular value. The table puts it beside the factor fitted to the curve.
+
+**LSTM**: the cell state is updated additively, $c_t = f_t \odot c_{t-1} + i_t \odot g_t$, so
+$\partial c_t / \partial c_{t-1} = \mathrm{diag}(f_t)$: no weight matrix and no squashing on that path. Where the
+forget gate stays near 1 the gradient rides the cell unchanged (the *constant error carousel*); the dashed line is
+$\lVert \partial L_T / \partial c_t \rVert$ and the predicted factor is the mean $f_t$.
+**GRU**: we use Cho et al. 2014's convention, which is also what `torch.nn.GRU` computes (so our weights match it):
+$h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}$. Here $z_t \to 1$ *keeps* the old state, and
+$\partial h_t/\partial h_{t-1}$ contains $\mathrm{diag}(z_t)$ directly (the predicted factor is the mean $z_t$).
+Some lecture notes write the same cell with $z_t$ and $1 - z_t$ swapped, which just renames the gate.
+
+**Controls.** *Fresh* weights use PyTorch's initialisation, $U(-1/\sqrt n, 1/\sqrt n)$. *Rescale* sets the largest singular value of
+every recurrent block $W_{h\ast}$ to $\sigma_{\max}$. The activation applies to the Elman cell only (gated cells
+keep their sigmoids and tanh). *Clipping* with threshold $\theta > 0$ rescales the gradient sent back into $h_t$
+(and $c_t$) at every step, $g \leftarrow \theta\, g / \lVert g \rVert$ when $\lVert g \rVert > \theta$. That is the
+lecture's rule applied to the back-propagated error; Pascanu et al. clip the whole parameter gradient once per update
+instead. Everything is computed in float64, so a norm can reach about $10^{308}$ before it overflows; an overflow is
+flagged in red, never shown as a silent NaN."""
+
+STRIP_MD = r"""**Which characters does the last prediction's loss depend on?** Each input character is shaded by
+$\lVert \partial L_T / \partial x_t \rVert$, the gradient with respect to its embedding (log scale, per network;
+hover for the value). The character outlined in red is the target $x_{T+1}$."""
+
+GATES_MD = r"""**Gates over time** (the first 32 units; hover for values). LSTM: forget $f_t$, input $i_t$, output
+$o_t$ (all in $[0, 1]$, from a sigmoid) and the cell $c_t$ (unbounded; red negative, blue positive). GRU: update $z_t$
+(1 = keep the old state) and reset $r_t$ (0 = ignore $h_{t-1}$ when proposing $n_t$)."""
+
+
+MEMORY_MD = r"""**Who remembers a token k steps back?** Each sequence is noise except one *key*, one of 4
+symbols, placed k steps before the end; after the last token the network must name the key (chance: 25%). The
+only training signal is the loss at the last step, so it must travel k steps back through time to reach the key:
+the gradient flow of the other view, now deciding what can be learned. The three networks share the hidden size
+$n$ (so the LSTM has about $4\times$ the Elman parameters, the GRU $3\times$), are trained with Adam on k drawn
+uniformly from 1 to the longest distance, with the global gradient norm clipped at 1, and are then tested on 64 new
+sequences for every k. Training the three takes about half a minute on a 2-core CPU."""
+
+
+def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+    """The tab's components and events; `sentence` is the text shared by every tab."""
+    with gr.Tabs():
+        with gr.Tab("Gradient flow through time"):
+            _build_flow(demo, sentence)
+        with gr.Tab("Memory experiment (live)"):
+            _build_memory()
+
+
+def _build_memory() -> None:
+    gr.Markdown(MEMORY_MD, latex_delimiters=LATEX)
+    cached = _memory_views(MEMORY_CACHED, live=False) if MEMORY_CACHED else (None, None, "No cached run yet.")
+    with gr.Row():
+        max_k = gr.Slider(1, MEMORY_K_MAX, value=30, step=1, label="Longest distance k")
+        steps = gr.Slider(10, MEMORY_STEPS_MAX, value=300, step=10, label="Training steps per network")
+        hidden = gr.Slider(4, 128, value=32, step=1, label="Hidden size n (all three)")
+        seed = gr.Number(0, precision=0, label="Seed")
+        run = gr.Button("Run live", variant="primary", elem_id="mem-run")
+    about = gr.Markdown(cached[2], elem_id="mem-about")
+    with gr.Row():
+        acc_plot = gr.Plot(cached[0], label="Accuracy against k", elem_id="mem-acc")
+        loss_plot = gr.Plot(cached[1], label="Loss curves", elem_id="mem-loss")
+    with gr.Accordion("Data (JSON)", open=False):
+        mem_json = gr.JSON(MEMORY_CACHED, label="memory_experiment")
+    run.click(memory_experiment, inputs=[max_k, steps, hidden, seed], outputs=[acc_plot, loss_plot, about, mem_json],
+              api_name="memory_experiment", concurrency_limit=1, show_progress="full")
+
+
+def _build_flow(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+    gr.Markdown(FLOW_MD, latex_delimiters=LATEX)
+    with gr.Row():
+        with gr.Column(scale=2):
+            cells = gr.CheckboxGroup([(label, key) for key, label in CELLS.items()], value=list(CELLS),
+                                     label="Networks")
+            length = gr.Slider(2, LENGTH_MAX, value=100, step=1, label="Sequence length T (the sentence is repeated "
+                               "or cut to fit)")
+            weights = gr.Radio([("trained on Tiny Shakespeare", "trained"), ("fresh (untrained)", "fresh")],
+                               value="trained", label="Weights")
+        with gr.Column(scale=2):
+            with gr.Row():
+                rescale = gr.Checkbox(False, label="Rescale W_hh to this σ_max")
+                sigma = gr.Slider(0.01, 10, value=1.0, step=0.01, label="σ_max of W_hh")
+            activation = gr.Radio(list(ACTIVATIONS), value="tanh", label="Elman activation φ")
+            clip = gr.Slider(0, 10, value=0, step=0.1, label="Gradient clipping threshold θ (0: off)")
+            run = gr.Button("Back-propagate", variant="primary")
+    status = gr.HTML(elem_id="gf-status")
+    flow_plot = gr.Plot(label="Gradient norm per time step", elem_id="gf-plot")
+    gr.Markdown(STRIP_MD, latex_delimiters=LATEX)
+    strip = gr.HTML(elem_id="gf-strip")
+    gr.Markdown(GATES_MD, latex_delimiters=LATEX)
+    lstm_gates = gr.Plot(label="LSTM gates", elem_id="gf-lstm-gates")
+    gru_gates = gr.Plot(label="GRU gates", elem_id="gf-gru-gates")
+    with gr.Accordion("The trained models and their parameter counts", open=False):
+        gr.Markdown(_models_md(), latex_delimiters=LATEX)
+    with gr.Accordion("Data (JSON)", open=False):
+        flow_file = gr.DownloadButton("Download JSON", size="sm")
+        flow_json = gr.JSON(label="gradient_flow")
+
+    inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip]
+    gr.on([demo.load, run.click, sentence.submit, cells.change, weights.change, rescale.change, activation.change,
+           length.release, sigma.release, clip.release], gradient_flow, inputs=inputs,
+          outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
+          api_name="gradient_flow", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")

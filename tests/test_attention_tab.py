@@ -1,0 +1,183 @@
+"""The Attention tab: its backend on tiny arrays, and the endpoints through gradio_client."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from gradio_client.exceptions import AppError
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from playground import attention as att
+from playground import figures_attention as fa
+
+S = "The cat sat on the mat because it was warm."
+
+
+def attention(client, text, text_b="", model="minilm", layer=0, head="mean", hide=False, detail="head"):
+    return client.predict(text, text_b, model, layer, head, hide, detail, api_name="/attention")
+
+
+# ---------------------------------------------------------------------------------------------
+# Backend and figures, no app
+
+
+def random_attention(L=2, H=3, T=7, seed=0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(L, H, T, T))
+    return (np.exp(z) / np.exp(z).sum(-1, keepdims=True)).astype(np.float32)
+
+
+def test_pool_mean_keeps_block_averages_and_max_keeps_peaks():
+    A = random_attention(T=10)
+    P, f = att.pool(A, 4)
+    assert f == 3 and P.shape == (2, 3, 4, 4)
+    assert np.isclose(P[1, 2, 0, 0], A[1, 2, :3, :3].mean()) and np.isclose(P[0, 0, 3, 3], A[0, 0, 9, 9])
+    Q, _ = att.pool(A, 4, "max")
+    assert np.isclose(Q[0, 1, 1, 2], A[0, 1, 3:6, 6:9].max())
+    one = A[0, 0]
+    same, f1 = att.pool(one, 10)
+    assert f1 == 1 and same is one
+
+
+def test_top_edges_keep_the_strongest_keys_per_query():
+    A = random_attention(L=1, T=6)[0]
+    edges = att.top_edges(A, 2, 0.0)
+    assert len(edges) == 3 * 6 * 2
+    for h, i, j, w in edges:
+        assert w == pytest.approx(float(A[h, i, j])) and w >= np.sort(A[h, i])[-2] - 1e-7
+    assert all(w >= 0.3 for *_, w in att.top_edges(A, 6, 0.3))
+
+
+def test_softmax_steps_scaling_saturates_and_kills_the_gradient():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(12, 64)) for _ in range(3))
+    paper = att.softmax_steps(q, k, v, causal=False, scale=1 / 8)
+    raw = att.softmax_steps(q, k, v, causal=False, scale=1.0)
+    np.testing.assert_allclose(paper["probs"].sum(1), 1.0, rtol=1e-6)
+    assert raw["probs"].max(1).mean() > paper["probs"].max(1).mean()
+    grad_at_top = lambda s: (s["probs"].max(1) * (1 - s["probs"].max(1))).mean()  # noqa: E731
+    assert grad_at_top(raw) < 0.7 * grad_at_top(paper)
+    causal = att.softmax_steps(q, k, v, causal=True, scale=1 / 8)
+    assert np.all(causal["probs"][np.triu_indices(12, 1)] == 0)  # masked entries are exactly 0
+
+
+def test_head_view_draws_one_group_per_head_and_pair_filters():
+    A = random_attention(L=1, H=3, T=5)[0]
+    tokens, segments = ["[CLS]", "a", "[SEP]", "b", "[SEP]"], [0, 0, 0, 1, 1]
+    page = fa.head_view_html(tokens, segments, A, att.top_edges(A, 5, 0.0), layer=0)
+    assert page.count('class="hv-head"') == 3 and page.count("<path") == 3 * 25
+    assert 'value="ab"' in page and 'class="q1 k3 ab"' in page
+    assert "<script" not in page
+
+
+def test_model_view_has_a_tile_per_layer_and_head():
+    A = random_attention(L=2, H=3, T=9)
+    thumbs, f = att.pool(A, 4, "max")
+    page = fa.model_view_html(thumbs, (1, 2), f)
+    assert page.count('class="mv-tile') == 6 and 'mv-tile sel" data-l="1" data-h="2"' in page
+    assert "data:image/png;base64," in page
+
+
+def test_heatmap_labels_stay_unique_when_a_token_repeats():
+    fig = fa.heatmap_figure(["the", "cat", "the"], np.eye(3), "t")
+    assert len(set(fig.data[0].x)) == 3
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.one_of(st.none(), st.text(max_size=80)), text_b=st.one_of(st.none(), st.text(max_size=20)),
+       layer=st.one_of(st.integers(-5, 20), st.floats(allow_nan=True), st.text(max_size=3)),
+       head=st.one_of(st.sampled_from(["mean", "max", "0", "11", "12", "-1", "x"]), st.integers(-3, 30)),
+       model=st.sampled_from(["minilm", "gpt", "bogus"]))
+def test_any_input_gives_a_result_or_a_clear_error(text, text_b, layer, head, model):
+    import gradio as gr
+
+    from playground.ui import attention_tab as tab
+
+    try:
+        data = tab.attention(text, text_b, model, layer, head)[-1]
+    except gr.Error as err:
+        assert str(err.message).strip()
+        return
+    assert 0 <= data["layer"] < data["layers"] and len(data["tokens"]) == data["n_tokens"] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Through the app
+
+
+def test_attention_endpoint_returns_the_contract(client):
+    head_view, model_view, plot, path, data = attention(client, S, "It slept.", "minilm", 2, "3")
+    T = data["n_tokens"]
+    assert data["tokens"][0] == "[CLS]" and data["tokens"].count("[SEP]") == 2
+    assert data["segments"][-1] == 1 and data["segments"][0] == 0 and len(data["segments"]) == T
+    assert data["layers"] == 6 and data["heads"] == 12 and data["layer"] == 2 and data["head"] == 3
+    M = np.array(data["attention"])
+    assert M.shape == (T, T)
+    np.testing.assert_allclose(M.sum(1), 1.0, atol=1e-3)
+    assert 'class="hv' in head_view and model_view.count("mv-tile") >= 72
+    with open(path, encoding="utf-8") as f:
+        assert '"attention"' in f.read()
+
+
+def test_every_layer_and_head_when_asked_on_a_short_input(client):
+    data = attention(client, "Hello there.", detail="all")[-1]
+    A = np.array(data["attention"])
+    assert A.shape == (6, 12, data["n_tokens"], data["n_tokens"])
+    np.testing.assert_allclose(A.sum(-1), 1.0, atol=1e-3)
+    with pytest.raises(AppError, match="up to 64 tokens"):
+        attention(client, "word " * 100, detail="all")
+
+
+def test_long_input_is_cut_to_512_tokens_with_a_notice_and_stays_light(client):
+    head_view, model_view, plot, path, data = attention(client, "word " * 600)
+    assert data["n_tokens"] == 512 and any("cut" in n for n in data["notices"])
+    assert len(data["attention"]) == 512 and len(data["attention"][0]) == 8  # top keys per query, not 512 x 512
+    assert len(head_view) + len(model_view) < 1_500_000
+
+
+@pytest.mark.parametrize("text", ["👩‍💻 🦜 hello", "مرحبا بالعالم", "naïve café", "\x00\x1b[31m x"])
+def test_odd_text_is_handled(client, text):
+    data = attention(client, text)[-1]
+    assert data["tokens"][0] == "[CLS]" and data["tokens"][-1] == "[SEP]"
+
+
+def test_empty_text_and_out_of_range_choices_are_refused_clearly(client):
+    with pytest.raises(AppError, match="Type a sentence"):
+        attention(client, "   ")
+    with pytest.raises(AppError, match="maximum"):
+        attention(client, S, layer=9)
+    with pytest.raises(AppError, match="not in the list of choices"):
+        attention(client, S, head="99")
+    assert attention(client, S)[-1]["n_tokens"] > 5  # and the app goes on
+
+
+def test_an_empty_second_sentence_is_a_single_sentence(client):
+    data = attention(client, S, "   ")[-1]
+    assert set(data["segments"]) == {0}
+
+
+def test_attention_steps_match_the_model_and_show_saturation(client):
+    summary, steps_plot, sat_plot, data = client.predict(S, "", "minilm", 1, "4", "paper",
+                                                         api_name="/attention_steps")
+    assert data["max_abs_difference_to_model"] < 1e-5 and data["scale"] == pytest.approx(1 / math.sqrt(32))
+    unscaled = client.predict(S, "", "minilm", 1, "4", "none", api_name="/attention_steps")[-1]
+    peak = lambda d: np.array(d["attention"]).max(1).mean()  # noqa: E731
+    assert peak(unscaled) > peak(data)
+
+
+def test_sinusoidal_positions_dot_products_depend_only_on_the_distance():
+    pe = att.sinusoidal_pe(60, 32)
+    assert pe.shape == (60, 32) and np.allclose(pe[0, 0::2], 0) and np.allclose(pe[0, 1::2], 1)
+    dots = pe @ pe.T
+    np.testing.assert_allclose(np.diag(dots), 16, rtol=1e-5)  # sin² + cos² = 1 for each of the 16 pairs
+    np.testing.assert_allclose(dots[5, 12], dots[40, 47], atol=1e-4)
+    assert dots[5, 6] > dots[5, 30]
+
+
+def test_positional_encoding_endpoint(client):
+    plot, data = client.predict(20, 15, api_name="/positional_encoding")
+    assert data["d_model"] == 16 and np.array(data["pe"]).shape == (20, 16)
+    assert np.array(data["minilm_position_cosine"]).shape == (20, 20)

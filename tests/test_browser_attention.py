@@ -1,0 +1,64 @@
+"""The Attention tab in a real browser: the head view's hover and head toggles, the model view's click."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import screenshot
+
+
+@pytest.fixture(scope="module")
+def attention_tab(page):
+    page.get_by_role("tab", name="Attention").click()
+    page.wait_for_selector("#attn-head-view .hv-t", timeout=30_000)
+    return page
+
+
+def visible_lines(page) -> int:
+    return page.evaluate("""() => [...document.querySelectorAll('#attn-head-view path')]
+        .filter((p) => p.getBoundingClientRect().width > 0).length""")  # 0 when it or its head group is hidden
+
+
+def test_hovering_a_token_shows_only_its_lines(attention_tab, tmp_path):
+    page = attention_tab
+    everything = visible_lines(page)
+    token = page.locator('#attn-head-view .hv-t[data-side="q"][data-i="2"]')
+    token.hover()
+    page.wait_for_selector("#attn-head-view .hv.hover")
+    own = page.locator("#attn-head-view path.q2").count()
+    assert 0 < visible_lines(page) == own < everything
+    screenshot(page, "attention-head-view.png", tmp_path)
+    page.mouse.move(5, 5)  # leaving the view brings every line back
+    page.wait_for_function("() => !document.querySelector('#attn-head-view .hv.hover')")
+    assert visible_lines(page) == everything
+
+
+def test_toggling_heads_off_hides_their_lines(attention_tab):
+    page = attention_tab
+    page.locator("#attn-head-view button.hv-none").click()
+    assert visible_lines(page) == 0
+    page.locator('#attn-head-view .hv-hb:has(input[data-h="3"]) span').click()
+    shown = page.locator('#attn-head-view .hv-head[data-h="3"] path').count()
+    assert visible_lines(page) == shown > 0
+    page.locator("#attn-head-view button.hv-all").click()
+
+
+def test_clicking_a_model_view_tile_enlarges_that_head(attention_tab, tmp_path):
+    page = attention_tab
+    page.locator('#attn-model-view .mv-tile[data-l="4"][data-h="7"]').click()
+    page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('Layer 4, head 7')",
+                           timeout=20_000)
+    assert page.locator("#attn-head-view .hv").get_attribute("data-layer") == "4"
+    page.locator("#attn-heatmap").scroll_into_view_if_needed()
+    screenshot(page, "attention-heatmap.png", tmp_path)
+
+
+def test_a_sentence_pair_can_be_filtered_to_a_to_b_lines(attention_tab):
+    page = attention_tab
+    page.get_by_label("Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])").fill("It slept there.")
+    page.get_by_label("Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])").press("Enter")
+    page.wait_for_selector('#attn-head-view input[name="hv-filter"][value="ab"]', timeout=20_000)
+    page.locator('#attn-head-view input[name="hv-filter"][value="ab"]').check()
+    shown = page.evaluate("""() => [...document.querySelectorAll('#attn-head-view path')]
+        .filter((p) => p.getBoundingClientRect().width > 0).map((p) => p.classList.contains('ab'))""")
+    assert shown and all(shown)

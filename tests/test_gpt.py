@@ -1,0 +1,115 @@
+"""The GPT's invariants: shapes and the contract, loss at init, causality, the written-out attention
+against PyTorch's SDPA, the KV cache, and a checkpoint round trip."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from playground import checkpoints
+from playground.gpt import GPT, GPTConfig
+
+CONFIG = GPTConfig(vocab_size=23, n_positions=16, n_layer=2, n_head=4, n_embd=32)
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return GPT(CONFIG).eval()
+
+
+def tokens(B=2, T=12, seed=1):
+    return torch.randint(0, CONFIG.vocab_size, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+def test_contract_shapes_and_loss_at_init(model):
+    idx = tokens()
+    logits, loss = model(idx)
+    assert logits.shape == (2, 12, CONFIG.vocab_size) and loss is None
+    _, loss = model(idx, tokens(seed=2))
+    assert abs(loss.item() - math.log(CONFIG.vocab_size)) < 0.1  # small init: nearly uniform predictions
+
+
+def test_config_invariants_have_messages():
+    with pytest.raises(AssertionError, match="must divide"):
+        GPTConfig(n_embd=30, n_head=4)
+
+
+def test_causality_changing_a_later_token_leaves_earlier_logits(model):
+    idx = tokens(B=1)
+    t = 6
+    changed = idx.clone()
+    changed[0, t + 1] = (idx[0, t + 1] + 1) % CONFIG.vocab_size
+    a, _ = model(idx)
+    b, _ = model(changed)
+    assert torch.equal(a[:, : t + 1], b[:, : t + 1])
+    assert not torch.allclose(a[:, t + 1], b[:, t + 1])
+    # and the written-out path is causal too
+    a, _, _ = model(idx, return_internals=True)
+    b, _, _ = model(changed, return_internals=True)
+    assert torch.allclose(a[:, : t + 1], b[:, : t + 1], atol=1e-6)
+
+
+def test_written_out_attention_equals_sdpa(model):
+    idx = tokens()
+    fast, _ = model(idx)
+    slow, _, internals = model(idx, return_internals=True)
+    torch.testing.assert_close(slow, fast, atol=1e-5, rtol=1e-5)
+    assert len(internals) == CONFIG.n_layer
+    for layer in internals:
+        att, q, k, v, scores = layer["attn"], layer["q"], layer["k"], layer["v"], layer["scores"]
+        assert att.shape == (2, CONFIG.n_head, 12, 12)
+        torch.testing.assert_close(att.sum(-1), torch.ones(2, CONFIG.n_head, 12))  # rows sum to 1
+        assert (att.triu(diagonal=1) == 0).all()                                 # masked entries exactly 0
+        torch.testing.assert_close(scores, q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))
+        torch.testing.assert_close(att @ v, F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                                   atol=1e-6, rtol=1e-5)
+
+
+def test_step_with_kv_cache_equals_the_full_forward(model):
+    idx = tokens(T=CONFIG.n_positions)
+    full, _ = model(idx)
+    logits, cache = model.step(idx[:, :5])             # a prompt of 5 tokens at once
+    pieces = [logits]
+    for t in range(5, CONFIG.n_positions, 3):           # then 3 tokens at a time
+        logits, cache = model.step(idx[:, t:t + 3], cache)
+        pieces.append(logits)
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=1e-5, rtol=1e-5)
+    assert cache["kv"][0][0].shape == (2, CONFIG.n_head, CONFIG.n_positions, CONFIG.n_embd // CONFIG.n_head)
+
+
+def test_step_past_the_context_slides_the_window(model):
+    idx = tokens(B=1, T=CONFIG.n_positions + 4)
+    _, cache = model.step(idx[:, : CONFIG.n_positions])
+    for t in range(CONFIG.n_positions, idx.size(1)):
+        logits, cache = model.step(idx[:, t:t + 1], cache)
+        window = idx[:, t + 1 - CONFIG.n_positions: t + 1]
+        torch.testing.assert_close(logits[:, -1], model(window)[0][:, -1], atol=1e-5, rtol=1e-5)
+    assert cache["idx"].size(1) == CONFIG.n_positions
+
+
+def test_overfits_one_batch():
+    torch.manual_seed(0)
+    model = GPT(CONFIG)
+    idx = tokens(B=4, T=16)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    for _ in range(150):
+        _, loss = model(idx[:, :-1], idx[:, 1:])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.1
+
+
+def test_checkpoint_round_trip(tmp_path, model):
+    from tokenizers import Tokenizer, models
+
+    tok = Tokenizer(models.WordLevel({chr(97 + i): i for i in range(CONFIG.vocab_size)}, unk_token="a"))
+    checkpoints.save(tmp_path / "gpt", kind="gpt", config=CONFIG, card={"note": "test"}, model=model, tokenizer=tok)
+    loaded = checkpoints.load(tmp_path / "gpt")
+    assert loaded.kind == "gpt" and loaded.config == CONFIG
+    idx = tokens()
+    torch.testing.assert_close(loaded.model(idx)[0], model(idx)[0])
