@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny corpus made here (tests never read ../shared) and one launched app."""
+"""Shared fixtures: a tiny corpus made here (tests never read the training corpora) and one launched app."""
 
 from __future__ import annotations
 
