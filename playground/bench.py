@@ -45,13 +45,19 @@ def time_calls(fn: Callable[[], object], runs: int, warmup: int = 2) -> tuple[fl
 
 
 def app_ready() -> tuple[float, float, float]:
-    """Wall time of a fresh `import app` (seconds, from process start), import alone, and its RSS (MB)."""
-    code = ("import time; t = time.perf_counter(); import app, psutil; "
-            "print(time.perf_counter() - t, psutil.Process().memory_info().rss / 2**20)")
+    """A fresh process that imports app.py (every model loaded, the UI built): seconds from launching
+    it until it reports ready (interpreter start included, its exit not), the import alone, and its
+    resident memory in MB."""
+    code = ("import time; t = time.perf_counter(); import app; ready = time.perf_counter() - t; import psutil; "
+            "print(ready, psutil.Process().memory_info().rss / 2**20, flush=True)")
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = child.stdout.readline()
     wall = time.perf_counter() - start
-    imported, rss = map(float, out.stdout.split()[-2:])
+    child.wait()
+    if child.returncode != 0 or not line.strip():
+        raise RuntimeError("`import app` failed in a fresh process; run `python -c 'import app'` to see why")
+    imported, rss = map(float, line.split()[-2:])
     return wall, imported, rss
 
 
