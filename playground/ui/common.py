@@ -33,6 +33,17 @@ def as_int(value, name: str, low: int, high: int, notices: list[str]) -> int:
     return int(round(clamped))
 
 
+def chosen(values, allowed, what: str) -> list[str]:
+    """A multiple-choice input as a list: every item one of `allowed`, at least one item."""
+    values = [values] if isinstance(values, str) else list(values or [])
+    unknown = [v for v in values if v not in allowed]
+    if unknown:
+        raise gr.Error(f"Unknown {what}s: {', '.join(map(str, unknown))}; choose from {', '.join(allowed)}.")
+    if not values:
+        raise gr.Error(f"Choose at least one {what}.")
+    return values
+
+
 def text_input(text, notices: list[str], max_chars: int = tokenization.MAX_CHARS) -> str:
     """Free text from the UI or an API caller: a string, valid Unicode, at most `max_chars`."""
     if text is not None and not isinstance(text, str):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import checkpoints, figures, introspect, memory_task, recurrent
-from playground.ui.common import LATEX, as_int, as_number, json_file, text_input, warn
+from playground.ui.common import LATEX, as_int, as_number, chosen, json_file, text_input, warn
 
 CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
 ACTIVATIONS = ("tanh", "relu", "sigmoid")
@@ -43,12 +43,7 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
         raise gr.Error("The text is empty: type a sentence (a few characters are enough; it is repeated to the "
                        "chosen length).")
     T = as_int(length, "Sequence length", 2, LENGTH_MAX, notices)
-    cells = [cells] if isinstance(cells, str) else list(cells or [])
-    unknown = [c for c in cells if c not in CELLS]
-    if unknown:
-        raise gr.Error(f"Unknown cell(s) {', '.join(map(str, unknown))}; choose from {', '.join(CELLS)}.")
-    if not cells:
-        raise gr.Error("Choose at least one network.")
+    cells = chosen(cells, CELLS, "network")
     if weights not in ("trained", "fresh"):
         raise gr.Error("Weights should be 'trained' or 'fresh'.")
     if activation not in ACTIVATIONS:

@@ -7,7 +7,7 @@ import gradio as gr
 import pandas as pd
 
 from playground import figures, normalize, tokenization
-from playground.ui.common import LATEX, as_int, json_file, text_input, warn
+from playground.ui.common import LATEX, as_int, chosen, json_file, text_input, warn
 
 DEFAULT_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"  # the lecture's worked example
 VOCAB_MIN, VOCAB_MAX = 300, 30_000
@@ -41,12 +41,7 @@ def tokenize(text, names, retrain=False, vocab_size=2_000):
     """
     notices: list[str] = []
     text = text_input(text, notices)
-    names = [names] if isinstance(names, str) else list(names or [])
-    unknown = [n for n in names if n not in TOKENIZERS]
-    if unknown:
-        raise gr.Error(f"Unknown tokenizer(s) {', '.join(map(str, unknown))}; choose from {', '.join(TOKENIZERS)}.")
-    if not names:
-        raise gr.Error("Choose at least one tokenizer.")
+    names = chosen(names, TOKENIZERS, "tokenizer")
     size = as_int(vocab_size, "Vocabulary size", VOCAB_MIN, VOCAB_MAX, notices) if retrain else None
     warn(notices)
 
