@@ -43,3 +43,36 @@ def test_bpe_trace_any_table(table, merges):
 def test_explain_and_normalize_any_text(text):
     accepts(tab.explain_split, text, "wordpiece")
     accepts(tab.normalize_text, text, ["lowercase", "punctuation", "stopwords", "stem"])
+
+
+# The recurrent and generation tabs: numbers from anywhere (the API passes what it gets)
+
+from playground.ui import generation_tab, gradient_tab  # noqa: E402
+
+FEW = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@FEW
+@given(text=texts, length=numbers, sigma=numbers, clip=numbers,
+       activation=st.sampled_from(["tanh", "relu", "sigmoid", "softmax"]), rescale=st.booleans(),
+       cells=st.lists(st.sampled_from(["rnn", "lstm", "gru", "transformer"]), max_size=3))
+def test_gradient_flow_any_input(text, length, sigma, clip, activation, rescale, cells):
+    out = accepts(gradient_tab.gradient_flow, text, length, cells, "trained", rescale, sigma, activation, clip)
+    if out is not None:
+        for cell in out[-1]["cells"].values():
+            assert cell["status"] in ("stable", "vanishing", "exploding", "overflow")
+
+
+def _last(gen):
+    *_, last = gen if not isinstance(gen, tuple) else [gen]
+    return last
+
+
+@FEW
+@given(prompt=texts, max_new=numbers, temperature=numbers, top_k=numbers, top_p=numbers,
+       seed=st.one_of(st.none(), st.integers(-10**6, 10**6)),
+       strategy=st.sampled_from(["greedy", "temperature", "top-k", "top-p", "beam", "nucleus"]))
+def test_generate_any_input(prompt, max_new, temperature, top_k, top_p, seed, strategy):
+    model = next(iter(generation_tab.MODELS))
+    accepts(lambda *a: _last(generation_tab.generate(*a)), prompt, model, max_new, strategy, temperature, top_k,
+            top_p, seed, 2)
