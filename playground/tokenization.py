@@ -224,15 +224,10 @@ def load_all() -> dict[str, Tokenizer]:
 # ---------------------------------------------------------------------------------------------
 # Encoding, with everything the UI and the API show
 
-_BYTE_DECODER: dict[str, int] | None = None
-
-
+@lru_cache(maxsize=1)
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's printable stand-in for each byte (Ġ for space, ...) mapped back to the byte."""
-    global _BYTE_DECODER
-    if _BYTE_DECODER is None:
-        _BYTE_DECODER = {ch: b for b, ch in enumerate(_bytes_to_unicode())}
-    return _BYTE_DECODER
+    return {ch: b for b, ch in enumerate(_bytes_to_unicode())}
 
 
 def _bytes_to_unicode() -> list[str]:
