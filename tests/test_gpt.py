@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from playground import checkpoints
+from playground import checkpoints, gpt
 from playground.gpt import GPT, GPTConfig
 
 CONFIG = GPTConfig(vocab_size=23, n_positions=16, n_layer=2, n_head=4, n_embd=32)
@@ -67,6 +67,19 @@ def test_written_out_attention_equals_sdpa(model):
         torch.testing.assert_close(scores, q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))
         torch.testing.assert_close(att @ v, F.scaled_dot_product_attention(q, k, v, is_causal=True),
                                    atol=1e-6, rtol=1e-5)
+
+
+def test_bf16_autocast_keeps_attention_in_fp32_and_the_logits_close(model):
+    """Mixed-precision training (LMTrainConfig.dtype="bfloat16"): attention runs in fp32 on a CPU,
+    the projections in bf16, so the logits stay within bf16's rounding of the fp32 ones."""
+    idx = tokens()
+    full, _ = model(idx)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        mixed, _ = model(idx)
+        q = torch.randn(2, 4, 12, 8).bfloat16()
+        assert gpt._sdpa(q, q, q, None, 0.0).dtype == torch.float32  # the fp32 path, not bf16's slow one
+    assert mixed.dtype == torch.bfloat16
+    torch.testing.assert_close(mixed.float(), full, atol=0.05, rtol=0.05)
 
 
 def test_step_with_kv_cache_equals_the_full_forward(model):

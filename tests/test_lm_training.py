@@ -87,6 +87,14 @@ def test_train_lm_learns_and_writes_a_loadable_checkpoint(bigram_kind, tiny_corp
     assert not (tmp_path / ".bg.resume").exists()  # a finished run leaves no resume state
 
 
+def test_bf16_mixed_precision_trains(bigram_kind, tiny_corpus, tmp_path):
+    result = train.main(["bigram", "--corpus", tiny_corpus, "--out", str(tmp_path), "--dtype=bfloat16"])
+    assert result["history"][-1]["val"] < result["history"][0]["val"] - 0.5
+    assert json.loads((tmp_path / "bigram-tiny" / "card.json").read_text())["train_config"]["dtype"] == "bfloat16"
+    with pytest.raises(AssertionError, match="dtype must be float32 or bfloat16"):
+        train.LMTrainConfig(dtype="float16")
+
+
 def test_target_loss_stops_early(bigram_kind, tiny_corpus, tmp_path):
     result = train.main(["bigram", "--corpus", tiny_corpus, "--out", str(tmp_path), "--target_val_loss=10"])
     assert result["iters"] == 0  # the first estimate (ln V < 10) already reaches it
