@@ -1,0 +1,119 @@
+"""Figure builders of the Embeddings tab: points, similarity matrices and tables in, plotly figures and
+HTML out. No torch, no gradio.
+
+Scatter plots use WebGL (Scattergl; Scatter3d is WebGL already), so 10,000 labelled points stay
+interactive; labels are drawn as text only up to LABEL_MAX points (beyond that they are in the hover).
+"""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+from playground.figures import layout
+
+LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22"]
+
+
+def _hover(values: np.ndarray | None, i: int, extra: str) -> str:
+    """The first coordinates of a point's original vector, for the hover box."""
+    if values is None:
+        return extra
+    v = values[i]
+    shown = ", ".join(f"{x:+.3f}" for x in v[:6])
+    more = f", … ({len(v)} dims)" if len(v) > 6 else ""
+    return f"{extra}<br>vector: [{shown}{more}]" if extra else f"vector: [{shown}{more}]"
+
+
+def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], title: str,
+                   vectors: np.ndarray | None = None, notes: dict[str, str] | None = None) -> go.Figure:
+    """coords (n, 2|3): one trace per group (its own colour, in the legend), each point labelled by its word
+    and hovering its group, its coordinates and the start of its vector."""
+    n, dims = coords.shape
+    notes = notes or {}
+    members: dict[str, list[int]] = {}
+    for i, group in enumerate(groups):
+        members.setdefault(group, []).append(i)
+    traces = []
+    for g_i, (group, idx) in enumerate(members.items()):
+        colour = COLOURS[g_i % len(COLOURS)]
+        hover = [f"<b>{html.escape(words[i])}</b> ({html.escape(group)})<br>"
+                 + _hover(vectors, i, html.escape(notes.get(words[i], ""))) for i in idx]
+        trace = dict(name=group, text=[words[i] for i in idx], hovertext=hover, hoverinfo="text",
+                     mode="markers+text" if n <= LABEL_MAX else "markers", textposition="top center",
+                     x=coords[idx, 0].tolist(), y=coords[idx, 1].tolist())
+        if dims == 3:
+            traces.append(dict(type="scatter3d", z=coords[idx, 2].tolist(),
+                               marker=dict(size=4 if n > LABEL_MAX else 5, color=colour), **trace))
+        else:
+            traces.append(dict(type="scattergl", marker=dict(size=6 if n > LABEL_MAX else 9, color=colour), **trace))
+    extra = {}
+    if dims == 3:
+        extra["scene"] = dict(xaxis=dict(title=dict(text="1")), yaxis=dict(title=dict(text="2")),
+                              zaxis=dict(title=dict(text="3")))
+    # the traces are built here from checked arrays: plotly's per-element validation (most of the time of a
+    # 10,000-point figure) is skipped
+    return go.Figure(data=traces, layout=layout(title=dict(text=title), height=560,
+                                                legend=dict(itemsizing="constant"), **extra), _validate=False)
+
+
+def similarity_figure(labels: list[str], sim: np.ndarray, title: str, max_label: int = 40) -> go.Figure:
+    """A cosine similarity heatmap (n, n), diverging around 0, values on hover (and in the cells when small)."""
+    short = [s if len(s) <= max_label else s[: max_label - 1] + "…" for s in labels]
+    n = len(labels)
+    idx = list(range(n))  # numeric axes: equal labels stay apart, and every row gets its tick
+    full = [[f"{html.escape(labels[i])}<br>{html.escape(labels[j])}" for j in idx] for i in idx]
+    fig = go.Figure(go.Heatmap(z=sim, x=idx, y=idx, zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
+                               text=np.round(sim, 2) if n <= 12 else None,
+                               texttemplate="%{text}" if n <= 12 else None, customdata=full,
+                               hovertemplate="%{customdata}<br>cosine %{z:.3f}<extra></extra>"))
+    ticks = dict(tickmode="array", tickvals=idx, showgrid=False)
+    fig.update_layout(**layout(title=dict(text=title), height=max(360, 26 * n + 140),
+                               xaxis=dict(ticktext=[str(i + 1) for i in idx], **ticks),
+                               yaxis=dict(autorange="reversed", ticktext=[html.escape(s) for s in short], **ticks),
+                               margin=dict(l=10, r=10, t=50, b=10)))
+    return fig
+
+
+def table_html(columns: list[str], rows: list[list], row_labels: list[str], caption: str = "",
+               max_cols: int = 40, digits: int = 2) -> str:
+    """A plain HTML table (numbers rounded, zeros greyed), cut to max_cols columns with a note."""
+    cut = len(columns) > max_cols
+    columns = columns[:max_cols]
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+    body = []
+    for label, row in zip(row_labels, rows):
+        cells = []
+        for value in row[:max_cols]:
+            if isinstance(value, float):
+                text = f"{value:.{digits}f}" if value else "0"
+            else:
+                text = str(value)
+            style = ' class="emb-zero"' if value == 0 else ""
+            cells.append(f"<td{style}>{text}</td>")
+        body.append(f"<tr><th>{html.escape(label)}</th>{''.join(cells)}</tr>")
+    note = f"<p><em>First {max_cols} columns shown; the JSON has all of them.</em></p>" if cut else ""
+    cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+    return (f'<div class="emb-table"><table>{cap}<tr><th></th>{head}</tr>{"".join(body)}</table></div>{note}')
+
+
+def neighbours_html(rows: list[dict], title: str) -> str:
+    """rows: [{word, neighbours: [[word, score], ...]}] as a table, one line per word."""
+    if not rows:
+        return ""
+    lines = []
+    for r in rows:
+        cells = " · ".join(f"{html.escape(w)} <small>{s:.2f}</small>" for w, s in r["neighbours"])
+        lines.append(f"<tr><th>{html.escape(r['word'])}</th><td>{cells}</td></tr>")
+    return f'<div class="emb-table"><table><caption>{html.escape(title)}</caption>{"".join(lines)}</table></div>'
+
+
+def search_html(query: str, hits: list[dict]) -> str:
+    if not hits:
+        return ""
+    items = "".join(f"<li><b>{h['score']:.3f}</b> {html.escape(h['sentence'])}</li>" for h in hits)
+    return f"<p>Nearest to <em>{html.escape(query)}</em>:</p><ol>{items}</ol>"

@@ -1,0 +1,105 @@
+"""The Embeddings tab's endpoints through gradio_client: embed_words, analogy, contextual, embed_sentences,
+semantic_search, classic; and their messages for bad input."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from gradio_client.exceptions import AppError
+
+from playground import checkpoints
+
+HAS_WORD2VEC = "word2vec-english" in checkpoints.available("word2vec")
+
+
+def embed_words(client, words, source="minilm", method="pca", dims=3):
+    return client.predict(words, source, method, dims, api_name="/embed_words")[-1]
+
+
+def test_embed_words_returns_points_and_neighbours(client):
+    data = embed_words(client, "animals: dog, cat, horse\ncountries: france, italy, spain\nunbelievably, dog")
+    assert [p["word"] for p in data["points"]] == ["dog", "cat", "horse", "france", "italy", "spain", "unbelievably"]
+    assert all({"x", "y", "z"} <= set(p) for p in data["points"])
+    assert data["points"][0]["set"] == "animals" and data["points"][3]["set"] == "countries"
+    assert data["neighbours"]["dog"][0][0] == "dog" and data["neighbours"]["dog"][0][1] == pytest.approx(1.0, abs=1e-3)
+    assert data["duplicates"] == ["dog"] and "unbelievably" in data["composed"]
+    ratio = data["projection"]["explained_variance_ratio"]
+    assert len(ratio) == 3 and ratio == sorted(ratio, reverse=True)
+
+
+def test_embed_words_in_2d_with_tsne(client):
+    data = embed_words(client, "one two three four five six seven eight", method="tsne", dims=2)
+    assert len(data["points"]) == 8 and all("z" not in p for p in data["points"])
+    assert data["projection"]["method"] == "tsne"
+
+
+@pytest.mark.skipif(not HAS_WORD2VEC, reason="models/word2vec-english is not trained yet")
+def test_word2vec_names_unknown_words_and_solves_an_analogy(client):
+    data = embed_words(client, "king, queen, man, woman, qwertyuiop")   # MiniLM: built from WordPiece pieces
+    assert data["unknown"] == [] and "qwertyuiop" in data["composed"]
+    data = embed_words(client, "king, queen, man, woman, qwertyuiop", source="word2vec")
+    assert data["unknown"] == ["qwertyuiop"] and len(data["points"]) == 4
+    md, out = client.predict("king", "man", "woman", "word2vec", api_name="/analogy")
+    assert len(out["answers"]) == 5 and not {"king", "man", "woman"} & {a["word"] for a in out["answers"]}
+
+
+def test_embed_words_refuses_too_few_points_and_caps_a_huge_paste(client):
+    with pytest.raises(AppError, match="at least three"):
+        embed_words(client, "dog, dog, cat")
+    with pytest.raises(AppError, match="Type some words"):
+        embed_words(client, "   ")
+    with pytest.raises(AppError, match="nope"):  # the dropdown itself refuses it
+        embed_words(client, "a b c", source="nope")
+    many = " ".join(f"w{i}" for i in range(12_000))
+    data = embed_words(client, many, source="minilm", method="pca", dims=2)
+    assert len(data["points"]) == 10_000 and any("first 10,000" in n for n in data["notices"])
+
+
+def test_embed_sentences_similarity_and_points(client):
+    sentences = "A man is eating food.\n\nSomeone is having a meal.\nThe stock market crashed."
+    *_, data = client.predict(sentences, "minilm", "mean", api_name="/embed_sentences")
+    S = np.array(data["similarity"])
+    assert S.shape == (3, 3) and np.allclose(np.diag(S), 1, atol=1e-4) and S[0, 1] > S[0, 2]
+    assert len(data["points"]) == 3 and {"sentence", "x", "y"} <= set(data["points"][0])
+    *_, reference = client.predict(sentences, "sentence-transformers", "mean", api_name="/embed_sentences")
+    np.testing.assert_allclose(np.array(reference["similarity"]), S, atol=1e-4)   # the library agrees with ours
+    for pooling in ("max", "cls"):
+        *_, other = client.predict(sentences, "minilm", pooling, api_name="/embed_sentences")
+        assert other["pooling"] == pooling and not np.allclose(np.array(other["similarity"]), S)
+    with pytest.raises(AppError, match="at least two sentences"):
+        client.predict("\n \n", "minilm", "mean", api_name="/embed_sentences")
+    with pytest.raises(AppError, match="median"):
+        client.predict(sentences, "minilm", "median", api_name="/embed_sentences")
+
+
+def test_semantic_search_ranks_the_paraphrase_first(client):
+    _, data = client.predict("Where can I keep my savings?", "The cat sat.\nI put my money in the bank.\nIt rained.",
+                             "minilm", "mean", api_name="/semantic_search")
+    assert data["results"][0]["sentence"] == "I put my money in the bank."
+    scores = [r["score"] for r in data["results"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_contextual_and_classic(client):
+    sentences = "I went to the bank to get cash.\nThe river bank was muddy.\nNothing here."
+    md, _, _, data = client.predict("bank", sentences, 4, "minilm", api_name="/contextual")
+    assert len(data["similarity"]) == 2 and data["missing"] == ["Nothing here."]
+    with pytest.raises(AppError, match="at least two sentences"):
+        client.predict("bank", "Nothing here.", 4, "minilm", api_name="/contextual")
+    with pytest.raises(AppError, match="one word"):
+        client.predict("two words", sentences, 4, "minilm", api_name="/contextual")
+    md, *_, data = client.predict("The dog bit the man.\nThe man bit the dog.", api_name="/classic")
+    assert data["bag_of_words"][0] == data["bag_of_words"][1] and "word order" in md
+
+
+@pytest.mark.skipif("bert-english" not in checkpoints.available(), reason="models/bert-english is not shipped")
+def test_our_bert_as_a_sentence_encoder_and_a_contextual_model(client):
+    *_, data = client.predict("A man eats.\nSomeone has a meal.\nMarkets fell.", "bert", "cls",
+                              api_name="/embed_sentences")
+    assert np.array(data["similarity"]).shape == (3, 3) and data["model"] == "bert"
+    md, _, _, data = client.predict("bank", "The bank lends money.\nThe river bank is wet.", 6, "bert",
+                                    api_name="/contextual")
+    n_layer = json.loads((checkpoints.resolve("bert-english") / "config.json").read_text())["config"]["n_layer"]
+    assert data["model"] == "bert" and data["layer"] == min(6, n_layer) and len(data["similarity"]) == 2
