@@ -1,0 +1,492 @@
+"""Encoder-decoders for sequence-to-sequence translation: the bridge from recurrent networks to the Transformer.
+
+Three recurrent decoders over one bidirectional GRU encoder, and a small Transformer encoder-decoder:
+
+    none        Cho et al. 2014 / Sutskever et al. 2014: the source squeezed into one fixed context vector c,
+                the same at every decoder step (the bottleneck).
+    bahdanau    Bahdanau, Cho & Bengio 2015: a new context c_i at every step, from additive attention
+                e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j) with the *previous* decoder state s_{i-1}.
+    dot         Luong, Pham & Manning 2015 (global attention): score(s_i, h_j) = s_i^T h_j with the *current*
+    general     state s_i, after the recurrent step; "general" is s_i^T W_a h_j. Attentional state
+                h~_i = tanh(W_c [c_i; s_i]) predicts y_i and is fed to the next step (input feeding).
+    transformer Vaswani et al. 2017: self-attention in the encoder, causal self-attention and cross-attention
+                in the decoder, no recurrence at all.
+
+Every model has one contract (STYLE §2):
+    forward(src, tgt_in, tgt_out=None, return_internals=False) -> (logits, loss[, internals])
+    encode(src) -> memory;   start(memory) -> state;   step(y_prev, state, memory) -> (logits, state, alpha)
+so greedy and beam decoding (`greedy`, `beam_search` below) serve all five. Attention weights are returned,
+never kept on a module: alpha (B, T_src) per step, and the Transformer's cross-attention per layer and head.
+
+Sources in a batch share one length (the task's sampler makes them so), so no padding mask is needed in the
+encoder or in attention; padded *target* positions carry the label -100 and are left out of the loss.
+
+References
+    Cho et al. 2014, "Learning phrase representations using RNN encoder-decoder" (the GRU, a fixed context).
+    Sutskever, Vinyals & Le 2014, "Sequence to sequence learning with neural networks".
+    Bahdanau, Cho & Bengio 2015, "Neural machine translation by jointly learning to align and translate".
+    Luong, Pham & Manning 2015, "Effective approaches to attention-based neural machine translation".
+    Vaswani et al. 2017, "Attention is all you need".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from playground.recurrent import GRUCell, RecurrentEncoder
+
+VARIANTS = ("none", "bahdanau", "dot", "general", "transformer")
+RNN_VARIANTS = VARIANTS[:4]
+
+
+# ---------------------------------------------------------------------------------------------
+# Score functions of the recurrent decoders: (query (B, n), keys h (B, T, 2H)) -> weights alpha (B, T)
+
+
+class AdditiveAttention(nn.Module):
+    """Bahdanau et al. 2015, eq. 6 and appendix A.1.2:
+
+        e_ij = v_a^T tanh(W_a s_{i-1} + U_a h_j),   alpha_ij = exp(e_ij) / sum_k exp(e_ik),   c_i = sum_j alpha_ij h_j
+
+    U_a h_j does not depend on i, so it is computed once per source (`keys`), as the paper suggests.
+    """
+
+    def __init__(self, query_size: int, key_size: int, attn_size: int):
+        super().__init__()
+        self.W_a = nn.Linear(query_size, attn_size, bias=False)   # W_a (n', n)
+        self.U_a = nn.Linear(key_size, attn_size, bias=False)     # U_a (n', 2H)
+        self.v_a = nn.Linear(attn_size, 1, bias=False)            # v_a (n',)
+
+    def keys(self, h: torch.Tensor) -> torch.Tensor:
+        return self.U_a(h)                                         # (B, T, n')
+
+    def forward(self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        e = self.v_a(torch.tanh(self.W_a(s)[:, None, :] + keys)).squeeze(-1)   # (B, T): e_ij
+        return F.softmax(e, dim=-1)                                             # alpha_ij over j
+
+
+class MultiplicativeAttention(nn.Module):
+    """Luong et al. 2015, eq. 8: score(s_i, h_j) = s_i^T h_j (dot) or s_i^T W_a h_j (general);
+    alpha_ij = softmax_j(score(s_i, h_j)), c_i = sum_j alpha_ij h_j. Dot needs dim(s) = dim(h).
+    The paper's h_t (decoder) and h-bar_s (encoder) are our s_i and h_j."""
+
+    def __init__(self, query_size: int, key_size: int, general: bool):
+        super().__init__()
+        assert general or query_size == key_size, f"dot scores need equal sizes, not {query_size} and {key_size}"
+        self.W_a = nn.Linear(key_size, query_size, bias=False) if general else None   # W_a (n, 2H)
+
+    def keys(self, h: torch.Tensor) -> torch.Tensor:
+        return self.W_a(h) if self.W_a is not None else h         # (B, T, n): W_a h_j, once per source
+
+    def forward(self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        scores = (keys @ s[:, :, None]).squeeze(-1)               # (B, T): s_i^T (W_a) h_j
+        return F.softmax(scores, dim=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Config
+
+
+@dataclass
+class Seq2SeqConfig:
+    variant: str = "bahdanau"     # none | bahdanau | dot | general | transformer
+    src_vocab_size: int = 0       # set from the task's vocabulary by the trainer, never typed in
+    tgt_vocab_size: int = 0       # likewise
+    n_embd: int = 32              # source and target embedding size (RNN variants)
+    hidden_size: int = 32         # H per encoder direction; the decoder state s_i has 2H units (dot needs that)
+    attn_size: int = 32           # n', the width of Bahdanau's tanh layer (v_a has this many weights)
+    d_model: int = 64             # Transformer width; must divide by n_head
+    n_layer: int = 2              # Transformer layers, in the encoder and in the decoder
+    n_head: int = 4               # Transformer heads (d_k = 16)
+    d_ff: int = 128               # Transformer feed-forward inner width
+    max_len: int = 160            # Transformer positions (source and target); RNNs have no limit
+    bos_id: int = 1               # target start token <s> (the task's vocabulary puts it here)
+    eos_id: int = 2               # target end token </s>
+
+    def __post_init__(self):
+        assert self.variant in VARIANTS, f"variant={self.variant!r} must be one of {', '.join(VARIANTS)}"
+        assert self.d_model % self.n_head == 0, f"d_model ({self.d_model}) must divide by n_head ({self.n_head})"
+        assert min(self.n_embd, self.hidden_size, self.attn_size, self.n_layer, self.d_ff, self.max_len) > 0, \
+            "sizes must be positive"
+
+
+# ---------------------------------------------------------------------------------------------
+# The recurrent encoder-decoder
+
+
+class RNNSeq2Seq(nn.Module):
+    """Encoder (Bahdanau et al. 2015, §3.2): a bidirectional GRU, annotations h_j = [->h_j ; <-h_j] (B, T, 2H).
+    Decoder state s_0 = tanh(W_s [->h_T ; <-h_1]) (both directions' final states; Bahdanau uses <-h_1 alone).
+
+    none       c_i = c = [->h_T ; <-h_1] for every i (Cho et al. 2014: the one fixed summary)
+               s_i = GRU([E y_{i-1} ; c], s_{i-1}),        logits_i = W_o tanh(W_t [s_i ; c ; E y_{i-1}])
+    bahdanau   alpha_i = softmax_j(v_a^T tanh(W_a s_{i-1} + U_a h_j)),   c_i = sum_j alpha_ij h_j
+               s_i = GRU([E y_{i-1} ; c_i], s_{i-1}),      logits_i = W_o tanh(W_t [s_i ; c_i ; E y_{i-1}])
+    dot/general s_i = GRU([E y_{i-1} ; h~_{i-1}], s_{i-1})   (input feeding, h~_0 = 0)
+               alpha_i = softmax_j(s_i^T h_j) or softmax_j(s_i^T W_a h_j),  c_i = sum_j alpha_ij h_j
+               h~_i = tanh(W_c [c_i ; s_i]),               logits_i = W_o h~_i
+
+    W_s, W_t and W_o have biases (not written above); the score functions' W_a, U_a, v_a and Luong's W_c have none,
+    as in the papers. Departure from Bahdanau et al.: their output layer is a maxout over [s_{i-1}; c_i; E y_{i-1}];
+    ours is a tanh layer over [s_i; c_i; E y_{i-1}] (one fewer trick to explain, the same information).
+    """
+
+    def __init__(self, config: Seq2SeqConfig):
+        super().__init__()
+        assert config.variant in RNN_VARIANTS, f"{config.variant!r} is not a recurrent variant"
+        self.config = c = config
+        H, n = c.hidden_size, 2 * c.hidden_size                   # n: decoder state size = annotation size
+        self.src_emb = nn.Embedding(c.src_vocab_size, c.n_embd)
+        self.tgt_emb = nn.Embedding(c.tgt_vocab_size, c.n_embd)
+        self.encoder = RecurrentEncoder("gru", c.n_embd, H, bidirectional=True)
+        self.W_s = nn.Linear(n, n)                                 # s_0 = tanh(W_s [->h_T ; <-h_1])
+        self.cell = GRUCell(c.n_embd + n, n)                       # input [E y_{i-1} ; c_i] or [E y_{i-1} ; h~_{i-1}]
+        if c.variant == "bahdanau":
+            self.attention = AdditiveAttention(n, n, c.attn_size)
+        elif c.variant in ("dot", "general"):
+            self.attention = MultiplicativeAttention(n, n, general=c.variant == "general")
+        else:
+            self.attention = None
+        if c.variant in ("none", "bahdanau"):
+            self.W_t = nn.Linear(n + n + c.n_embd, n)              # tanh(W_t [s_i ; c_i ; E y_{i-1}])
+        else:
+            self.W_c = nn.Linear(n + n, n, bias=False)             # h~_i = tanh(W_c [c_i ; s_i]) (Luong eq. 5)
+        self.W_o = nn.Linear(n, c.tgt_vocab_size)
+
+    def encode(self, src: torch.Tensor) -> dict:
+        """src (B, T) -> memory: annotations h (B, T, 2H), the fixed summary c (B, 2H), precomputed keys."""
+        h, h_n = self.encoder(self.src_emb(src))                  # (B, T, 2H); h_n (2, B, H): [forward, backward]
+        c = torch.cat([h_n[0], h_n[1]], dim=-1)                    # [->h_T ; <-h_1] (B, 2H)
+        keys = self.attention.keys(h) if self.attention is not None else None
+        return {"h": h, "c": c, "keys": keys}
+
+    def start(self, memory: dict):
+        s0 = torch.tanh(self.W_s(memory["c"]))                     # (B, n)
+        return (s0, torch.zeros_like(s0))                          # (s_0, h~_0): h~ is used by input feeding only
+
+    def step(self, y_prev: torch.Tensor, state, memory: dict, return_context: bool = False):
+        """One decoder step: y_prev (B,) -> logits (B, V), new state, alpha (B, T) (None without attention)."""
+        s, h_tilde = state
+        e = self.tgt_emb(y_prev)                                   # E y_{i-1} (B, m)
+        v = self.config.variant
+        if v in ("none", "bahdanau"):
+            if v == "none":
+                c_i, alpha = memory["c"], None                     # the same c at every step
+            else:
+                alpha = self.attention(s, memory["h"], memory["keys"])            # uses s_{i-1}
+                c_i = (alpha[:, :, None] * memory["h"]).sum(1)     # (B, 2H)
+            s, _ = self.cell(torch.cat([e, c_i], dim=-1), s)       # s_i
+            out = torch.tanh(self.W_t(torch.cat([s, c_i, e], dim=-1)))
+        else:
+            s, _ = self.cell(torch.cat([e, h_tilde], dim=-1), s)   # s_i, input feeding of h~_{i-1}
+            alpha = self.attention(s, memory["h"], memory["keys"])                # uses s_i
+            c_i = (alpha[:, :, None] * memory["h"]).sum(1)         # (B, 2H)
+            h_tilde = torch.tanh(self.W_c(torch.cat([c_i, s], dim=-1)))
+            out = h_tilde
+        logits = self.W_o(out)                                     # (B, V)
+        if return_context:
+            return logits, (s, h_tilde), alpha, c_i
+        return logits, (s, h_tilde), alpha
+
+    def forward(self, src, tgt_in, tgt_out=None, return_internals: bool = False):
+        """Teacher forcing: tgt_in (B, T_out) = <s> y_1 .. y_{n-1}; tgt_out = y_1 .. y_n (-100 = padding).
+        Returns logits (B, T_out, V), the mean cross-entropy over labelled positions (or None)[, internals:
+        alpha (B, T_out, T_src) or None, context c_i (B, T_out, 2H)]."""
+        memory = self.encode(src)
+        state = self.start(memory)
+        logits, alphas, contexts = [], [], []
+        for i in range(tgt_in.size(1)):
+            lg, state, alpha, c_i = self.step(tgt_in[:, i], state, memory, return_context=True)
+            logits.append(lg)
+            alphas.append(alpha)
+            contexts.append(c_i)
+        logits = torch.stack(logits, dim=1)                        # (B, T_out, V)
+        loss = None
+        if tgt_out is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=-100)
+        if return_internals:
+            alpha = torch.stack(alphas, dim=1) if alphas[0] is not None else None
+            return logits, loss, {"alpha": alpha, "context": torch.stack(contexts, dim=1)}
+        return logits, loss
+
+
+# ---------------------------------------------------------------------------------------------
+# The Transformer encoder-decoder
+
+
+def sinusoidal_positions(n: int, d: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d)) (Vaswani et al. 2017, §3.5)."""
+    pos = torch.arange(n, dtype=torch.float32)[:, None]
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, d, 2, dtype=torch.float32) / d)
+    pe = torch.zeros(n, d)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq)
+    return pe                                                      # (n, d)
+
+
+class MultiHeadAttention(nn.Module):
+    """head_i = softmax(Q_i K_i^T / sqrt(d_k) + M) V_i,  MultiHead(Q, K, V) = Concat(head_1..head_h) W^O,
+    with Q = x W^Q, K = m W^K, V = m W^V: self-attention when m = x, cross-attention when m is the encoder
+    output. M = -inf above the diagonal when causal (a decoder position sees only itself and earlier ones).
+    Each projection also adds a bias (as torch.nn.MultiheadAttention does; the paper writes none)."""
+
+    def __init__(self, d_model: int, n_head: int):
+        super().__init__()
+        self.n_head = n_head
+        self.W_q = nn.Linear(d_model, d_model)
+        self.W_k = nn.Linear(d_model, d_model)
+        self.W_v = nn.Linear(d_model, d_model)
+        self.W_o = nn.Linear(d_model, d_model)
+
+    def forward(self, x, m, causal: bool = False):
+        """x (B, T, C) queries, m (B, S, C) keys and values -> y (B, T, C), attention (B, nh, T, S)."""
+        B, T, C = x.shape
+        S, nh, hs = m.size(1), self.n_head, C // self.n_head
+        q = self.W_q(x).view(B, T, nh, hs).transpose(1, 2)        # (B, nh, T, hs)
+        k = self.W_k(m).view(B, S, nh, hs).transpose(1, 2)        # (B, nh, S, hs)
+        v = self.W_v(m).view(B, S, nh, hs).transpose(1, 2)        # (B, nh, S, hs)
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)         # (B, nh, T, S)
+        if causal:
+            allowed = torch.ones(T, S, dtype=torch.bool, device=x.device).tril()
+            scores = scores.masked_fill(~allowed, float("-inf"))  # masked weights are exactly 0
+        att = F.softmax(scores, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)  # Concat(head_1..head_h) (B, T, C)
+        return self.W_o(y), att
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = max(0, x W_1 + b_1) W_2 + b_2 (Vaswani et al. 2017, eq. 2)."""
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x)))
+
+
+class EncoderLayer(nn.Module):
+    """x = x + SelfAttn(LN(x)); x = x + FFN(LN(x))."""
+
+    def __init__(self, c: Seq2SeqConfig):
+        super().__init__()
+        self.ln_1, self.attn = nn.LayerNorm(c.d_model), MultiHeadAttention(c.d_model, c.n_head)
+        self.ln_2, self.ffn = nn.LayerNorm(c.d_model), FeedForward(c.d_model, c.d_ff)
+
+    def forward(self, x):
+        a, att = self.attn(self.ln_1(x), self.ln_1(x))
+        x = x + a                      # pre-norm (as GPT-2), not the post-norm of Vaswani et al. 2017
+        return x + self.ffn(self.ln_2(x)), att
+
+
+class DecoderLayer(nn.Module):
+    """y = y + CausalSelfAttn(LN(y)); y = y + CrossAttn(LN(y), memory); y = y + FFN(LN(y))."""
+
+    def __init__(self, c: Seq2SeqConfig):
+        super().__init__()
+        self.ln_1, self.self_attn = nn.LayerNorm(c.d_model), MultiHeadAttention(c.d_model, c.n_head)
+        self.ln_2, self.cross_attn = nn.LayerNorm(c.d_model), MultiHeadAttention(c.d_model, c.n_head)
+        self.ln_3, self.ffn = nn.LayerNorm(c.d_model), FeedForward(c.d_model, c.d_ff)
+
+    def forward(self, y, memory):
+        a, self_att = self.self_attn(self.ln_1(y), self.ln_1(y), causal=True)
+        y = y + a                                                  # pre-norm, as in the encoder
+        a, cross_att = self.cross_attn(self.ln_2(y), memory)       # queries from the target, keys from the source
+        y = y + a
+        return y + self.ffn(self.ln_3(y)), self_att, cross_att
+
+
+class TransformerSeq2Seq(nn.Module):
+    """Vaswani et al. 2017 with pre-norm layers and a final LayerNorm on each side:
+
+        z_0 = E_src[x] sqrt(d) + PE,  z_l = EncoderLayer(z_{l-1}),  memory = LN(z_L)
+        u_0 = E_tgt[y_<i] sqrt(d) + PE,  u_l = DecoderLayer(u_{l-1}, memory),  logits = LN(u_L) E_tgt^T
+
+    The output layer shares the target embedding (§3.4). step() re-reads the whole target prefix (no KV cache:
+    targets here are a few dozen tokens).
+    """
+
+    def __init__(self, config: Seq2SeqConfig):
+        super().__init__()
+        assert config.variant == "transformer", f"{config.variant!r} is not the transformer variant"
+        self.config = c = config
+        self.src_emb = nn.Embedding(c.src_vocab_size, c.d_model)
+        self.tgt_emb = nn.Embedding(c.tgt_vocab_size, c.d_model)
+        self.register_buffer("pe", sinusoidal_positions(c.max_len, c.d_model), persistent=False)
+        self.enc = nn.ModuleList(EncoderLayer(c) for _ in range(c.n_layer))
+        self.dec = nn.ModuleList(DecoderLayer(c) for _ in range(c.n_layer))
+        self.ln_enc, self.ln_dec = nn.LayerNorm(c.d_model), nn.LayerNorm(c.d_model)
+        for emb in (self.src_emb, self.tgt_emb):   # N(0, 1/d): times sqrt(d) gives unit-variance inputs, and the
+            nn.init.normal_(emb.weight, std=c.d_model ** -0.5)  # tied output layer starts with logits of std ~1
+
+    def _embed(self, emb: nn.Embedding, idx: torch.Tensor) -> torch.Tensor:
+        T = idx.size(1)
+        assert T <= self.config.max_len, f"{T} tokens: the model has {self.config.max_len} positions"
+        return emb(idx) * math.sqrt(self.config.d_model) + self.pe[:T]   # (B, T, d)
+
+    def encode(self, src: torch.Tensor, return_attention: bool = False):
+        x = self._embed(self.src_emb, src)
+        atts = []
+        for layer in self.enc:
+            x, att = layer(x)
+            atts.append(att)
+        memory = self.ln_enc(x)                                    # (B, S, d)
+        return (memory, atts) if return_attention else memory
+
+    def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor):
+        """tgt_in (B, T) -> logits (B, T, V), per layer the causal self-attention and the cross-attention
+        (B, nh, T, T) and (B, nh, T, S)."""
+        y = self._embed(self.tgt_emb, tgt_in)
+        selfs, crosses = [], []
+        for layer in self.dec:
+            y, self_att, cross_att = layer(y, memory)
+            selfs.append(self_att)
+            crosses.append(cross_att)
+        logits = self.ln_dec(y) @ self.tgt_emb.weight.T            # tied output layer (B, T, V)
+        return logits, selfs, crosses
+
+    def forward(self, src, tgt_in, tgt_out=None, return_internals: bool = False):
+        memory, enc_att = self.encode(src, return_attention=True)
+        logits, selfs, crosses = self.decode(tgt_in, memory)
+        loss = None
+        if tgt_out is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=-100)
+        if return_internals:
+            cross = torch.stack(crosses, dim=1)                    # (B, L, nh, T, S)
+            return logits, loss, {"cross_attention": cross, "self_attention": torch.stack(selfs, dim=1),
+                                  "encoder_attention": torch.stack(enc_att, dim=1),
+                                  "alpha": cross[:, -1].mean(1)}   # last layer, mean over heads (B, T, S)
+        return logits, loss
+
+    def start(self, memory):
+        return memory.new_zeros(memory.size(0), 0, dtype=torch.long)   # the target prefix read so far (B, 0)
+
+    def step(self, y_prev, state, memory):
+        prefix = torch.cat([state, y_prev[:, None]], dim=1)       # (B, i)
+        logits, _, crosses = self.decode(prefix, memory)
+        alpha = crosses[-1][:, :, -1].mean(1)                      # last layer, mean over heads, newest row (B, S)
+        return logits[:, -1], prefix, alpha
+
+
+def build_model(config: Seq2SeqConfig) -> nn.Module:
+    """The model class for a config's variant (the checkpoint loader's constructor for kind "seq2seq")."""
+    return TransformerSeq2Seq(config) if config.variant == "transformer" else RNNSeq2Seq(config)
+
+
+def load_model(config: Seq2SeqConfig, state: dict) -> nn.Module:
+    """The checkpoint loader's constructor for kind "seq2seq": the variant's class, with the saved weights."""
+    model = build_model(config)
+    model.load_state_dict(state)
+    return model
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding: greedy and beam search over the step() contract
+
+
+def _reorder(state, index: torch.Tensor):
+    """Keep the batch rows `index` of a decoder state (a tensor or a tuple of tensors)."""
+    return tuple(s[index] for s in state) if isinstance(state, tuple) else state[index]
+
+
+def _output_limit(model, max_len: int) -> int:
+    """The Transformer has config.max_len positions for the target too; the RNNs have no limit."""
+    return min(max_len, model.config.max_len) if isinstance(model, TransformerSeq2Seq) else max_len
+
+
+@torch.no_grad()
+def greedy(model, src: torch.Tensor, max_len: int) -> tuple[torch.Tensor, list]:
+    """y_i = argmax p(y | y_<i, x), until every row has emitted </s> or after max_len tokens.
+    Returns ids (B, n) (</s> included, then padded with </s>) and alpha per step: a list of (B, T_src) (or None)."""
+    bos, eos = model.config.bos_id, model.config.eos_id
+    max_len = _output_limit(model, max_len)
+    memory = model.encode(src)
+    state = model.start(memory)
+    y = torch.full((src.size(0),), bos, dtype=torch.long, device=src.device)
+    out, alphas = [], []
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
+    for _ in range(max_len):
+        logits, state, alpha = model.step(y, state, memory)
+        y = logits.argmax(-1).masked_fill(done, eos)
+        out.append(y)
+        alphas.append(alpha)
+        done |= y == eos
+        if bool(done.all()):
+            break
+    return torch.stack(out, dim=1), alphas
+
+
+@torch.no_grad()
+def beam_search(step, start_state, bos: int, eos: int, beam_size: int, max_len: int) -> list[tuple[list[int], float]]:
+    """Keep the `beam_size` most probable prefixes by log p(y_<=i | x) = sum_t log p(y_t | y_<t, x); a prefix
+    that emits </s> is finished. Stops when `beam_size` prefixes are finished (or after max_len steps).
+
+    step(y_prev (K,), state, index (K,)) -> (log-probs (K, V), state): the model's step on K live prefixes
+    (index: which start row each one continues, for the encoder memory). One source at a time.
+    Returns the finished sequences (</s> included), best first, with their log-probabilities; no length
+    normalisation (every score is a plain log-probability, so comparisons with greedy are fair).
+    """
+    prefixes, scores = [[]], torch.zeros(1)
+    state, y = start_state, torch.tensor([bos])
+    finished: list[tuple[list[int], float]] = []
+    for _ in range(max_len):
+        logp, state = step(y, state)                               # (K, V)
+        V = logp.size(1)
+        candidates = (scores[:, None] + logp).view(-1)             # (K * V,)
+        top, flat = candidates.topk(min(len(candidates), 2 * beam_size))
+        keep_rows, keep_tokens, keep_scores = [], [], []
+        for score, index in zip(top.tolist(), flat.tolist()):
+            row, token = divmod(index, V)
+            if token == eos:
+                finished.append((prefixes[row] + [token], score))
+            else:
+                keep_rows.append(row)
+                keep_tokens.append(token)
+                keep_scores.append(score)
+            if len(keep_rows) == beam_size:
+                break
+        finished.sort(key=lambda f: -f[1])
+        # stop when no live prefix can beat the beam_size-th finished one (log-probabilities only fall)
+        if not keep_rows or (len(finished) >= beam_size and finished[beam_size - 1][1] >= keep_scores[0]):
+            break
+        index = torch.tensor(keep_rows)
+        prefixes = [prefixes[r] + [t] for r, t in zip(keep_rows, keep_tokens)]
+        scores, y = torch.tensor(keep_scores), torch.tensor(keep_tokens)
+        state = _reorder(state, index)
+    if not finished:  # max_len reached with nothing finished: the live prefixes are the answer
+        finished = [(p, s) for p, s in zip(prefixes, scores.tolist())]
+    return sorted(finished, key=lambda f: -f[1])[:beam_size]
+
+
+@torch.no_grad()
+def beam_decode(model, src: torch.Tensor, beam_size: int, max_len: int) -> list[tuple[list[int], float]]:
+    """Beam search with a seq2seq model on one source src (1, T)."""
+    assert src.size(0) == 1, "beam search decodes one source at a time"
+    memory = model.encode(src)
+
+    def expand(mem, k: int):
+        if isinstance(mem, dict):
+            return {key: (v.expand(k, *v.shape[1:]) if v is not None else None) for key, v in mem.items()}
+        return mem.expand(k, *mem.shape[1:])
+
+    def step(y, state):
+        logits, state, _ = model.step(y, state, expand(memory, y.size(0)))
+        return F.log_softmax(logits.float(), dim=-1), state
+
+    return beam_search(step, model.start(memory), model.config.bos_id, model.config.eos_id, beam_size,
+                       _output_limit(model, max_len))
+
+
+@torch.no_grad()
+def sequence_logprob(model, src: torch.Tensor, ids: list[int]) -> float:
+    """log p(y | x) of a whole target sequence y (</s> included) under teacher forcing, for one source."""
+    bos = model.config.bos_id
+    tgt_in = torch.tensor([[bos] + ids[:-1]])
+    logits, _ = model(src, tgt_in)
+    logp = F.log_softmax(logits[0].float(), dim=-1)               # (T, V)
+    return float(logp[torch.arange(len(ids)), torch.tensor(ids)].sum())

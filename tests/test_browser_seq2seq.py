@@ -1,0 +1,56 @@
+"""The Seq2seq attention tab in a real browser: a translation draws the alignment heatmap, the step slider moves
+the outlined row, and a bad source gets a message."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import Error as PlaywrightError
+
+from playground import checkpoints
+from tests.conftest import screenshot
+
+pytestmark = pytest.mark.skipif("seq2seq-bahdanau" not in checkpoints.available("seq2seq"),
+                                reason="the seq2seq checkpoints are not shipped")
+
+SOURCE = "three hundred seven , twelve , ninety nine"
+
+
+@pytest.fixture(scope="module")
+def seq2seq_tab(page):
+    page.get_by_role("tab", name="Seq2seq attention", exact=True).click()
+    page.wait_for_selector("#s2s-alignment .js-plotly-plot", timeout=30_000)
+    return page
+
+
+def test_a_translation_draws_the_alignment_heatmap(seq2seq_tab, tmp_path):
+    page = seq2seq_tab
+    box = page.locator("#s2s-source textarea")
+    box.fill(SOURCE)
+    box.press("Enter")
+    page.wait_for_function("() => document.querySelector('#s2s-output')?.innerText.includes('307,12,99')"
+                           " || document.querySelector('#s2s-output')?.innerText.includes('the answer is')",
+                           timeout=30_000)
+    # the heatmap's x axis holds the source words (position first), its y axis the output tokens
+    page.wait_for_function("() => document.querySelector('#s2s-alignment')?.innerText.includes('0 three')",
+                           timeout=20_000)
+    labels = page.locator("#s2s-alignment .xtick text").all_text_contents()
+    assert labels[:3] == ["0 three", "1 hundred", "2 seven"] and len(labels) == 8
+    assert page.locator("#s2s-alignment .heatmaplayer image, #s2s-alignment .hm").count() > 0
+    for close in page.locator(".toast-close").all():              # other tabs' notices would cover the picture
+        try:
+            close.click(timeout=1000)
+        except PlaywrightError:                                    # it closed itself meanwhile
+            pass
+    page.wait_for_timeout(800)                                     # the toasts' fade-out
+    page.locator("#s2s-alignment").scroll_into_view_if_needed()
+    screenshot(page, "seq2seq.png", tmp_path)
+
+
+def test_a_word_outside_the_vocabulary_is_named(seq2seq_tab):
+    page = seq2seq_tab
+    box = page.locator("#s2s-source textarea")
+    box.fill("fourty two")
+    box.press("Enter")
+    page.wait_for_selector("text=did you mean 'forty'", timeout=20_000)
+    box.fill(SOURCE)
+    box.press("Enter")
