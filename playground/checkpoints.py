@@ -35,6 +35,13 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     "rnn": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
     "lstm": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
     "gru": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
+    "bert-pretraining": ("playground.bert", "BertConfig", "BertForPreTraining"),  # MLM + NSP heads
+    # a pretrained BERT adapted with LoRA: the "model class" is a function (config, saved tensors) -> model
+    # that rebuilds the base from its package and merges the adapters (playground/minilm_mlm.py)
+    "bert": ("playground.minilm_mlm", "MiniLMMLMConfig", "load_adapted"),
+    "word2vec": ("playground.word2vec", "Word2VecConfig", "Word2Vec"),
+    # one kind for the five encoder-decoders: a loader function picks the class from config.variant
+    "seq2seq": ("playground.seq2seq", "Seq2SeqConfig", "load_model"),
 }
 
 
@@ -122,8 +129,11 @@ def save(path: str | Path, *, kind: str, config: Any, card: dict, model: Any = N
     if model is not None:
         from safetensors.torch import save_file
 
+        # a model adapted from a pretrained base ships only what training changed (its `trained_state`)
+        module = importlib.import_module(KINDS[kind][0])
+        source = module.trained_state(model) if hasattr(module, "trained_state") else model.state_dict()
         # clone() drops views and shared storage (tied embeddings) that safetensors refuses
-        state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
+        state = {k: v.detach().cpu().contiguous().clone() for k, v in source.items()}
         _atomic_write(path / "model.safetensors", lambda tmp: save_file(state, tmp, metadata={"kind": kind}))
     _write_json(path / "card.json", card)
     return path
@@ -163,8 +173,12 @@ def load(name_or_dir: str | Path, device: str | None = "cpu") -> Checkpoint:
     if model_cls is not None:
         from safetensors.torch import load_file
 
-        model = model_cls(config)
-        model.load_state_dict(load_file(str(path / "model.safetensors"), device="cpu"))
+        state = load_file(str(path / "model.safetensors"), device="cpu")
+        if isinstance(model_cls, type):
+            model = model_cls(config)
+            model.load_state_dict(state)
+        else:  # a loader function: the model is rebuilt around a pretrained base (kind "bert")
+            model = model_cls(config, state)
         model.to(resolve_device(device)).eval()
     return Checkpoint(name=path.name, path=path, kind=kind, config=config, card=card, tokenizer=tokenizer, model=model)
 

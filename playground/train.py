@@ -7,6 +7,11 @@ that names it and lists the keys there are.
 
 Kinds:
     tokenizers   char, word, byte-level BPE, WordPiece and Unigram tokenizers, one folder each
+    bert         a WordPiece vocabulary and a small BERT pre-trained on masked-LM + next-sentence prediction
+    seq2seq      an encoder-decoder (--variant=none|bahdanau|dot|general|transformer) on a task generated in
+                 code (playground/seq2seq_task.py): no --corpus; writes models/seq2seq-<variant>/
+    word2vec     skip-gram or CBOW with negative sampling (playground/word2vec.py); writes
+                 word2vec-<corpus>/ (or --name) with the analogy and similarity evaluation
     (language models register an `LMKind`: their architecture config plus `LMTrainConfig`; both take
     --key=value, and --name sets the checkpoint folder)
 
@@ -130,12 +135,15 @@ class LMTrainConfig:
     target_val_loss: float = 0.0    # stop once the validation estimate reaches this; 0: never (the training race)
     max_seconds: float = 0.0        # stop after this much training wall time; 0: no limit
     threads: int = 0                # torch.set_num_threads; 0 leaves PyTorch's default (one per core)
+    dtype: str = "float32"          # matmul precision: float32, or bfloat16 autocast (fp32 weights and optimizer;
+                                    # 3x faster matmuls on CPUs with AMX, and on recent GPUs)
 
     def __post_init__(self):
         assert self.max_iters >= 1, f"max_iters={self.max_iters} must be at least 1"
         assert self.batch_size >= 1 and self.block_size >= 1, "batch_size and block_size must be positive"
         assert 0 <= self.min_lr <= self.learning_rate, f"min_lr={self.min_lr} must lie in [0, learning_rate]"
         assert self.eval_interval >= 1 and self.eval_iters >= 1, "eval_interval and eval_iters must be positive"
+        assert self.dtype in ("float32", "bfloat16"), f"dtype must be float32 or bfloat16, not {self.dtype!r}"
 
 
 @dataclass(frozen=True)
@@ -165,7 +173,7 @@ def make_optimizer(model, cfg: LMTrainConfig, device: str):
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    fused = device.startswith("cuda")  # one kernel for all parameters on a GPU
+    fused = device.startswith(("cuda", "cpu"))  # one fused kernel for all parameters (CPU: ~4% faster steps)
     return torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(cfg.beta1, cfg.beta2), fused=fused or None)
 
 
@@ -321,6 +329,9 @@ def train_lm(model, data, cfg: LMTrainConfig, run: RunOptions, *, kind: str, mod
         else:
             _save_resume_state(resume_dir, optimizer, it, generator, history, elapsed)
 
+    # mixed precision (Micikevicius et al. 2018): bf16 matmuls, fp32 weights, optimizer and loss; bf16 keeps
+    # fp32's exponent range, so no loss scaling is needed
+    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16, enabled=cfg.dtype == "bfloat16")
     model.train()
     bar = tqdm(range(start_it, cfg.max_iters + 1), initial=start_it, total=cfg.max_iters + 1, desc=name,
                disable=not dist_info.main, unit="step")
@@ -345,7 +356,8 @@ def train_lm(model, data, cfg: LMTrainConfig, run: RunOptions, *, kind: str, mod
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(it, cfg)
         x, y = _batch(data.train, cfg.block_size, cfg.batch_size, generator, device)  # the global batch
-        _, loss = model(x[lo:hi], y[lo:hi])                                            # this process's slice
+        with autocast:
+            _, loss = model(x[lo:hi], y[lo:hi])                                        # this process's slice
         loss.backward()
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
@@ -392,13 +404,51 @@ def _gpt() -> LMKind:
     return LMKind(gpt.GPTConfig, train, gpt.build_lm)
 
 
-# kind -> (config dataclass, train function) for tools, or an LMKind for language models
-KINDS: dict[str, tuple[type, Callable[[Any, RunOptions], dict]] | LMKind] = {
+# ---------------------------------------------------------------------------------------------
+# kind: word2vec (playground/word2vec.py)
+
+
+def _word2vec_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
+    from playground import word2vec
+
+    return word2vec.Word2VecTrainConfig, word2vec.train_kind
+
+
+def _minilm_mlm_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
+    """minilm-mlm: all-MiniLM-L6-v2 frozen + LoRA adapters + an MLM head (playground/minilm_mlm.py)."""
+    from playground import minilm_mlm
+
+    return minilm_mlm.MiniLMMLMTrainConfig, minilm_mlm.train
+
+
+def _bert_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
+    """bert: a WordPiece vocabulary and a small BERT pre-trained with MLM + NSP (playground/mlm.py)."""
+    from playground import mlm
+
+    return mlm.BertTrainConfig, mlm.train_bert
+
+
+def _seq2seq_kind() -> tuple[tuple[type, type], Callable[[Any, RunOptions], dict]]:
+    """seq2seq: the encoder-decoders of playground/seq2seq.py on the task generated in playground/seq2seq_task.py
+    (no --corpus): --variant=none|bahdanau|dot|general|transformer, plus the trainer's keys."""
+    from playground import seq2seq, seq2seq_task
+
+    return (seq2seq.Seq2SeqConfig, seq2seq_task.Seq2SeqTrainConfig), seq2seq_task.train
+
+
+GENERATED = {"seq2seq"}  # kinds whose data is generated in code: they take no --corpus
+
+# kind -> (config dataclass, or a tuple of them, and a train function) for tools, or an LMKind for language models
+KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind] = {
     "tokenizers": (tokenization.TokenizerTrainConfig, train_tokenizers),
     "rnn": _recurrent("rnn"),
     "lstm": _recurrent("lstm"),
     "gru": _recurrent("gru"),
     "gpt": _gpt(),
+    "word2vec": _word2vec_kind(),
+    "bert": _bert_kind(),
+    "minilm-mlm": _minilm_mlm_kind(),
+    "seq2seq": _seq2seq_kind(),
 }
 
 
@@ -467,7 +517,8 @@ def parse(argv: list[str]) -> tuple[str, Any, RunOptions]:
     parser = argparse.ArgumentParser(prog="python -m playground.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=sorted(KINDS))
-    parser.add_argument("--corpus", nargs="+", required=True, type=Path, help="UTF-8 text file(s)")
+    parser.add_argument("--corpus", nargs="*", default=[], type=Path,
+                        help="UTF-8 text file(s); required except for " + ", ".join(sorted(GENERATED)))
     parser.add_argument("--out", type=Path, default=checkpoints.MODELS_DIR, help="parent folder of the checkpoint")
     parser.add_argument("--device", default="auto", help="auto (cuda, then mps, then cpu), cpu, cuda, cuda:1, mps")
     parser.add_argument("--seed", type=int, default=1337)
@@ -478,10 +529,14 @@ def parse(argv: list[str]) -> tuple[str, Any, RunOptions]:
     try:
         if isinstance(spec, LMKind):
             config = apply_overrides(spec.model_config, rest, spec.train_config)
+        elif isinstance(spec[0], tuple):  # several dataclasses (architecture and training)
+            config = apply_overrides(spec[0][0], rest, *spec[0][1:])
         else:
             config = apply_overrides(spec[0], rest)
     except ValueError as err:
         parser.error(str(err))
+    if not args.corpus and args.kind not in GENERATED:
+        parser.error(f"{args.kind} needs --corpus FILE [FILE ...]")
     for path in args.corpus:
         if not path.is_file():
             parser.error(f"--corpus {path}: no such file")

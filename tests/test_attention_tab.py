@@ -90,7 +90,7 @@ def test_heatmap_labels_stay_unique_when_a_token_repeats():
 @given(text=st.one_of(st.none(), st.text(max_size=80)), text_b=st.one_of(st.none(), st.text(max_size=20)),
        layer=st.one_of(st.integers(-5, 20), st.floats(allow_nan=True), st.text(max_size=3)),
        head=st.one_of(st.sampled_from(["mean", "max", "0", "11", "12", "-1", "x"]), st.integers(-3, 30)),
-       model=st.sampled_from(["minilm", "gpt", "bogus"]))
+       model=st.sampled_from(["minilm", "gpt", "bert", "bogus"]))
 def test_any_input_gives_a_result_or_a_clear_error(text, text_b, layer, head, model):
     import gradio as gr
 

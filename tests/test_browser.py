@@ -22,7 +22,7 @@ def test_typing_a_sentence_shows_its_tokens(page, tmp_path):
 
 
 def test_bpe_step_by_step_tab(page, tmp_path):
-    page.get_by_role("tab", name="Classic BPE, step by step").click()
+    page.get_by_role("tab", name="Classic BPE, step by step", exact=True).click()
     page.get_by_role("button", name="Learn merges").click()
     page.wait_for_selector(".bpe-step", timeout=20_000)
     assert "est</w>" in page.locator(".bpe-step").inner_text()
@@ -31,7 +31,7 @@ def test_bpe_step_by_step_tab(page, tmp_path):
 
 
 def test_why_this_split_tab(page, tmp_path):
-    page.get_by_role("tab", name="Why this split? WordPiece and Unigram").click()
+    page.get_by_role("tab", name="Why this split? WordPiece and Unigram", exact=True).click()
     page.get_by_role("button", name="Explain").click()
     page.wait_for_selector("table.uni", timeout=20_000)
     assert "longest match" in page.locator("body").inner_text()

@@ -9,7 +9,7 @@ from tests.conftest import screenshot
 
 @pytest.fixture(scope="module")
 def attention_tab(page):
-    page.get_by_role("tab", name="Attention").click()
+    page.get_by_role("tab", name="Attention", exact=True).click()
     page.wait_for_selector("#attn-head-view .hv-t", timeout=30_000)
     return page
 

@@ -62,7 +62,7 @@ def test_compare_and_attention_apis(client):
 
 
 def test_streaming_stop_and_clicking_a_token(page, tmp_path):
-    page.get_by_role("tab", name="Generation").click()
+    page.get_by_role("tab", name="Generation", exact=True).click()
     page.locator("#gen-max input[type=number]").fill("1000")
     page.locator("#gen-max input[type=number]").press("Enter")
     page.locator("#gen-run").click()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def test_gradient_flow_tab_plots_flags_and_explains(page, tmp_path):
-    page.get_by_role("tab", name="RNN gradient flow").click()
+    page.get_by_role("tab", name="RNN gradient flow", exact=True).click()
     page.wait_for_selector("#gf-status .gf-badge", timeout=60_000)
     for selector in ("#gf-plot .js-plotly-plot", "#gf-strip .gf-ch", "#gf-lstm-gates .js-plotly-plot"):
         page.wait_for_selector(selector, timeout=30_000)   # plotly draws after the data arrives
@@ -36,8 +36,8 @@ def test_gradient_flow_tab_plots_flags_and_explains(page, tmp_path):
 
 
 def test_memory_experiment_shows_the_cached_run_at_once(page):
-    page.get_by_role("tab", name="RNN gradient flow").click()
-    page.get_by_role("tab", name="Memory experiment (live)").click()
+    page.get_by_role("tab", name="RNN gradient flow", exact=True).click()
+    page.get_by_role("tab", name="Memory experiment (live)", exact=True).click()
     page.wait_for_selector("#mem-acc .js-plotly-plot", timeout=30_000)
     assert "Cached result" in page.locator("#mem-about").inner_text()
     assert page.locator("#mem-acc .scatterlayer .trace").count() == 4          # three networks and chance

@@ -76,3 +76,30 @@ def test_generate_any_input(prompt, max_new, temperature, top_k, top_p, seed, st
     model = next(iter(generation_tab.MODELS))
     accepts(lambda *a: _last(generation_tab.generate(*a)), prompt, model, max_new, strategy, temperature, top_k,
             top_p, seed, 2)
+
+
+# The Embeddings tab: any words, sentences, names and numbers
+
+from playground.ui import embeddings_tab  # noqa: E402
+
+
+@FEW
+@given(words=texts, source=st.sampled_from(["word2vec", "minilm", "gpt", "bogus"]),
+       method=st.sampled_from(["pca", "tsne", "bogus"]), dims=numbers)
+def test_embed_words_any_input(words, source, method, dims):
+    out = accepts(lambda *a: embeddings_tab.embed_words(*a, progress=lambda *_, **__: None), words, source, method,
+                  dims)
+    if out is not None:
+        points = out[-1]["points"]
+        assert len(points) >= 3 and len({p["word"] for p in points}) == len(points)
+
+
+@FEW
+@given(sentences=texts, query=texts, pooling=st.sampled_from(["mean", "max", "cls", "median"]), word=texts,
+       layer=numbers)
+def test_sentence_handlers_any_input(sentences, query, pooling, word, layer):
+    accepts(embeddings_tab.embed_sentences, sentences, "minilm", pooling)
+    accepts(embeddings_tab.semantic_search, query, sentences, "minilm", pooling)
+    accepts(embeddings_tab.classic, sentences)
+    accepts(embeddings_tab.contextual, word, sentences, layer)
+    accepts(embeddings_tab.analogy, word, query, sentences, "word2vec")

@@ -46,6 +46,9 @@ from pathlib import Path  # noqa: E402
 import gradio as gr  # noqa: E402
 
 from playground.ui import attention_tab, generation_tab, gradient_tab, tokenization_tab  # noqa: E402
+from playground.ui import fill_mask_tab  # noqa: E402
+from playground.ui import seq2seq_tab  # noqa: E402
+from playground.ui import embeddings_tab  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
@@ -55,7 +58,8 @@ One sentence, from characters to GPT and BERT. Type it once; every view uses it.
 tokenizer."""
 
 # Tabs in the order of the lecture story; a tab is listed only when it works.
-TABS = [("Tokenization", tokenization_tab), ("RNN gradient flow", gradient_tab), ("Attention", attention_tab),
+TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RNN gradient flow", gradient_tab),
+        ("Attention", attention_tab), ("Seq2seq attention", seq2seq_tab), ("Masked-LM fill-in", fill_mask_tab),
         ("Generation", generation_tab)]
 
 

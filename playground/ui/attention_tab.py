@@ -17,8 +17,8 @@ from playground import attention as att
 from playground import figures_attention as fa
 from playground.ui.common import LATEX, as_int, json_file, text_input, warn
 
-# Loaded once at import, read-only (the GPT only when its checkpoint is shipped and exposes attention)
-MODELS = {m.key: m for m in (att.load_minilm(), att.load_gpt()) if m is not None}
+# Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped)
+MODELS = {m.key: m for m in (att.load_minilm(), att.load_gpt(), att.load_bert()) if m is not None}
 DEFAULT_MODEL = "minilm"
 HEATMAP_MAX = 128      # a longer input's heatmap is pooled to 128 x 128 blocks
 THUMB_MAX = 48         # model view thumbnails: at most 48 x 48 pixels per head

@@ -1,0 +1,356 @@
+"""The Masked-LM fill-in tab: type [MASK] (or click a word) and see what a BERT guesses, with the
+probabilities; and "How BERT was trained": the 15% / 80-10-10 masking of a sentence, the input
+representation of a sentence pair with the NSP prediction, and the models' cards.
+
+Models: MiniLM adapted to masked-LM with LoRA (`minilm-mlm`, the default) and our small BERT
+pre-trained from scratch (`bert-english`), each listed only when its checkpoint loads.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import gradio as gr
+import numpy as np
+import torch
+
+from playground import checkpoints
+from playground import figures_mlm as fm
+from playground import fill_mask as core
+from playground.ui.common import LATEX, as_int, json_file, text_input, warn
+
+MODEL_NAMES = ("minilm-mlm", "bert-english")  # the default first
+DESCRIPTIONS = {"minilm-mlm": "pretrained MiniLM + LoRA", "bert-english": "small BERT from scratch"}
+DEFAULT_TEXT = "The cat sat on the [MASK]."
+TOP_K_MAX = 50         # the slider's range; the API is held to it too
+MAX_MASKS = 32         # predictions (and bar charts) for at most this many masks
+PAIR_MAX = 64          # the input representation shows at most 64 positions
+MASKING_MAX = 64       # the masking demo reads at most 64 tokens
+MAX_SEED = 2**31 - 1
+
+
+def _card(name: str) -> dict:
+    """A shipped checkpoint's card.json, read without loading the model."""
+    return json.loads((checkpoints.resolve(name) / "card.json").read_text(encoding="utf-8"))
+
+
+# The shipped masked-LMs are listed at start from their cards and loaded on first use (then kept,
+# read-only, shared by every user): loading minilm-mlm rebuilds MiniLM around its adapters, a few
+# seconds that the app's start-up budget cannot spare.
+LISTED = [name for name in MODEL_NAMES if name in checkpoints.available()]
+CARDS = {name: _card(name) for name in LISTED}
+MODELS: dict[str, checkpoints.Checkpoint] = {}   # loaded models, filled by `_model`
+FAST: dict[str, bool] = {}                       # whether the MLM head may run at the masks only
+_LOADING = threading.Lock()
+DEFAULT_MODEL = LISTED[0] if LISTED else None
+NSP_MODEL = "bert-english" if "bert-english" in LISTED else DEFAULT_MODEL
+
+
+def names() -> list[str]:
+    return list(dict.fromkeys(LISTED + list(MODELS)))
+
+
+def load_model(name: str) -> checkpoints.Checkpoint:
+    """A shipped masked-LM, loaded once and shared; it must keep the contract (a [MASK] vocabulary,
+    model(idx) -> (logits, loss), an encoder at model.bert)."""
+    ckpt = checkpoints.shared(name)
+    tok, model = ckpt.tokenizer, ckpt.model
+    ids = [tok.token_to_id(t) for t in ("[CLS]", "[MASK]", "[SEP]")]
+    assert None not in ids, "its vocabulary has no [CLS], [MASK] or [SEP]"
+    with torch.inference_mode():
+        logits, _ = model(torch.tensor([ids]))
+    assert logits.shape[:2] == (1, 3) and core.n_positions(model) >= 8, "its model does not keep the MLM contract"
+    return ckpt
+
+
+def _label(name: str) -> str:
+    card = MODELS[name].card if name in MODELS else CARDS.get(name, {})
+    top5 = card.get("top5", card.get("val_top5"))
+    extra = f", top-5 {top5:.0%}" if isinstance(top5, (int, float)) else ""
+    return f"{name} ({DESCRIPTIONS.get(name, 'masked-LM')}{extra})"
+
+
+def _model(name) -> checkpoints.Checkpoint:
+    if name in MODELS:
+        return MODELS[name]
+    if not names():
+        raise gr.Error("No masked-LM checkpoint is shipped yet: train one (README, “Masked-LM fill-in”).")
+    if name not in LISTED:
+        raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(names())}.")
+    with _LOADING:  # the first request loads it; a second one at the same time waits instead of loading twice
+        if name not in MODELS:
+            try:
+                ckpt = load_model(name)
+            except Exception as err:
+                raise gr.Error(f"The checkpoint {name} could not be loaded ({str(err)[:200]}).") from None
+            FAST[name] = core.fast_path_agrees(ckpt.model, ckpt.tokenizer)
+            MODELS[name] = ckpt
+    return MODELS[name]
+
+
+def warm_up() -> None:
+    """Load every listed model now (the bench and scripts call this; the app loads on first use)."""
+    for name in LISTED:
+        _model(name)
+
+
+# ---------------------------------------------------------------------------------------------
+# Handlers
+
+
+def fill_mask(text, model_name=DEFAULT_MODEL, top_k=5):
+    """The top-k tokens for each [MASK], in the transformers fill-mask pipeline's format."""
+    notices: list[str] = []
+    ckpt = _model(model_name)
+    k = as_int(top_k, "top_k", 1, TOP_K_MAX, notices)
+    text = text_input(text, notices)
+    try:
+        pred = core.predict(ckpt.model, ckpt.tokenizer, text, k, max_masks=MAX_MASKS,
+                            fast=FAST.get(ckpt.name))  # the MLM head at the masks only
+    except core.FillMaskError as err:
+        raise gr.Error(str(err)) from None
+    notices += pred.notices
+    data = core.pipeline_format(ckpt.tokenizer, pred)
+    rows = data if len(pred.masks) > 1 else [data]
+    masks = [{"title": f"[MASK] {i + 1}" if len(rows) > 1 else "[MASK]",
+              "tokens": [r["token_str"] for r in row], "scores": [r["score"] for r in row]} for i, row in enumerate(rows)]
+    warn(notices)
+    return _filled(text, rows, notices), fm.predictions_figure(masks), json_file(data, "fill_mask"), data
+
+
+def _filled(text: str, rows: list[list[dict]], notices: list[str]) -> str:
+    """The text as typed, each predicted mask replaced by its best token (a "##" piece glued on)."""
+    text, _ = core.normalise_masks(text)
+    parts, last = [], 0
+    for i, unit in enumerate(u for u in core.words(text) if u[2] == core.MASK):
+        start, end, _ = unit
+        before = text[last:start]
+        if i < len(rows):
+            best = rows[i][0]
+            token = best["token_str"]
+            if token.startswith("##"):
+                before, token = before.rstrip(), token[2:]
+            parts += [(before, None), (token, f"[MASK] {i + 1}: {best['token_str']} (p = {best['score']:.3f})")]
+        else:
+            parts += [(before, None), (core.MASK, "")]
+        last = end
+    parts.append((text[last:], None))
+    return fm.filled_html(parts, notices)
+
+
+def show_words(text):
+    """The clickable words of the text."""
+    text, _ = core.normalise_masks(text_input(text, []))
+    return fm.words_html(core.words(text))
+
+
+def click_word(text, evt: gr.SelectData):
+    """A click on a word: that word becomes [MASK]."""
+    text, _ = core.normalise_masks(text_input(text, []))
+    index = evt.index if isinstance(evt.index, int) else -1
+    return core.mask_word(text, index)
+
+
+def masking(text, model_name=DEFAULT_MODEL, seed=0, whole_word=False):
+    """BERT's masking of one sentence with a seed, token by token; and the rates over many draws."""
+    notices: list[str] = []
+    ckpt = _model(model_name)
+    seed = as_int(seed, "Seed", 0, MAX_SEED, notices)
+    text, _ = core.normalise_masks(text_input(text, notices))
+    if not text.strip():
+        raise gr.Error("Type a sentence to see how BERT's pre-training masks it.")
+    try:
+        demo = core.masking_demo(ckpt.tokenizer, text, seed, bool(whole_word), max_tokens=MASKING_MAX)
+    except core.FillMaskError as err:
+        raise gr.Error(str(err)) from None
+    if demo["n_cut"]:
+        notices.append(f"The masking view reads the first {MASKING_MAX - 2} tokens; {demo['n_cut']:,} were left out.")
+    demo["notices"] = notices
+    warn(notices)
+    return fm.masking_html(demo), demo
+
+
+def input_representation(text_a, text_b="", model_name=NSP_MODEL):
+    """[CLS] A [SEP] B [SEP]: ids, segments, positions, the three embeddings and their sum; the NSP guess."""
+    notices: list[str] = []
+    ckpt = _model(model_name)
+    text_a = text_input(text_a, notices)
+    text_b = text_input(text_b, notices) if text_b is not None else ""
+    if not text_a.strip():
+        raise gr.Error("Type sentence A (and B, to make a pair).")
+    try:
+        rep = core.input_representation(ckpt.model, ckpt.tokenizer, text_a, text_b.strip() or None,
+                                        max_tokens=min(PAIR_MAX, core.n_positions(ckpt.model)))
+    except core.FillMaskError as err:
+        raise gr.Error(str(err)) from None
+    if rep["n_cut"]:
+        notices.append(f"This view shows at most {PAIR_MAX} positions: {rep['n_cut']} tokens were cut "
+                       "(from the end of the longer sentence, as BERT truncates pairs).")
+    parts = {"E_tok[x_t]: token": rep["token_embedding"], "E_seg[s_t]: segment": rep["segment_embedding"],
+             "E_pos[t]: position": rep["position_embedding"], "sum (then LayerNorm → h_0)": rep["sum"]}
+    fig = fm.embeddings_figure(rep["tokens"], parts)
+    nsp = rep["nsp"]
+    if nsp is None:
+        summary = (f"**{ckpt.name} has no next-sentence-prediction head** (its pre-training had none), so there is no "
+                   "IsNext / NotNext guess; choose bert-english to see one.")
+    elif not rep["pair"]:
+        summary = "Type sentence B to ask the NSP head whether B follows A."
+    else:
+        verdict = "IsNext" if nsp["IsNext"] >= nsp["NotNext"] else "NotNext"
+        summary = (f"**NSP ({ckpt.name}):** p(IsNext) = {nsp['IsNext']:.3f}, p(NotNext) = {nsp['NotNext']:.3f}: "
+                   f"the head reads B as **{verdict}**.")
+    label = {k: v for k, v in nsp.items()} if nsp is not None and rep["pair"] else None
+    data = {"model": ckpt.name, "tokens": rep["tokens"], "ids": rep["ids"], "segments": rep["segments"],
+            "positions": rep["positions"], "nsp": nsp if rep["pair"] else None, "has_nsp_head": nsp is not None,
+            "notices": notices,
+            "embeddings": {key: np.round(rep[key], 4).tolist()
+                           for key in ("token_embedding", "segment_embedding", "position_embedding", "sum")}}
+    warn(notices)
+    return (fm.pair_table_html(rep["tokens"], rep["ids"], rep["segments"]), fig, label, summary,
+            json_file(data, "input_representation"), data)
+
+
+def _card_numbers(name: str) -> dict:
+    """What the tab shows of a card, whatever the trainer named it (held-out accuracies, parameters, time)."""
+    card = MODELS[name].card if name in MODELS else CARDS[name]
+    pick = lambda *keys: next((card[k] for k in keys if isinstance(card.get(k), (int, float))), None)  # noqa: E731
+    return {"name": name, "top1": pick("top1", "val_top1", "mlm_top1"), "top5": pick("top5", "val_top5", "mlm_top5"),
+            "nsp": pick("nsp_accuracy", "nsp", "val_nsp_accuracy"),
+            "trainable": pick("trainable_params", "n_trainable", "trainable"),
+            "total": pick("total_params", "n_params", "total"),
+            "steps": pick("steps", "max_iters"), "seconds": pick("wall_time_s", "wall_time", "seconds"),
+            "baseline": card.get("frequency_baseline"), "command": card.get("command")}
+
+
+def model_cards():
+    """The shipped masked-LMs' cards: held-out top-1 / top-5 (and NSP) accuracy, steps and time, parameters."""
+    models = [_card_numbers(name) for name in names()]
+    if not models:
+        return None, "No masked-LM checkpoint is shipped yet.", {"models": []}
+    lines = ["| model | held-out top-1 | top-5 | NSP | trainable / total parameters | steps | training time |",
+             "|---|---|---|---|---|---|---|"]
+    pct = lambda v: "–" if v is None else f"{v:.1%}"  # noqa: E731
+    for m in models:
+        params = "–"
+        if m["total"]:
+            trainable = m["trainable"] or m["total"]
+            params = f"{trainable / 1e6:.2f}M / {m['total'] / 1e6:.2f}M ({trainable / m['total']:.1%})"
+        time = "–" if m["seconds"] is None else f"{m['seconds'] / 60:.1f} min"
+        steps = "–" if m["steps"] is None else f"{int(m['steps']):,}"
+        lines.append(f"| {m['name']} | {pct(m['top1'])} | {pct(m['top5'])} | {pct(m['nsp'])} | {params} | {steps} | "
+                     f"{time} |")
+    for m in models:
+        base = m["baseline"]
+        if isinstance(base, dict) and {"top1", "top5"} <= set(base):
+            lines.append(f"\n{m['name']}: always guessing the most frequent tokens would give top-1 {base['top1']:.1%}, "
+                         f"top-5 {base['top5']:.1%} on the same held-out text.")
+    return fm.cards_figure(models), "\n".join(lines), {"models": models}
+
+
+# ---------------------------------------------------------------------------------------------
+# Layout and events
+
+INTRO_MD = r"""**Masked language modelling** (Devlin et al. 2019): hide a token and let the model guess it from *both*
+sides. At each `[MASK]` the model gives $p(x_i \mid \text{the rest}) = \mathrm{softmax}(W h_i + b)$ over the whole
+vocabulary; the bars are its top-$k$. Write `[MASK]` (any case, or `<mask>`) where a word is missing, glued to
+punctuation or not, or click a word below to mask it. With several masks each is guessed **from the same input**,
+where the other masks are still hidden: the bars are per-position guesses, not a joint filling-in (the `transformers`
+fill-mask pipeline does the same; the JSON is in its format: `score`, `token`, `token_str`, `sequence`)."""
+
+MASKING_MD = r"""**The pre-training task.** BERT selects 15% of the tokens ([CLS] and [SEP] never); of those, 80% become
+`[MASK]`, 10% a random token and 10% stay unchanged, and the loss asks for the original token at every selected
+position. Why not always `[MASK]`? Fine-tuning never shows `[MASK]`, and since a selected token may be left as it is,
+the model has to keep a good representation of *every* token. **Whole-word masking** selects words, so every piece
+of a selected word (`un ##believ ##able`) is hidden together. Change the seed to draw again."""
+
+PAIR_MD = r"""**Input representation** (Devlin et al. 2019, Fig. 2): `[CLS] A [SEP] B [SEP]`, and each position's input is the
+sum $E_\text{tok}[x_t] + E_\text{seg}[s_t] + E_\text{pos}[t]$ of three learned embeddings (then a LayerNorm): the token, the
+segment (A = 0, B = 1) and the position. The heatmaps are those vectors from the chosen model's own tables.
+**Next-sentence prediction**: a classifier on the final `[CLS]` state says whether B really followed A (IsNext) or was
+drawn from elsewhere (NotNext); only a model pre-trained with NSP has that head."""
+
+EXAMPLES = ["The cat sat on the [MASK].", "Paris is the [MASK] of France.", "She poured a cup of [MASK] and sat down.",
+            "The [MASK] barked at the [MASK] all night.", "He was a [MASK] man, and [MASK] loved him."]
+
+
+def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+    """The tab's components and events; `sentence` is the text shared by every tab."""
+    choices = [(_label(n), n) for n in names()]
+    gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
+    if not names():
+        gr.Markdown("**No masked-LM checkpoint is shipped yet** (models/minilm-mlm, models/bert-english): "
+                    "see the README, “Masked-LM fill-in”, to train one.")
+    with gr.Row():
+        with gr.Column(scale=3):
+            text = gr.Textbox(DEFAULT_TEXT, label="Text with [MASK]s (Enter to predict)", lines=1, max_lines=8,
+                              elem_id="fm-text")
+            with gr.Row():
+                run = gr.Button("Predict", variant="primary", elem_id="fm-run", scale=0)
+                use_sentence = gr.Button("Use the sentence above (then click a word to mask it)", size="sm", scale=0)
+        with gr.Column(scale=2):
+            model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
+            top_k = gr.Slider(1, TOP_K_MAX, value=5, step=1, label="top_k")
+    gr.Examples(EXAMPLES, inputs=text, label="Examples")
+    gr.Markdown("**Click a word to mask it:**")
+    words = gr.HTML(fm.words_html(core.words(DEFAULT_TEXT)), elem_id="fm-words", js_on_load=fm.WORD_CLICK_JS)
+    filled = gr.HTML(elem_id="fm-filled")
+    plot = gr.Plot(label="Top-k per mask", elem_id="fm-plot")
+    with gr.Accordion("Data (JSON)", open=False):
+        fm_file = gr.DownloadButton("Download JSON", size="sm")
+        fm_json = gr.JSON(label="fill_mask")
+
+    with gr.Accordion("How BERT was trained", open=False):
+        with gr.Tabs():
+            with gr.Tab("Masking: 15% and 80 / 10 / 10") as masking_tab:
+                gr.Markdown(MASKING_MD)
+                with gr.Row():
+                    m_text = gr.Textbox("The quick brown fox jumps over the unbelievably lazy dog near the riverbank.",
+                                        label="Sentence", scale=3)
+                    m_seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED, scale=1)
+                    m_whole = gr.Checkbox(False, label="Whole-word masking", scale=1)
+                    m_run = gr.Button("Mask again (next seed)", scale=0)
+                m_view = gr.HTML(elem_id="fm-masking")
+                with gr.Accordion("Data (JSON)", open=False):
+                    m_json = gr.JSON(label="mlm_masking")
+            with gr.Tab("Input representation and NSP") as pair_tab:
+                gr.Markdown(PAIR_MD, latex_delimiters=LATEX)
+                with gr.Row():
+                    p_a = gr.Textbox("The man went to the store.", label="Sentence A", scale=2)
+                    p_b = gr.Textbox("He bought a gallon of milk.", label="Sentence B (empty: one sentence)", scale=2)
+                    p_model = gr.Dropdown(choices, value=NSP_MODEL, label="Model", scale=1)
+                p_table = gr.HTML(elem_id="fm-pair-table")
+                with gr.Row():
+                    p_label = gr.Label(label="Next-sentence prediction", num_top_classes=2, scale=1)
+                    p_summary = gr.Markdown(elem_id="fm-nsp")
+                p_plot = gr.Plot(label="Embeddings", elem_id="fm-embeddings")
+                with gr.Accordion("Data (JSON)", open=False):
+                    p_file = gr.DownloadButton("Download JSON", size="sm")
+                    p_json = gr.JSON(label="input_representation")
+            with gr.Tab("The models") as cards_tab:
+                c_table = gr.Markdown()
+                c_plot = gr.Plot(label="From the models' cards")
+                with gr.Accordion("Data (JSON)", open=False):
+                    c_json = gr.JSON(label="mlm_cards")
+
+    inputs = [text, model, top_k]
+    outputs = [filled, plot, fm_file, fm_json]
+    on_load = [demo.load] if names() else []  # nothing to predict with before a checkpoint is shipped
+    gr.on(on_load + [run.click, text.submit, model.change, top_k.release], fill_mask, inputs=inputs, outputs=outputs,
+          api_name="fill_mask", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
+    text.change(show_words, inputs=text, outputs=words, api_visibility="private", queue=False, show_progress="hidden")
+    words.select(click_word, inputs=text, outputs=text, api_visibility="private", queue=False).then(
+        fill_mask, inputs=inputs, outputs=outputs, api_visibility="private", show_progress="minimal")
+    use_sentence.click(lambda s: s, inputs=sentence, outputs=text, api_visibility="private", queue=False)
+
+    gr.on([masking_tab.select, m_seed.submit, m_whole.change, m_text.submit], masking,
+          inputs=[m_text, model, m_seed, m_whole], outputs=[m_view, m_json], api_name="mlm_masking",
+          trigger_mode="always_last", show_progress="minimal")
+    m_run.click(lambda s: min(int(s or 0) + 1, MAX_SEED), inputs=m_seed, outputs=m_seed, api_visibility="private",
+                queue=False).then(masking, inputs=[m_text, model, m_seed, m_whole], outputs=[m_view, m_json],
+                                  api_visibility="private", show_progress="minimal")
+    gr.on([pair_tab.select, p_a.submit, p_b.submit, p_model.change], input_representation, inputs=[p_a, p_b, p_model],
+          outputs=[p_table, p_plot, p_label, p_summary, p_file, p_json], api_name="input_representation",
+          trigger_mode="always_last", show_progress="minimal")
+    gr.on([cards_tab.select], model_cards, outputs=[c_plot, c_table, c_json], api_name="mlm_cards",
+          show_progress="minimal")
