@@ -137,15 +137,16 @@ def embed_words(words, source="word2vec", method="pca", dims=3, progress=gr.Prog
         raise gr.Error(str(err)) from None
     nb = [{"word": w, "neighbours": [[n, round(s, 4)] for n, s in emb.neighbours(space, v, K_NEIGHBOURS)]}
           for w, v in zip(found.words[:MAX_NEIGHBOUR_WORDS], found.vectors[:MAX_NEIGHBOUR_WORDS])]
-    if len(found.words) > MAX_NEIGHBOUR_WORDS:
-        notices.append(f"Neighbours are listed for the first {MAX_NEIGHBOUR_WORDS} words (all are in the plot).")
+    caption = f"Nearest neighbours by cosine in {space.key} (the word itself first, at 1.00)"
+    if len(found.words) > MAX_NEIGHBOUR_WORDS:  # said in the caption: a pop-up on every page load would nag
+        caption += f"; the first {MAX_NEIGHBOUR_WORDS} of {len(found.words):,} words (all are in the plot)"
     label = METHOD_LABELS[method]
     title = f"{len(found.words):,} words, {space.key}, {label} {dims}D"
     if method == "pca":
         title += f" ({100 * sum(info['explained_variance_ratio']):.0f}% of the variance)"
     notes = {w: f"from pieces {' '.join(p)}" for w, p in found.composed.items()}
     fig = fe.scatter_figure(found.words, Y, word_groups, title, found.vectors, notes)
-    table = fe.neighbours_html(nb, f"Nearest neighbours by cosine in {space.key} (the word itself first, at 1.00)")
+    table = fe.neighbours_html(nb, caption)
     axes = ("x", "y", "z")[:dims]
     points = [{"word": w, "set": g, **{a: round(float(c), 5) for a, c in zip(axes, row)}}
               for w, g, row in zip(found.words, word_groups, Y)]
