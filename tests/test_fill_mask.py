@@ -281,23 +281,13 @@ def test_the_head_at_the_masks_only_gives_the_full_forward_s_numbers(model, tok)
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from tests.fuzzing import accepts, numbers  # noqa: E402
+
 masked_texts = st.one_of(
     st.none(), st.text(max_size=200),
     st.lists(st.one_of(st.sampled_from(["[MASK]", "[mask]", "<mask>", "[MASK].", ",[MASK]", "the", "cat", "é", "👩‍💻",
                                         "\x00", "\n", "[", "]", "MASK"]), st.text(max_size=5)), max_size=60).map(" ".join))
-numbers = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
-                    st.none())
 FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def _accepts(fn, *args):
-    import gradio as gr
-
-    try:
-        return fn(*args)
-    except gr.Error as err:
-        assert str(err.message).strip(), "an error must say what is wrong"
-        return None
 
 
 @pytest.fixture(scope="module")
@@ -316,7 +306,7 @@ def registry(model, tok):
 @FEW
 @given(text=masked_texts, name=st.sampled_from(["tiny", "short", "bogus", None]), top_k=numbers)
 def test_fill_mask_any_input(registry, text, name, top_k):
-    out = _accepts(registry.fill_mask, text, name, top_k)
+    out = accepts(registry.fill_mask, text, name, top_k)
     if out is not None:
         data = out[-1]
         rows = data if data and isinstance(data[0], list) else [data]
@@ -330,10 +320,10 @@ def test_fill_mask_any_input(registry, text, name, top_k):
 @given(text=masked_texts, text_b=masked_texts, seed=numbers, whole=st.booleans(),
        name=st.sampled_from(["tiny", "short", "bogus"]))
 def test_panel_any_input(registry, text, text_b, seed, whole, name):
-    out = _accepts(registry.masking, text, name, seed, whole)
+    out = accepts(registry.masking, text, name, seed, whole)
     if out is not None:
         assert len(out[-1]["action"]) == len(out[-1]["tokens"]) <= registry.MASKING_MAX
-    out = _accepts(registry.input_representation, text, text_b, name)
+    out = accepts(registry.input_representation, text, text_b, name)
     if out is not None:
         data = out[-1]
         assert len(data["segments"]) == len(data["tokens"]) <= registry.PAIR_MAX and data["tokens"][0] == "[CLS]"

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import gradio as gr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground.ui import tokenization_tab as tab
+from tests.fuzzing import accepts, numbers, texts
 
-texts = st.one_of(st.none(), st.text(max_size=300), st.text(alphabet=st.characters(codec="utf-8"), max_size=50))
-numbers = st.one_of(st.integers(-10**12, 10**12), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=5),
-                    st.none())
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def accepts(fn, *args):
-    try:
-        return fn(*args)
-    except gr.Error as err:
-        assert str(err.message).strip(), "an error must say what is wrong"
-        return None
 
 
 @SETTINGS
