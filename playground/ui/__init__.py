@@ -49,6 +49,7 @@ from playground.ui import attention_tab, generation_tab, gradient_tab, tokenizat
 from playground.ui import fill_mask_tab  # noqa: E402
 from playground.ui import seq2seq_tab  # noqa: E402
 from playground.ui import embeddings_tab  # noqa: E402
+from playground.ui.common import Shared  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
@@ -66,11 +67,14 @@ TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RN
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="NLP Playground", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(INTRO)
-        sentence = gr.Textbox(value=DEFAULT_TEXT, label="Your sentence", lines=2, max_lines=12, elem_id="sentence")
+        shared = Shared(
+            sentence=gr.Textbox(value=DEFAULT_TEXT, label="Your sentence", lines=2, max_lines=12, elem_id="sentence"),
+            focus=gr.Textbox("", visible=False, elem_id="focus"))
+        shared.remember("text", shared.sentence)
         with gr.Tabs():
             for title, module in TABS:
                 with gr.Tab(title, id=title.lower().replace(" ", "-")):
-                    module.build(demo, sentence)
+                    module.build(demo, shared)
     return demo
 
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from playground import attention as att
 from playground import figures_attention as fa
-from playground.ui.common import LATEX, as_int, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
 # Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped)
 MODELS = {m.key: m for m in (att.load_minilm(), att.load_gpt(), att.load_bert()) if m is not None}
@@ -246,8 +246,9 @@ def model_changed(model_key):
             gr.update(choices=[(f"head {h}", str(h)) for h in range(m.n_head)], value="0"))
 
 
-def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
+    sentence = shared.sentence
     m0 = MODELS[DEFAULT_MODEL]
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     with gr.Row():

@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import math
 import tempfile
+from dataclasses import dataclass, field
 
 import gradio as gr
 import orjson
 
 from playground import tokenization
+
+@dataclass
+class Shared:
+    """What the tabs share, built once with the page (never per-user data: values live in the browser).
+
+    `sentence` is the text typed once for every tab; `focus` (hidden) the character span "start:end" of
+    the word selected in it, or "" for none; `view` maps a URL key to each component whose value is part
+    of the view a link restores (a tab registers them with `remember`)."""
+
+    sentence: gr.Textbox
+    focus: gr.Textbox
+    view: dict[str, gr.components.Component] = field(default_factory=dict)
+
+    def remember(self, key: str, component: gr.components.Component) -> None:
+        assert key not in self.view, f"URL key {key!r} is already taken"
+        self.view[key] = component
+
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 

@@ -18,7 +18,7 @@ import numpy as np
 from playground import checkpoints
 from playground import embeddings as emb
 from playground import figures_embeddings as fe
-from playground.ui.common import LATEX, as_int, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
 MAX_NEIGHBOUR_WORDS = 20   # the neighbours table covers the first 20 words (each is a scan of the vocabulary)
 K_NEIGHBOURS = 8
@@ -377,9 +377,10 @@ def fill_presets(names):
     return "\n".join(f"{n}: {', '.join(emb.PRESETS[n])}" for n in names)
 
 
-def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab (added to the sentence
     list with a button)."""
+    sentence = shared.sentence
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     with gr.Tabs():
         with gr.Tab("Word space") as word_tab:

@@ -18,7 +18,7 @@ import torch
 from playground import checkpoints
 from playground import figures_mlm as fm
 from playground import fill_mask as core
-from playground.ui.common import LATEX, as_int, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
 MODEL_NAMES = ("minilm-mlm", "bert-english")  # the default first
 DESCRIPTIONS = {"minilm-mlm": "pretrained MiniLM + LoRA", "bert-english": "small BERT from scratch"}
@@ -274,8 +274,9 @@ EXAMPLES = ["The cat sat on the [MASK].", "Paris is the [MASK] of France.", "She
             "The [MASK] barked at the [MASK] all night.", "He was a [MASK] man, and [MASK] loved him."]
 
 
-def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
+    sentence = shared.sentence
     choices = [(_label(n), n) for n in names()]
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     if not names():

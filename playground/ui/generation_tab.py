@@ -9,7 +9,7 @@ import gradio as gr
 import torch
 
 from playground import checkpoints, figures, sampling
-from playground.ui.common import as_int, as_number, json_file, text_input, warn
+from playground.ui.common import Shared, as_int, as_number, json_file, text_input, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn")   # every causal LM kind with `step`; the GPT first
 MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
@@ -265,7 +265,9 @@ ATTENTION_MD = """Each row is a token attending to the tokens before it (a GPT c
 triangle is exactly 0). Uses the text of the last generation, or any text typed here."""
 
 
-def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+def build(demo: gr.Blocks, shared: Shared) -> None:
+    """The tab's components and events; the prompt can take `shared.sentence`, the text shared by every tab."""
+    sentence = shared.sentence
     choices = [(_label(n), n) for n in MODELS]
     gpts = [(_label(n), n) for n in MODELS if MODELS[n].kind == "gpt"]
     recurrent = [n for n in MODELS if MODELS[n].kind != "gpt"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import checkpoints, figures, introspect, memory_task, recurrent
-from playground.ui.common import LATEX, as_int, as_number, chosen, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, as_number, chosen, json_file, text_input, warn
 
 CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
 ACTIVATIONS = ("tanh", "relu", "sigmoid")
@@ -170,8 +170,9 @@ uniformly from 1 to the longest distance, with the global gradient norm clipped 
 sequences for every k. Training the three takes about half a minute on a 2-core CPU."""
 
 
-def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
+    sentence = shared.sentence
     with gr.Tabs():
         with gr.Tab("Gradient flow through time"):
             _build_flow(demo, sentence)

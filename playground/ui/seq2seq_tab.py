@@ -23,7 +23,7 @@ from playground import checkpoints
 from playground import figures_seq2seq as fs
 from playground import seq2seq as s2s
 from playground import seq2seq_task as task
-from playground.ui.common import LATEX, as_int, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
 LABELS = {"none": "no attention (fixed context)", "bahdanau": "Bahdanau (additive)", "dot": "Luong dot",
           "general": "Luong general", "transformer": "Transformer"}
@@ -269,9 +269,9 @@ recurrent model's alignment for the same source. Heads split the work: some foll
 commas or at the words around."""
 
 
-def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
-    """The tab's components and events. `sentence` (English text shared by the other tabs) is not this task's
-    input: the source box below is."""
+def build(demo: gr.Blocks, shared: Shared) -> None:
+    """The tab's components and events. The sentence shared by the other tabs is not this task's input:
+    the source box below is."""
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     with gr.Row():
         source = gr.Textbox(EXAMPLE, label="Source: numbers 0–999 in English words, separated by commas", scale=4,

@@ -7,7 +7,7 @@ import gradio as gr
 import pandas as pd
 
 from playground import figures, normalize, tokenization
-from playground.ui.common import LATEX, as_int, chosen, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, chosen, json_file, text_input, warn
 
 DEFAULT_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"  # the lecture's worked example
 VOCAB_MIN, VOCAB_MAX = 300, 30_000
@@ -166,8 +166,9 @@ NORMALIZE_MD = """Classic preprocessing for bag-of-words models, applied in this
 *US* and *us*. Neural tokenizers keep the raw text instead (WordPiece uncased still lowercases)."""
 
 
-def build(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
+    sentence = shared.sentence
     with gr.Tabs():
         with gr.Tab("Compare tokenizers"):
             gr.Markdown(TOKENIZERS_MD)
