@@ -80,7 +80,9 @@ def build_demo() -> gr.Blocks:
 
 # System fonts only: a Google font would be fetched from a CDN
 THEME = gr.themes.Soft(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "Consolas", "monospace"])
+# The page's scripts: one file per concern in assets/ (no CDN; Gradio's HTML component runs no <script>)
+HEAD = "\n".join(f"<script>\n{path.read_text(encoding='utf-8')}\n</script>" for path in sorted(ASSETS.glob("*.js")))
 # show_error: a value the components themselves refuse (a word where a number goes) reaches the
 # user as Gradio's message, not as an anonymous failure
-LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], ssr_mode=False, footer_links=["api", "settings"],
-              show_error=True)
+LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], head=HEAD, ssr_mode=False,
+              footer_links=["api", "settings"], show_error=True)
