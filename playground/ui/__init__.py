@@ -64,6 +64,11 @@ TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RN
         ("Generation", generation_tab)]
 
 
+def tab_id(title: str) -> str:
+    """The id of a top-level tab (for gr.Tabs(selected=...) and links): "RNN gradient flow" -> "rnn-gradient-flow"."""
+    return title.lower().replace(" ", "-")
+
+
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="NLP Playground", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(INTRO)
@@ -71,9 +76,9 @@ def build_demo() -> gr.Blocks:
             sentence=gr.Textbox(value=DEFAULT_TEXT, label="Your sentence", lines=2, max_lines=12, elem_id="sentence"),
             focus=gr.Textbox("", visible=False, elem_id="focus"))
         shared.remember("text", shared.sentence)
-        with gr.Tabs():
+        with gr.Tabs(elem_id="tabs") as shared.tabs:
             for title, module in TABS:
-                with gr.Tab(title, id=title.lower().replace(" ", "-")):
+                with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
     return demo
 

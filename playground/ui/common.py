@@ -16,11 +16,13 @@ class Shared:
     """What the tabs share, built once with the page (never per-user data: values live in the browser).
 
     `sentence` is the text typed once for every tab; `focus` (hidden) the character span "start:end" of
-    the word selected in it, or "" for none; `view` maps a URL key to each component whose value is part
-    of the view a link restores (a tab registers them with `remember`)."""
+    the word selected in it, or "" for none; `tabs` the top-level gr.Tabs (ids from ui.tab_id); `view`
+    maps a URL key to each component whose value is part of the view a link restores (a tab registers
+    them with `remember`)."""
 
     sentence: gr.Textbox
     focus: gr.Textbox
+    tabs: gr.Tabs | None = None
     view: dict[str, gr.components.Component] = field(default_factory=dict)
 
     def remember(self, key: str, component: gr.components.Component) -> None:
