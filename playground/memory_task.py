@@ -23,6 +23,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from playground.checkpoints import resolve_device
 from playground.recurrent import RecurrentConfig, RecurrentLM
 
 CACHE = Path(__file__).resolve().parent.parent / "assets" / "memory_task.json"
@@ -43,6 +44,7 @@ class MemoryConfig:
     log_every: int = 10           # loss-curve resolution, in steps
     seed: int = 0
     cells: str = "rnn,lstm,gru"
+    device: str = "auto"          # auto: cuda, then mps, then cpu (the batches are made on the CPU, then moved)
 
     def __post_init__(self):
         assert 1 <= self.max_k <= 200, f"max_k={self.max_k} must be in 1..200"
@@ -68,22 +70,23 @@ def _loss(model: RecurrentLM, x, y, n_keys: int):
 def run(cfg: MemoryConfig, progress: Callable[[float, str], None] | None = None) -> dict:
     """Train each cell on the task and measure accuracy per distance k. Returns plain JSON-able data."""
     started = time.perf_counter()
+    device = resolve_device(cfg.device)
     cells = [c for c in cfg.cells.split(",") if c]
     g_eval = torch.Generator().manual_seed(cfg.seed + 1)
     ks = torch.arange(1, cfg.max_k + 1).repeat_interleave(cfg.eval_per_k)            # every k, eval_per_k times
-    x_eval, y_eval = make_batch(cfg, ks, g_eval)                                        # the same test set for all
+    x_eval, y_eval = (t.to(device) for t in make_batch(cfg, ks, g_eval))               # the same test set for all
     out = {"config": asdict(cfg), "k": list(range(1, cfg.max_k + 1)), "cells": {}}
     for c_i, cell in enumerate(cells):
         torch.manual_seed(cfg.seed)
         g = torch.Generator().manual_seed(cfg.seed)
         model = RecurrentLM(RecurrentConfig(cell=cell, vocab_size=cfg.n_keys + cfg.n_noise, n_embd=cfg.n_embd,
-                                            hidden_size=cfg.hidden_size))
+                                            hidden_size=cfg.hidden_size)).to(device)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
         curve, t0 = [], time.perf_counter()
         model.train()
         for step in range(cfg.steps):
             k = torch.randint(1, cfg.max_k + 1, (cfg.batch_size,), generator=g)
-            x, y = make_batch(cfg, k, g)
+            x, y = (t.to(device) for t in make_batch(cfg, k, g))
             loss, _ = _loss(model, x, y, cfg.n_keys)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -106,7 +109,7 @@ def run(cfg: MemoryConfig, progress: Callable[[float, str], None] | None = None)
         }
     out["made"] = {"seconds": round(time.perf_counter() - started, 2), "torch": torch.__version__,
                    "python": platform.python_version(), "threads": torch.get_num_threads(),
-                   "machine": platform.machine(), "chance": 1 / cfg.n_keys}
+                   "machine": platform.machine(), "device": device, "chance": 1 / cfg.n_keys}
     return out
 
 

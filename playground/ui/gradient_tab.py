@@ -7,6 +7,7 @@ import gradio as gr
 
 from playground import checkpoints, figures, introspect, memory_task, recurrent
 from playground.ui.common import LATEX, Shared, as_int, as_number, chosen, json_file, text_input, warn
+from playground.ui.gpu import gpu
 
 CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
 ACTIVATIONS = ("tanh", "relu", "sigmoid")
@@ -87,6 +88,7 @@ def _memory_views(result: dict, live: bool):
     return acc, loss, "\n".join(lines)
 
 
+@gpu(duration=120)  # ZeroGPU: three cells x up to MEMORY_STEPS_MAX steps
 def memory_experiment(max_k=30, steps=300, hidden_size=32, seed=0, progress=gr.Progress()):
     """Train an Elman RNN, an LSTM and a GRU of the same hidden size on the memory task, live."""
     notices: list[str] = []
