@@ -127,3 +127,20 @@ def test_resume_continues_exactly(bigram_kind, tiny_corpus, tmp_path, monkeypatc
 def test_resume_without_a_run_is_a_clear_error(bigram_kind, tiny_corpus, tmp_path):
     with pytest.raises(FileNotFoundError, match="no interrupted run"):
         train.main(["bigram", "--corpus", tiny_corpus, "--out", str(tmp_path), "--resume"])
+
+
+@pytest.mark.parametrize("logits_per_forward", [1 << 24, 1])  # every batch in one forward; one batch each
+def test_loss_estimate_stacks_the_same_batches(tiny_corpus, monkeypatch, logits_per_forward):
+    """The stacked evaluation equals the mean of one forward per batch, over the same seeded batches."""
+    text_data = data.load_text([tiny_corpus])
+    torch.manual_seed(0)
+    model = Bigram(BigramConfig(vocab_size=text_data.vocab_size))
+    torch.nn.init.normal_(model.table.weight)
+    cfg = train.LMTrainConfig(batch_size=4, block_size=8, eval_iters=5)
+    monkeypatch.setattr(train, "EVAL_LOGITS", logits_per_forward)
+    got = train.estimate_loss(model, text_data, cfg, "cpu", seed=3)
+    for split, ids in (("train", text_data.train), ("val", text_data.val)):
+        g = torch.Generator().manual_seed(3)
+        each = [model(*data.get_batch(ids, 8, 4, g, "cpu"))[1].item() for _ in range(5)]
+        assert got[split] == pytest.approx(sum(each) / 5, abs=1e-5)
+    assert got["train"] != pytest.approx(got["val"], abs=1e-3)  # the splits are different batches
