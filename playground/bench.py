@@ -208,6 +208,72 @@ def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
         app.demo.close()
 
 
+class served_app:
+    """`python app.py`'s app in its own process on a free localhost port (so its memory is its own):
+    `with served_app() as (url, pid): ...`."""
+
+    def __enter__(self) -> tuple[str, int]:
+        import socket
+        import urllib.request
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        code = (f"import app; app.demo.launch(**app.LAUNCH, server_name='127.0.0.1', server_port={port}, "
+                "quiet=True)")
+        self.child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url + "config", timeout=1)
+                return url, self.child.pid
+            except OSError:
+                if self.child.poll() is not None:
+                    raise RuntimeError("the app did not start; run `python app.py` to see why") from None
+                time.sleep(0.1)
+        raise RuntimeError("the app did not answer within 60 s")
+
+    def __exit__(self, *exc) -> None:
+        self.child.terminate()
+        self.child.wait(timeout=30)
+
+
+def load_rows(users: int = 20, requests_per_user: int = 50) -> list[tuple]:
+    """The load test: `users` gradio_client sessions at once, each sending `requests_per_user` requests
+    over every endpoint (playground/loadtest.py); p50 and p95 per endpoint, errors."""
+    from playground import loadtest
+
+    with served_app() as (url, _):
+        result = loadtest.run(url, users, requests_per_user)
+    rows = [(f"load: {users} users x {requests_per_user} requests, {result.requests:,} in {result.wall:.0f} s: "
+             "errors", f"{len(result.errors)}", "", "0", not result.errors)]
+    for name, (p50, p95) in result.percentiles().items():
+        rows.append((f"  load: {name}", ms(p50), ms(p95), "", None))
+    for name, message in result.errors[:5]:
+        print(f"load error: {name}: {message}", file=sys.stderr)
+    return rows
+
+
+def soak_rows(total: int = 2000, warmup: int = 200, users: int = 4) -> list[tuple]:
+    """The soak test: `total` requests through gradio_client against one app process; its resident
+    memory after the first `warmup` (caches filled, lazy imports done) and at the end."""
+    import psutil
+
+    from playground import loadtest
+
+    with served_app() as (url, pid):
+        server = psutil.Process(pid)
+        first = loadtest.run(url, users, warmup // users)
+        before = server.memory_info().rss
+        rest = loadtest.run(url, users, (total - warmup) // users, seed=1)
+        after = server.memory_info().rss
+    growth = after / before - 1
+    errors = len(first.errors) + len(rest.errors)
+    return [(f"soak: {first.requests + rest.requests:,} requests, resident memory after {warmup} / at the end",
+             f"{before / 2**20:,.0f} / {after / 2**20:,.0f} MB", "", "growth < 5%", growth < 0.05),
+            ("  soak: growth, errors", f"{growth:+.1%}, {errors}", "", "0 errors", errors == 0)]
+
+
 def generation_speed(runs: int = 5) -> dict[str, float]:
     """Tokens per second of the shipped GPT (top-k sampling, medians over `runs`): within its 128-token
     context, with and without the KV cache, and for 500 tokens, where the window slides past the context
@@ -273,6 +339,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--no-http", action="store_true", help="skip the gradio_client round trips")
     parser.add_argument("--race", metavar="TINYSHAKESPEARE", help="also run the GPT training race on this file")
+    parser.add_argument("--load", action="store_true", help="also run the load test (20 users x 50 requests)")
+    parser.add_argument("--soak", action="store_true", help="also run the soak test (2,000 requests)")
     args = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     sys.path.insert(0, str(ROOT))
@@ -306,6 +374,10 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("  the same without the cache", f"{speeds['no cache']:,.0f} tokens/s", "", "", None))
     rows.append(("  500 tokens: the window slides past the context", f"{speeds['sliding']:,.0f} tokens/s", "", "",
                  None))
+    if args.load:
+        rows.extend(load_rows())
+    if args.soak:
+        rows.extend(soak_rows())
     if args.race:
         seconds, last = training_race(args.race)
         rows.append((f"training race: wall time to val loss {RACE_TARGET} (gpt, step {last['iter']})",

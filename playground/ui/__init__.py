@@ -80,7 +80,27 @@ def build_demo() -> gr.Blocks:
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
+    set_queues(demo)
     return demo
+
+
+# The queue, for a 2-core machine. Every model event shares one queue served by two workers: two events at
+# once keep both cores busy, a third would only time-slice them (torch already spreads one event over the
+# cores), and one queue serves users in the order they asked, whatever they asked for. The live training
+# of the memory experiment (up to a minute) has its own single worker, so it never holds both. At most
+# QUEUE_SIZE requests wait; the next is told the queue is full at once instead of waiting for minutes.
+# Measured with `python -m playground.bench --load` (20 users x 50 mixed requests): see the README.
+WORKERS, QUEUE_SIZE = 2, 256
+LONG_RUNNING = {"memory_experiment"}
+
+
+def set_queues(demo: gr.Blocks) -> None:
+    for fn in demo.fns.values():
+        if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
+            continue
+        long = fn.api_name in LONG_RUNNING
+        fn.concurrency_id, fn.concurrency_limit = ("training", 1) if long else ("models", WORKERS)
+    demo.queue(max_size=QUEUE_SIZE)
 
 
 # System fonts only: a Google font would be fetched from a CDN

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import math
 import tempfile
+import threading
+from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import gradio as gr
 import orjson
@@ -78,9 +81,27 @@ def warn(notices: list[str]) -> None:
         gr.Warning(notice)
 
 
+# The download files of the last requests. Gradio copies a returned file into its own cache (emptied by
+# the Blocks' delete_cache) as the event completes, so our copy is needed only briefly; without a bound
+# every request would leave one file in the temp folder for good.
+_FILES_KEPT = 256
+_files: deque[str] = deque()
+_files_lock = threading.Lock()
+
+
 def json_file(data: dict, stem: str) -> str:
     """The data behind a view, as a file to download (Gradio's delete_cache removes it later).
     orjson (a gradio dependency) writes it ~10x faster than json.dump: this runs on every request."""
     with tempfile.NamedTemporaryFile("wb", suffix=".json", prefix=f"{stem}-", delete=False) as f:
         f.write(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
-    return f.name
+    return _keep(f.name)
+
+
+def _keep(path: str) -> str:
+    """Remember a download file; delete the oldest beyond the last `_FILES_KEPT` (long since copied)."""
+    with _files_lock:
+        _files.append(path)
+        stale = [_files.popleft() for _ in range(len(_files) - _FILES_KEPT)]
+    for old in stale:
+        Path(old).unlink(missing_ok=True)
+    return path

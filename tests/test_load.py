@@ -1,0 +1,42 @@
+"""The app under a lecture hall: 20 gradio_client sessions at once over every endpoint, zero errors.
+
+This is the short version (3 requests per user, every endpoint at least twice); the full one, 20 users x
+50 requests with p50/p95 per endpoint, and the 2,000-request soak are `python -m playground.bench --load
+--soak`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from playground import loadtest
+from playground.ui import common
+
+
+@pytest.mark.timeout(600)
+def test_twenty_users_at_once_get_every_endpoint_without_an_error(app_url):
+    names = loadtest.endpoint_arguments(app_url)
+    assert len(names) >= 25 and "/tokenize" in names and "/generate" in names
+    result = loadtest.run(app_url, users=20, requests_per_user=3)
+    assert not result.errors, result.errors[:5]
+    assert set(result.latencies) == set(names), "every endpoint answered at least once"
+    assert result.requests >= 60
+
+
+def test_download_files_are_bounded(monkeypatch):
+    """Each request writes its data as a file; only the most recent ones are kept."""
+    monkeypatch.setattr(common, "_FILES_KEPT", 3)
+    monkeypatch.setattr(common, "_files", common.deque())
+    paths = [common.json_file({"i": i}, "bounded") for i in range(6)]
+    assert [Path(p).exists() for p in paths] == [False, False, False, True, True, True]
+
+
+def test_the_queue_is_set_deliberately():
+    import app
+    from playground import ui
+
+    limits = {(fn.concurrency_id, fn.concurrency_limit) for fn in app.demo.fns.values() if fn.queue and fn.fn}
+    assert limits == {("models", ui.WORKERS), ("training", 1)}
+    assert app.demo._queue.max_size == ui.QUEUE_SIZE
