@@ -1,0 +1,91 @@
+"""Every endpoint, found in the app itself (not a hand list), called with random values for each of its
+inputs by component type: random Unicode of any length, numbers of any kind, valid and invalid choices,
+missing values. The handler either answers or refuses with a gr.Error that says what is wrong.
+
+FUZZ_EXAMPLES sets the examples per endpoint (12 by default).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import gradio as gr
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.fuzzing import accepts, numbers, texts
+
+import app  # noqa: E402  (the real app: its endpoints are what users reach)
+
+EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
+LONG = st.tuples(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=40),  # ~100 kB of one piece
+                 st.integers(20_000, 100_000)).map(lambda t: (t[0] * (t[1] // len(t[0]) + 1))[:t[1]])
+# Inputs held to a cheap value, because any value is valid and a large one only takes longer (each has its
+# own clamping test): the live training's size, the re-evaluation's sample, the generated length.
+HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, ("memory_experiment", "hidden_size"): 8,
+        ("seq2seq_evaluate", "per_length"): 5, ("generate", "max_new_tokens"): 20, ("compare_generate", "max_new_tokens"): 20}
+NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
+ENDPOINTS = {fn.api_name: fn for fn in app.demo.fns.values() if fn.api_visibility == "public" and fn.fn is not None}
+
+
+def choices(component) -> list:
+    return [value for _, value in getattr(component, "choices", None) or []]
+
+
+def strategy(component):
+    """Any value a caller could send for this component."""
+    if isinstance(component, (gr.Textbox, gr.Code)):
+        return st.one_of(texts, LONG)
+    if isinstance(component, (gr.Number, gr.Slider)):
+        return numbers
+    if isinstance(component, gr.CheckboxGroup):
+        return st.one_of(st.none(), st.lists(st.sampled_from(choices(component) + ["bogus", ""]), max_size=4))
+    if isinstance(component, (gr.Dropdown, gr.Radio)):
+        return st.one_of(st.none(), st.sampled_from(choices(component)), texts, numbers)
+    if isinstance(component, gr.Checkbox):
+        return st.one_of(st.booleans(), st.none(), texts)
+    if isinstance(component, gr.State):
+        return st.one_of(st.none(), st.just({}), st.just({"tokens": []}))
+    return st.one_of(st.none(), texts, numbers)
+
+
+def run(fn, args):
+    out = fn(*args)
+    if inspect.isgenerator(out):  # streaming handlers: run them to the end
+        *_, out = out
+    return out
+
+
+def test_every_named_endpoint_is_fuzzed():
+    assert len(ENDPOINTS) >= 25 and {"tokenize", "attention", "generate", "fill_mask", "seq2seq"} <= set(ENDPOINTS)
+
+
+@pytest.mark.parametrize("name", sorted(ENDPOINTS))
+def test_endpoint_answers_or_says_what_is_wrong(name):
+    block_fn = ENDPOINTS[name]
+    params = [p for p in inspect.signature(block_fn.fn).parameters.values()
+              if not isinstance(p.default, (gr.Progress, gr.Request))]
+    values, wild = [], []
+    for param, component in zip(params, block_fn.inputs):
+        held = HELD.get((name, param.name))
+        values.append(held if held is not None else component.value)
+        wild.append(None if held is not None else strategy(component))
+    fuzzable = [i for i, w in enumerate(wild) if w is not None]
+
+    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(st.data())
+    def check(data):
+        """One or two inputs random, the others as the UI sets them: a bad value must not hide behind another."""
+        args = list(values)
+        if fuzzable:
+            for i in data.draw(st.sets(st.sampled_from(fuzzable), min_size=1, max_size=2)):
+                args[i] = data.draw(wild[i])
+        outcomes.append(accepts(run, block_fn.fn, args) is not None)
+
+    outcomes: list[bool] = []
+    check()
+    if name not in NEEDS_A_SESSION:
+        assert any(outcomes), f"{name} refused every input, its own defaults with one or two changes included"
