@@ -49,6 +49,7 @@ from playground.ui import attention_tab, generation_tab, gradient_tab, tokenizat
 from playground.ui import fill_mask_tab  # noqa: E402
 from playground.ui import seq2seq_tab  # noqa: E402
 from playground.ui import embeddings_tab  # noqa: E402
+from playground.ui import view  # noqa: E402
 from playground.ui.common import Shared  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
@@ -71,15 +72,21 @@ def tab_id(title: str) -> str:
 
 def build_demo() -> gr.Blocks:
     with gr.Blocks(title="NLP Playground", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
-        gr.Markdown(INTRO)
+        with gr.Row(equal_height=True):
+            gr.Markdown(INTRO)
+            with gr.Column(scale=0, min_width=180):
+                lecture = gr.Checkbox(False, label="Lecture mode", elem_id="lecture-toggle")
+                copy = gr.Button("Copy link to this view", size="sm", elem_id="copy-link")
         shared = Shared(
             sentence=gr.Textbox(value=DEFAULT_TEXT, label="Your sentence", lines=2, max_lines=12, elem_id="sentence"),
-            focus=gr.Textbox("", visible=False, elem_id="focus"))
+            focus=gr.Textbox("", visible=False, elem_id="focus"),
+            restored=gr.Number(0, visible=False, elem_id="restored"))
         shared.remember("text", shared.sentence)
         with gr.Tabs(elem_id="tabs") as shared.tabs:
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
+        view.wire(demo, shared, lecture, copy)
     set_queues(demo)
     return demo
 

@@ -269,7 +269,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     model_view = gr.HTML(elem_id="attn-model-view", js_on_load=fa.HEAD_PICK_JS)
             heatmap = gr.Plot(label="Attention heatmap", elem_id="attn-heatmap")
             gr.Markdown(PATTERNS_MD)
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 detail = gr.Radio([("the chosen head or aggregate (T × T)", "head"),
                                    (f"every layer and head (L × H × T × T, up to {ALL_LAYERS_MAX} tokens)", "all")],
                                   value="head", label="What the JSON holds")
@@ -286,7 +286,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             steps_summary = gr.Markdown(elem_id="attn-steps-summary")
             steps_plot = gr.Plot(label="Step by step")
             sat_plot = gr.Plot(label="Saturation")
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 steps_json = gr.JSON(label="attention_steps")
         with gr.Tab("Positional encoding") as pe_tab:
             gr.Markdown(PE_MD, latex_delimiters=LATEX)
@@ -294,13 +294,18 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 pe_n = gr.Slider(2, PE_MAX_POSITIONS, value=64, step=1, label="Positions")
                 pe_d = gr.Slider(2, PE_MAX_DIM, value=128, step=2, label="d_model")
             pe_plot = gr.Plot(label="Positional encoding", elem_id="attn-pe")
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 pe_json = gr.JSON(label="positional_encoding")
 
+    shared.remember("att.text_b", text_b)
+    shared.remember("att.model", model)
+    shared.remember("att.layer", layer)
+    shared.remember("att.head", head)
+    shared.remember("att.hide", hide)
     model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head], api_visibility="private",
                  queue=False)
-    gr.on([demo.load, sentence.change, text_b.submit, model.change, layer.release, head.change, hide.change,
-           detail.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail],
+    gr.on([demo.load, shared.restored.change, sentence.change, text_b.submit, model.change, layer.release, head.change,
+           hide.change, detail.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail],
           outputs=[head_view, model_view, heatmap, attn_file, attn_json], api_name="attention",
           trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     model_view.select(pick_head, outputs=[layer, head], api_visibility="private", queue=False).then(

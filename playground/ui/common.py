@@ -19,12 +19,14 @@ class Shared:
     """What the tabs share, built once with the page (never per-user data: values live in the browser).
 
     `sentence` is the text typed once for every tab; `focus` (hidden) the character span "start:end" of
-    the word selected in it, or "" for none; `tabs` the top-level gr.Tabs (ids from ui.tab_id); `view`
+    the word selected in it, or "" for none; `restored` (hidden) changes when a link has set the view;
+    `tabs` the top-level gr.Tabs (ids from ui.tab_id); `view`
     maps a URL key to each component whose value is part of the view a link restores (a tab registers
     them with `remember`)."""
 
     sentence: gr.Textbox
     focus: gr.Textbox
+    restored: gr.Number  # hidden: becomes 1 when a link restored the view; the tabs' main views redraw on it
     tabs: gr.Tabs | None = None
     view: dict[str, gr.components.Component] = field(default_factory=dict)
 

@@ -411,7 +411,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 other = gr.Dropdown([(SOURCE_LABELS[k], k) for k in keys], value="minilm", label="Compare with")
                 other_plot = gr.Plot(label="Other embedding")
                 other_json = gr.JSON(visible=False)
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 word_file = gr.DownloadButton("Download JSON", size="sm")
                 word_json = gr.JSON(label="embed_words")
         with gr.Tab("Contextual") as ctx_tab:
@@ -427,7 +427,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             with gr.Row():
                 ctx_plot = gr.Plot(label="The word's vectors")
                 ctx_heat = gr.Plot(label="Similarity")
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 ctx_json = gr.JSON(label="contextual")
         with gr.Tab("Sentence space") as sent_tab:
             gr.Markdown(SENTENCE_MD, latex_delimiters=LATEX)
@@ -449,7 +449,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 query = gr.Textbox("Where can I keep my savings?", label="Semantic search: query", scale=3)
                 q_run = gr.Button("Search", scale=1)
             hits = gr.HTML()
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 s_file = gr.DownloadButton("Download JSON", size="sm")
                 s_json = gr.JSON(label="embed_sentences")
                 q_json = gr.JSON(label="semantic_search")
@@ -459,13 +459,16 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                         "+ 1)$, each row scaled to length 1.", latex_delimiters=LATEX)
             c_md = gr.Markdown()
             c_onehot, c_bow, c_tfidf = gr.HTML(), gr.HTML(), gr.HTML()
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 c_json = gr.JSON(label="classic")
 
     presets.input(fill_presets, inputs=presets, outputs=words, api_visibility="private", queue=False)
     word_events = dict(fn=embed_words, inputs=[words, source, method, dims],
                        outputs=[word_plot, neighbours, word_file, word_json], trigger_mode="always_last",
                        concurrency_limit=2, show_progress="minimal")
+    shared.remember("emb.source", source)
+    shared.remember("emb.method", method)
+    shared.remember("emb.dims", dims)
     gr.on([demo.load, word_tab.select, run.click, words.submit, source.change, method.change, dims.change],
           api_name="embed_words", **word_events)
     gr.on([an_run.click, an_a.submit, an_b.submit, an_c.submit, source.change], analogy,

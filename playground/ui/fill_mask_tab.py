@@ -297,7 +297,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     words = gr.HTML(fm.words_html(core.words(DEFAULT_TEXT)), elem_id="fm-words", js_on_load=fm.WORD_CLICK_JS)
     filled = gr.HTML(elem_id="fm-filled")
     plot = gr.Plot(label="Top-k per mask", elem_id="fm-plot")
-    with gr.Accordion("Data (JSON)", open=False):
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         fm_file = gr.DownloadButton("Download JSON", size="sm")
         fm_json = gr.JSON(label="fill_mask")
 
@@ -312,7 +312,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     m_whole = gr.Checkbox(False, label="Whole-word masking", scale=1)
                     m_run = gr.Button("Mask again (next seed)", scale=0)
                 m_view = gr.HTML(elem_id="fm-masking")
-                with gr.Accordion("Data (JSON)", open=False):
+                with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                     m_json = gr.JSON(label="mlm_masking")
             with gr.Tab("Input representation and NSP") as pair_tab:
                 gr.Markdown(PAIR_MD, latex_delimiters=LATEX)
@@ -325,20 +325,23 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     p_label = gr.Label(label="Next-sentence prediction", num_top_classes=2, scale=1)
                     p_summary = gr.Markdown(elem_id="fm-nsp")
                 p_plot = gr.Plot(label="Embeddings", elem_id="fm-embeddings")
-                with gr.Accordion("Data (JSON)", open=False):
+                with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                     p_file = gr.DownloadButton("Download JSON", size="sm")
                     p_json = gr.JSON(label="input_representation")
             with gr.Tab("The models") as cards_tab:
                 c_table = gr.Markdown()
                 c_plot = gr.Plot(label="From the models' cards")
-                with gr.Accordion("Data (JSON)", open=False):
+                with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                     c_json = gr.JSON(label="mlm_cards")
 
+    shared.remember("fm.text", text)
+    shared.remember("fm.model", model)
+    shared.remember("fm.top_k", top_k)
     inputs = [text, model, top_k]
     outputs = [filled, plot, fm_file, fm_json]
     on_load = [demo.load] if names() else []  # nothing to predict with before a checkpoint is shipped
-    gr.on(on_load + [run.click, text.submit, model.change, top_k.release], fill_mask, inputs=inputs, outputs=outputs,
-          api_name="fill_mask", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
+    gr.on(on_load + [shared.restored.change, run.click, text.submit, model.change, top_k.release], fill_mask,
+          inputs=inputs, outputs=outputs, api_name="fill_mask", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
     text.change(show_words, inputs=text, outputs=words, api_visibility="private", queue=False, show_progress="hidden")
     words.select(click_word, inputs=text, outputs=text, api_visibility="private", queue=False).then(
         fill_mask, inputs=inputs, outputs=outputs, api_visibility="private", show_progress="minimal")

@@ -292,7 +292,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     text_view = gr.HTML(elem_id="gen-text", js_on_load=figures.GEN_CLICK_JS)
     step_chart = gr.Plot(label="Next-token distribution at the selected step", elem_id="gen-chart")
     steps_state = gr.State([])
-    with gr.Accordion("Data (JSON)", open=False):
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         gen_file = gr.DownloadButton("Download JSON", size="sm")
         gen_json = gr.JSON(label="generate")
     with gr.Accordion("Compare two models on this prompt", open=False):
@@ -305,7 +305,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Row():
             view_a = gr.HTML()
             view_b = gr.HTML()
-        with gr.Accordion("Data (JSON)", open=False):
+        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             compare_json = gr.JSON(label="compare_generate")
     with gr.Accordion("Causal attention of the generated text", open=False):
         gr.Markdown(ATTENTION_MD)
@@ -318,10 +318,19 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             att_run = gr.Button("Show attention", scale=0)
         att_text = gr.Textbox(DEFAULT_PROMPT, label="Text", lines=2, max_lines=6)
         att_plot = gr.Plot()
-        with gr.Accordion("Data (JSON)", open=False):
+        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             att_json = gr.JSON(label="generation_attention")
 
     use_sentence.click(lambda s: s, inputs=sentence, outputs=prompt, api_visibility="private")
+    shared.remember("gen.prompt", prompt)
+    shared.remember("gen.model", model)
+    shared.remember("gen.strategy", strategy)
+    shared.remember("gen.max_new", max_new)
+    shared.remember("gen.temperature", temperature)
+    shared.remember("gen.top_k", top_k)
+    shared.remember("gen.top_p", top_p)
+    shared.remember("gen.beam", beam_width)
+    shared.remember("gen.seed", seed)
     event = gr.on([run.click, prompt.submit], generate,
                   inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width],
                   outputs=[text_view, step_chart, steps_state, gen_file, gen_json], api_name="generate",

@@ -173,11 +173,10 @@ sequences for every k. Training the three takes about half a minute on a 2-core 
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
-    """The tab's components and events; `sentence` is the text shared by every tab."""
-    sentence = shared.sentence
+    """The tab's components and events; the gradient flow runs on the sentence shared by every tab."""
     with gr.Tabs():
         with gr.Tab("Gradient flow through time"):
-            _build_flow(demo, sentence)
+            _build_flow(demo, shared)
         with gr.Tab("Memory experiment (live)"):
             _build_memory()
 
@@ -195,13 +194,14 @@ def _build_memory() -> None:
     with gr.Row():
         acc_plot = gr.Plot(cached[0], label="Accuracy against k", elem_id="mem-acc")
         loss_plot = gr.Plot(cached[1], label="Loss curves", elem_id="mem-loss")
-    with gr.Accordion("Data (JSON)", open=False):
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         mem_json = gr.JSON(MEMORY_CACHED, label="memory_experiment")
     run.click(memory_experiment, inputs=[max_k, steps, hidden, seed], outputs=[acc_plot, loss_plot, about, mem_json],
               api_name="memory_experiment", concurrency_limit=1, show_progress="full")
 
 
-def _build_flow(demo: gr.Blocks, sentence: gr.Textbox) -> None:
+def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
+    sentence = shared.sentence
     gr.Markdown(FLOW_MD, latex_delimiters=LATEX)
     with gr.Row():
         with gr.Column(scale=2):
@@ -227,12 +227,19 @@ def _build_flow(demo: gr.Blocks, sentence: gr.Textbox) -> None:
     gru_gates = gr.Plot(label="GRU gates", elem_id="gf-gru-gates")
     with gr.Accordion("The trained models and their parameter counts", open=False):
         gr.Markdown(_models_md(), latex_delimiters=LATEX)
-    with gr.Accordion("Data (JSON)", open=False):
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         flow_file = gr.DownloadButton("Download JSON", size="sm")
         flow_json = gr.JSON(label="gradient_flow")
 
+    shared.remember("rnn.length", length)
+    shared.remember("rnn.cells", cells)
+    shared.remember("rnn.weights", weights)
+    shared.remember("rnn.rescale", rescale)
+    shared.remember("rnn.sigma", sigma)
+    shared.remember("rnn.activation", activation)
+    shared.remember("rnn.clip", clip)
     inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip]
-    gr.on([demo.load, run.click, sentence.submit, cells.change, weights.change, rescale.change, activation.change,
-           length.release, sigma.release, clip.release], gradient_flow, inputs=inputs,
+    gr.on([demo.load, shared.restored.change, run.click, sentence.submit, cells.change, weights.change,
+           rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow, inputs=inputs,
           outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
           api_name="gradient_flow", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")

@@ -292,7 +292,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     gr.Markdown(STEP_MD, latex_delimiters=LATEX)
     step = gr.Slider(0, 10, value=0, step=1, label="Decoder step i", elem_id="s2s-step")
     step_plot = gr.Plot(label="Context weights at step i", elem_id="s2s-step-plot")
-    with gr.Accordion("Data (JSON)", open=False):
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         s2s_file = gr.DownloadButton("Download JSON", size="sm")
         s2s_json = gr.JSON(label="seq2seq")
         step_json = gr.JSON(label="seq2seq_step")
@@ -307,7 +307,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         per_length = gr.Slider(5, 100, value=20, step=5, label="Sources per length", scale=2)
         seed = gr.Number(0, label="Seed", precision=0, scale=1)
         eval_button = gr.Button(f"Re-run on lengths {', '.join(map(str, EVAL_LENGTHS))}", scale=2)
-    with gr.Accordion("Data (JSON)", open=False):
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         bottleneck_json = gr.JSON(label="seq2seq_bottleneck")
         eval_json = gr.JSON(label="seq2seq_evaluate")
 
@@ -321,10 +321,13 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                           scale=1)
         compare_button = gr.Button("Compare", scale=0)
     compare_plot = gr.Plot(label="Cross-attention per head", elem_id="s2s-heads")
-    with gr.Accordion("Data (JSON)", open=False):
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         compare_json = gr.JSON(label="seq2seq_compare")
 
-    gr.on([demo.load, go_button.click, source.submit, model.change, beam.release], translate,
+    shared.remember("s2s.source", source)
+    shared.remember("s2s.model", model)
+    shared.remember("s2s.beam", beam)
+    gr.on([demo.load, shared.restored.change, go_button.click, source.submit, model.change, beam.release], translate,
           inputs=[source, model, beam], outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
           api_name="seq2seq", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     step.release(decoder_step, inputs=[state, step], outputs=[heatmap, step_plot, step_json],

@@ -181,9 +181,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     vocab = gr.Slider(VOCAB_MIN, VOCAB_MAX, value=2_000, step=100, label="Vocabulary size")
             tokens_view = gr.HTML(elem_id="tokens-view", js_on_load=figures.TOKEN_HOVER_JS)
             counts_plot = gr.Plot(label="Sequence length")
-            with gr.Accordion("Table view", open=False):
+            with gr.Accordion("Table view", open=False, elem_classes=["advanced"]):
                 table = gr.Dataframe(label="Every token", wrap=True, max_height=500)
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 tokens_file = gr.DownloadButton("Download JSON", size="sm")
                 tokens_json = gr.JSON(label="tokenize")
         with gr.Tab("Classic BPE, step by step"):
@@ -204,7 +204,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 bpe_words = gr.Textbox("lowest newer wider", label="Segment new words with these merges")
                 bpe_seg_run = gr.Button("Segment")
             bpe_seg_view = gr.HTML()
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 bpe_seg_json = gr.JSON(label="bpe_segment")
                 bpe_file = gr.DownloadButton("Download the trace (JSON)", size="sm")
                 bpe_json = gr.JSON(label="bpe_trace")
@@ -222,17 +222,20 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 with gr.Column():
                     gr.Markdown("#### Unigram: the most probable segmentation")
                     uni_view = gr.HTML()
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 split_json = gr.JSON(label="explain_split")
         with gr.Tab("Normalisation"):
             gr.Markdown(NORMALIZE_MD)
             norm_steps = gr.CheckboxGroup([(normalize.STEP_LABELS[s], s) for s in normalize.STEPS],
                                           value=list(normalize.STEPS), label="Steps (applied top to bottom)")
             norm_view = gr.HTML()
-            with gr.Accordion("Data (JSON)", open=False):
+            with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 norm_json = gr.JSON(label="normalize")
 
-    gr.on([demo.load, sentence.change, names.change, retrain.change, vocab.release], tokenize,
+    shared.remember("tok.names", names)
+    shared.remember("tok.retrain", retrain)
+    shared.remember("tok.vocab", vocab)
+    gr.on([demo.load, shared.restored.change, sentence.change, names.change, retrain.change, vocab.release], tokenize,
           inputs=[sentence, names, retrain, vocab], outputs=[tokens_view, counts_plot, table, tokens_file, tokens_json],
           api_name="tokenize", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
     gr.on([demo.load, bpe_run.click, bpe_table.submit], bpe_trace, inputs=[bpe_table, bpe_merges],

@@ -1,0 +1,99 @@
+"""Links that restore a view, and lecture mode.
+
+The view is the top-level tab, the shared sentence and every control a tab registers with
+`shared.remember(key, component)`. It lives in the page's URL: a change to any of them rewrites the
+query string in the browser (assets/view.js, no server round trip), keeping only what differs from the
+defaults, so links stay short. Opening a link runs `restore` on page load: each parameter is checked
+against its component (numbers clamped to the slider, choices among the choices, unknown keys ignored,
+with one notice), the values are set, and `shared.restored` changes, which the tabs' main views listen
+to (a slider moved by code fires no `release`, so they would not redraw otherwise).
+
+Lecture mode (`?lecture=1` or the toggle) is a class on the page: larger type in the UI and in every
+plotly figure, thicker lines, and the secondary panels (data, tables: `elem_classes=["advanced"]`)
+hidden. The figures are resized in the browser, so the handlers and the API stay the same for everyone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import gradio as gr
+
+from playground.ui.common import Shared
+
+MAX_TEXT = 2_000  # characters of a text box kept in a link
+
+
+def tab_ids(tabs: gr.Tabs) -> list[str]:
+    return [child.id for child in tabs.children if isinstance(child, gr.Tab)]
+
+
+def choice_values(component) -> list:
+    return [value for _, value in getattr(component, "choices", None) or []]
+
+
+def coerce(component, raw: str, notices: list[str], key: str):
+    """A query-string value for `component`, or gr.skip() when it does not fit (with a notice)."""
+    if isinstance(component, gr.Checkbox):
+        if raw.lower() in ("1", "true", "yes", "on"):
+            return True
+        if raw.lower() in ("0", "false", "no", "off"):
+            return False
+    elif isinstance(component, (gr.Slider, gr.Number)):
+        try:
+            number = float(raw)
+        except ValueError:
+            number = math.nan
+        if math.isfinite(number):
+            low, high = getattr(component, "minimum", None), getattr(component, "maximum", None)
+            number = float(min(max(number, -math.inf if low is None else low), math.inf if high is None else high))
+            return int(number) if number.is_integer() else number
+    elif isinstance(component, gr.CheckboxGroup):
+        allowed = {str(v): v for v in choice_values(component)}
+        chosen = [allowed[part] for part in raw.split(",") if part in allowed]
+        if chosen or not raw:
+            return chosen
+    elif isinstance(component, (gr.Dropdown, gr.Radio)):
+        allowed = {str(v): v for v in choice_values(component)}
+        if raw in allowed:
+            return allowed[raw]
+    elif isinstance(component, gr.Textbox):
+        if len(raw) > MAX_TEXT:
+            notices.append(f"The link's {key} was cut to {MAX_TEXT:,} characters.")
+        return raw[:MAX_TEXT]
+    notices.append(f"The link's {key}={raw[:30]!r} does not fit; the default is kept.")
+    return gr.skip()
+
+
+def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button) -> None:
+    """Restore on load, rewrite the URL on change, copy the link, toggle lecture mode."""
+    keys = list(shared.view)
+    components = [shared.view[k] for k in keys]
+    ids = tab_ids(shared.tabs)
+
+    def restore(request: gr.Request):
+        params = dict(request.query_params) if request is not None else {}
+        notices: list[str] = []
+        values = [coerce(c, params[k], notices, k) if k in params else gr.skip() for k, c in zip(keys, components)]
+        tab = params.get("tab")
+        selected = gr.Tabs(selected=tab) if tab in ids else gr.skip()
+        if tab is not None and tab not in ids:
+            notices.append(f"The link's tab {tab!r} does not exist; choose from {', '.join(ids)}.")
+        lecture_on = coerce(lecture, params["lecture"], notices, "lecture") if "lecture" in params else gr.skip()
+        unknown = sorted(set(params) - set(keys) - {"tab", "lecture"})
+        if unknown:
+            notices.append(f"The link's {', '.join(unknown)[:80]} are not part of this app's views; ignored.")
+        for notice in notices[:3]:
+            gr.Warning(notice)
+        restored = len(set(params) & set(keys)) > 0
+        return [*values, selected, lecture_on, gr.Number(value=1) if restored else gr.skip()]
+
+    demo.load(restore, outputs=[*components, shared.tabs, lecture, shared.restored], api_visibility="private",
+              queue=False)
+    for key, component in [*zip(keys, components), ("lecture", lecture)]:
+        default = json.dumps(component.value, ensure_ascii=False)
+        component.change(None, inputs=[component],
+                         js=f"(v) => window.playgroundView.set({json.dumps(key)}, v, {default})")
+    lecture.change(None, inputs=[lecture], js="(on) => window.playgroundView.lecture(on)")
+    copy.click(None, js="() => window.playgroundView.copy()")

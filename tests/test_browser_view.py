@@ -1,0 +1,79 @@
+"""Links and lecture mode in a real browser: a link opens its view, changes rewrite the URL, "copy link"
+copies it, lecture mode enlarges the figures and hides the data panels."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from tests.conftest import screenshot
+
+TEXT = "The bank by the river flooded."
+
+
+@pytest.fixture(scope="module")
+def browser(page):
+    """The browser of the shared page fixture (so a missing Chromium skips or fails as everywhere)."""
+    return page.context.browser
+
+
+@pytest.fixture
+def fresh(browser, app_url):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_url.rstrip("/"))
+    yield context.new_page()
+    context.close()
+
+
+def query(page) -> dict[str, list[str]]:
+    return parse_qs(urlparse(page.url).query)
+
+
+def test_a_link_restores_tab_text_and_controls(fresh, app_url):
+    page = fresh
+    page.goto(f"{app_url}?tab=attention&text={TEXT.replace(' ', '+')}&att.layer=3&att.head=2")
+    page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('Layer 3, head 2')",
+                           timeout=40_000)
+    assert page.get_by_role("tab", name="Attention", exact=True).get_attribute("aria-selected") == "true"
+    assert page.locator("#sentence textarea").input_value() == TEXT
+    assert "river" in page.locator("#attn-head-view").inner_text()
+
+
+def test_changes_rewrite_the_url_and_copy_link_copies_it(fresh, app_url):
+    page = fresh
+    page.goto(app_url)
+    page.wait_for_selector("#tokens-view .tok", timeout=40_000)
+    assert query(page) == {}  # nothing differs from the defaults yet
+    page.locator("#sentence textarea").fill(TEXT)
+    page.locator("#sentence textarea").blur()
+    page.wait_for_function("() => location.search.includes('text=')", timeout=10_000)
+    page.get_by_role("tab", name="Generation", exact=True).click()
+    page.wait_for_function("() => location.search.includes('tab=generation')", timeout=10_000)
+    assert query(page)["text"] == [TEXT]
+    page.locator("#copy-link").click()
+    page.wait_for_selector("#copy-note.on", timeout=5_000)
+    assert page.evaluate("navigator.clipboard.readText()") == page.url
+
+
+def font_size(page) -> float:
+    return page.evaluate("""() => { const gd = document.querySelector('.js-plotly-plot');
+        return gd._fullLayout.font.size; }""")
+
+
+def test_lecture_mode_enlarges_figures_and_hides_the_data_panels(fresh, app_url, tmp_path):
+    page = fresh
+    page.goto(app_url)
+    page.wait_for_selector(".js-plotly-plot", timeout=40_000)
+    normal = font_size(page)
+    assert page.locator(".advanced").first.is_visible()
+    page.goto(f"{app_url}?lecture=1")
+    page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=20_000)
+    page.wait_for_function(f"() => document.querySelector('.js-plotly-plot')?._fullLayout?.font?.size > {normal}",
+                           timeout=20_000)
+    assert not page.locator(".advanced").first.is_visible()
+    screenshot(page, "lecture.png", tmp_path)
+    page.get_by_label("Lecture mode").uncheck()  # and back
+    page.wait_for_function(f"() => document.querySelector('.js-plotly-plot')._fullLayout.font.size === {normal}",
+                           timeout=20_000)
+    assert "lecture" not in query(page)

@@ -1,0 +1,49 @@
+"""Links that restore a view: every query value is checked against its component before it is set."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+import app
+from playground.ui import view
+
+
+def fit(component, raw):
+    notices: list[str] = []
+    return view.coerce(component, raw, notices, "key"), notices
+
+
+def test_numbers_are_clamped_to_the_slider_and_junk_is_refused():
+    slider = gr.Slider(0, 5, value=1, step=1)
+    assert fit(slider, "3") == (3, [])
+    assert fit(slider, "99")[0] == 5 and fit(slider, "-4")[0] == 0
+    assert fit(gr.Slider(0, 2, value=0.8, step=0.05), "1.25")[0] == 1.25
+    for junk in ("abc", "nan", "inf", ""):
+        value, notices = fit(slider, junk)
+        assert isinstance(value, type(gr.skip())) and notices
+
+
+def test_choices_must_be_among_the_choices():
+    dropdown = gr.Dropdown([("MiniLM", "minilm"), ("our GPT", "gpt")], value="minilm")
+    assert fit(dropdown, "gpt") == ("gpt", [])
+    assert fit(dropdown, "bogus")[1]
+    radio = gr.Radio([("2D", 2), ("3D", 3)], value=3)
+    assert fit(radio, "2")[0] == 2  # the query string's text back to the choice's own type
+    group = gr.CheckboxGroup(["rnn", "lstm", "gru"], value=["rnn"])
+    assert fit(group, "lstm,bogus,gru")[0] == ["lstm", "gru"]
+    assert fit(gr.Checkbox(False), "1")[0] is True and fit(gr.Checkbox(True), "off")[0] is False
+
+
+def test_long_text_is_cut_with_a_notice():
+    value, notices = fit(gr.Textbox(), "x" * (view.MAX_TEXT + 10))
+    assert len(value) == view.MAX_TEXT and notices
+
+
+def test_every_registered_key_is_a_live_input_component():
+    demo = app.demo
+    ids = {block._id for block in demo.blocks.values()}
+    keys = [fn for fn in demo.fns.values() if fn.name == "restore"]
+    assert len(keys) == 1, "one restore on page load"
+    restore = keys[0]
+    assert all(component._id in ids for component in restore.outputs)
+    assert len(restore.outputs) >= 30  # the sentence, the tabs' controls, the tab, lecture mode, `restored`
