@@ -55,6 +55,8 @@ class Encoded:
     ids: list[int]
     segments: list[int]       # 0 for sentence A (and [CLS]), 1 for sentence B
     n_cut: int = 0            # tokens dropped to fit max_tokens
+    spans: list[tuple[int, int]] = field(default_factory=list)  # characters of sentence A per position; (-1, -1)
+                                                                # for specials and sentence B
 
 
 @lru_cache(maxsize=None)
@@ -99,15 +101,18 @@ def encode(m: AttentionModel, text_a: str, text_b: str | None = None) -> Encoded
     """BERT: [CLS] A [SEP] (B [SEP]) with segment ids; GPT: the characters of A (B is not used).
     Cut to the model's positions, keeping the start."""
     if m.family == "gpt":
-        ids = m.tokenizer.encode(text_a).ids
-        cut = max(0, len(ids) - m.max_tokens)
-        ids = ids[: m.max_tokens]
-        return Encoded([m.tokenizer.id_to_token(i) for i in ids], ids, [0] * len(ids), cut)
-    a = m.tokenizer.encode(text_a, add_special_tokens=False).ids
+        encoding = m.tokenizer.encode(text_a)
+        ids = encoding.ids[: m.max_tokens]
+        return Encoded([m.tokenizer.id_to_token(i) for i in ids], ids, [0] * len(ids), len(encoding.ids) - len(ids),
+                       [tuple(o) for o in encoding.offsets[: len(ids)]])
+    encoding_a = m.tokenizer.encode(text_a, add_special_tokens=False)
     b = None if text_b is None else m.tokenizer.encode(text_b, add_special_tokens=False).ids
-    ids, segments, cut = pair_encoding(m.tokenizer.token_to_id("[CLS]"), m.tokenizer.token_to_id("[SEP]"), a, b,
-                                       max_len=m.max_tokens)
-    return Encoded([m.tokenizer.id_to_token(i) for i in ids], ids, segments, cut)
+    ids, segments, cut = pair_encoding(m.tokenizer.token_to_id("[CLS]"), m.tokenizer.token_to_id("[SEP]"),
+                                       encoding_a.ids, b, max_len=m.max_tokens)
+    kept_a = segments.count(0) - 2                         # [CLS] A [SEP]: the A tokens that fit
+    none = (-1, -1)
+    spans = [none] + [tuple(o) for o in encoding_a.offsets[:kept_a]] + [none] * (len(ids) - kept_a - 1)
+    return Encoded([m.tokenizer.id_to_token(i) for i in ids], ids, segments, cut, spans)
 
 
 def attention(m: AttentionModel, enc: Encoded) -> tuple[np.ndarray, ...]:

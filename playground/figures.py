@@ -337,8 +337,11 @@ def _finite_positive(values) -> list:
     return [v if v is not None and v > 0 else None for v in values]
 
 
-def gradient_flow_figure(cells: dict[str, dict], labels: dict[str, str], chars: list[str]) -> go.Figure:
-    """|dL_T/dh_t| against t on a log scale, one line per cell (LSTM: |dL_T/dc_t| dashed)."""
+def gradient_flow_figure(cells: dict[str, dict], labels: dict[str, str], chars: list[str],
+                         spans: list[tuple[int, int]] | None = None) -> go.Figure:
+    """|dL_T/dh_t| against t on a log scale, one line per cell (LSTM: |dL_T/dc_t| dashed). `spans`: the
+    sentence's characters at each step t = 1..T, kept in the layout's `meta` for the page to shade the
+    selected word's steps (assets/focus.js)."""
     T = len(chars) - 1
     t = list(range(1, T + 1))
     hover_chars = [token_label(c) for c in chars[:T]]
@@ -364,6 +367,7 @@ def gradient_flow_figure(cells: dict[str, dict], labels: dict[str, str], chars: 
         xaxis=dict(title=dict(text="time step t (the loss is at the last step, T)")),
         yaxis=dict(title=dict(text="gradient norm"), type="log", exponentformat="power"),
         height=420, legend=dict(orientation="h", y=-0.2), hovermode="x unified",
+        meta={"spans": [list(span) for span in spans], "x0": 1} if spans else None,
     ))
 
 

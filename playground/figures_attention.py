@@ -38,7 +38,8 @@ def _side(segments: list[int], i: int) -> str:
 
 
 def head_view_html(tokens: list[str], segments: list[int], A_layer: np.ndarray,
-                   edges: list[tuple[int, int, int, float]], layer: int, note: str = "") -> str:
+                   edges: list[tuple[int, int, int, float]], layer: int, note: str = "",
+                   spans: list[tuple[int, int]] | None = None) -> str:
     """The head view of one layer. A_layer (H, T, T) gives the heads' count; `edges` (head, query,
     key, weight) are the lines drawn (the server keeps the strongest, see attention.top_edges)."""
     H, T = A_layer.shape[0], len(tokens)
@@ -59,10 +60,11 @@ def head_view_html(tokens: list[str], segments: list[int], A_layer: np.ndarray,
         y = ROW_H * i + ROW_H // 2 + 5
         side = _side(segments, i)
         label = html.escape(token_label(tok))
-        text.append(f'<text class="hv-t {side}" data-side="q" data-i="{i}" x="{TEXT_W}" y="{y}" '
-                    f'text-anchor="end" dominant-baseline="middle">{label}</text>')
-        text.append(f'<text class="hv-t {side}" data-side="k" data-i="{i}" x="{TEXT_W + GAP_W}" y="{y}" '
-                    f'dominant-baseline="middle">{label}</text>')
+        s, e = spans[i] if spans else (-1, -1)  # the token's characters in the sentence, for the selected word
+        text.append(f'<text class="hv-t {side}" data-side="q" data-i="{i}" data-s="{s}" data-e="{e}" x="{TEXT_W}" '
+                    f'y="{y}" text-anchor="end" dominant-baseline="middle">{label}</text>')
+        text.append(f'<text class="hv-t {side}" data-side="k" data-i="{i}" data-s="{s}" data-e="{e}" '
+                    f'x="{TEXT_W + GAP_W}" y="{y}" dominant-baseline="middle">{label}</text>')
     width = 2 * TEXT_W + GAP_W
     heads = "".join(
         f'<label class="hv-hb" title="head {h}"><input type="checkbox" data-h="{h}" checked>'
@@ -184,9 +186,11 @@ element.addEventListener('click', (event) => {
 
 
 def heatmap_figure(tokens: list[str], M: np.ndarray, title: str, factor: int = 1, keep: list[int] | None = None,
-                   causal: bool = False) -> go.Figure:
+                   causal: bool = False, spans: list[tuple[int, int]] | None = None) -> go.Figure:
     """M (n, n): attention of one head (or an aggregate); rows are queries, columns keys. `keep`: the
-    positions shown (special tokens hidden); `factor` > 1: M is pooled in blocks of factor tokens."""
+    positions shown (special tokens hidden); `factor` > 1: M is pooled in blocks of factor tokens.
+    `spans`: each token's characters in the sentence, kept in the layout's `meta` (one per row shown) so
+    the page can draw the selected word's row and column (assets/focus.js)."""
     if factor > 1:
         T = len(tokens)
         names = [f"{a}–{min(a + factor, T) - 1} {token_label(tokens[a])}…" for a in range(0, T, factor)]
@@ -203,6 +207,11 @@ def heatmap_figure(tokens: list[str], M: np.ndarray, title: str, factor: int = 1
         yaxis=dict(title=dict(text="query (attending)"), autorange="reversed", type="category", showgrid=False),
         margin=dict(l=10, r=10, t=60, b=10),
     ))
+    if spans:
+        rows = [list(range(a, min(a + factor, len(tokens)))) for a in range(0, len(tokens), factor)] if factor > 1 \
+            else [[i] for i in (keep if keep is not None else range(len(tokens)))]
+        fig.layout.meta = {"spans": [[min((spans[i][0] for i in r if spans[i][0] >= 0), default=-1),
+                                      max((spans[i][1] for i in r if spans[i][0] >= 0), default=-1)] for r in rows]}
     if causal:
         fig.add_annotation(text="causal: keys after the query are masked (exactly 0)", showarrow=False,
                            xref="paper", yref="paper", x=1, y=1.04, xanchor="right", font=dict(size=12))

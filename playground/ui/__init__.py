@@ -49,6 +49,7 @@ from playground.ui import attention_tab, generation_tab, gradient_tab, tokenizat
 from playground.ui import fill_mask_tab  # noqa: E402
 from playground.ui import seq2seq_tab  # noqa: E402
 from playground.ui import embeddings_tab  # noqa: E402
+from playground import focus  # noqa: E402
 from playground.ui import view  # noqa: E402
 from playground.ui.common import Shared  # noqa: E402
 
@@ -81,14 +82,33 @@ def build_demo() -> gr.Blocks:
             sentence=gr.Textbox(value=DEFAULT_TEXT, label="Your sentence", lines=2, max_lines=12, elem_id="sentence"),
             focus=gr.Textbox("", visible=False, elem_id="focus"),
             restored=gr.Number(0, visible=False, elem_id="restored"))
+        chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
         shared.remember("text", shared.sentence)
+        shared.remember("focus", shared.focus)
         with gr.Tabs(elem_id="tabs") as shared.tabs:
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
         view.wire(demo, shared, lecture, copy)
+        _wire_focus(shared, chips)
     set_queues(demo)
     return demo
+
+
+def _wire_focus(shared: Shared, chips: gr.HTML) -> None:
+    """The sentence's words as chips; a click selects one (or clears it) for every tab."""
+    def select(text, current, evt: gr.SelectData):
+        index = evt.index if isinstance(evt.index, int) else -1
+        return focus.toggle(text or "", index, current)
+
+    def show(text, current):
+        return focus.chips_html(text or "", focus.parse(current, text or ""))
+
+    chips.select(select, inputs=[shared.sentence, shared.focus], outputs=shared.focus, queue=False,
+                 api_visibility="private")
+    gr.on([shared.sentence.change, shared.focus.change], show, inputs=[shared.sentence, shared.focus], outputs=chips,
+          queue=False, api_visibility="private", show_progress="hidden")
+    shared.focus.change(None, inputs=[shared.focus], js="(f) => window.playgroundFocus.mark(f)")
 
 
 # The queue, for a 2-core machine. Every model event shares one queue served by two workers: two events at

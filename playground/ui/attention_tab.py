@@ -85,7 +85,7 @@ def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hi
     edges = att.top_edges(A[layer], k, MIN_WEIGHT)
     note = (f"{T} tokens: each token's {k} strongest link{'s' if k > 1 else ''} per head "
             f"(weight ≥ {MIN_WEIGHT}) are drawn." if k < T else "")
-    head_view = fa.head_view_html(enc.tokens, enc.segments, A[layer], edges, layer, note)
+    head_view = fa.head_view_html(enc.tokens, enc.segments, A[layer], edges, layer, note, spans=enc.spans)
 
     pooled_layers = [att.pool(a, THUMB_MAX, "max") for a in A]
     thumbs, factor = np.stack([p for p, _ in pooled_layers]), pooled_layers[0][1]  # (L, H, n, n)
@@ -102,9 +102,10 @@ def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hi
     if f > 1:
         title += f" (blocks of {f} × {f} tokens averaged: {len(keep)} tokens)"
         heat_tokens = [enc.tokens[i] for i in keep]
-        heatmap = fa.heatmap_figure(heat_tokens, pooled, title, factor=f, causal=m.family == "gpt")
+        heatmap = fa.heatmap_figure(heat_tokens, pooled, title, factor=f, causal=m.family == "gpt",
+                                    spans=[enc.spans[i] for i in keep])
     else:
-        heatmap = fa.heatmap_figure(enc.tokens, pooled, title, keep=keep, causal=m.family == "gpt")
+        heatmap = fa.heatmap_figure(enc.tokens, pooled, title, keep=keep, causal=m.family == "gpt", spans=enc.spans)
 
     data = {"model": m.key, "tokens": enc.tokens, "segments": enc.segments, "n_tokens": T, "layers": m.n_layer,
             "heads": m.n_head, "layer": layer, "head": head, "notices": notices}

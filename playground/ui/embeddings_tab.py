@@ -15,13 +15,14 @@ import re
 import gradio as gr
 import numpy as np
 
-from playground import checkpoints
+from playground import checkpoints, focus
 from playground import embeddings as emb
 from playground import figures_embeddings as fe
 from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
 MAX_NEIGHBOUR_WORDS = 20   # the neighbours table covers the first 20 words (each is a scan of the vocabulary)
 K_NEIGHBOURS = 8
+SELECTED = "selected:"       # the set that holds the word selected in the shared sentence
 MAX_SENTENCES = 200        # sentence space: more than this is cut with a notice
 MAX_CONTEXT_SENTENCES = 20
 SENTENCE_MODELS = {
@@ -471,6 +472,18 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     shared.remember("emb.dims", dims)
     gr.on([demo.load, word_tab.select, run.click, words.submit, source.change, method.change, dims.change],
           api_name="embed_words", **word_events)
+
+    def with_selected(words_, sentence_, focus_):
+        """The selected word of the sentence as its own set ("selected: word") in the word list."""
+        span = focus.parse(focus_, sentence_ or "")
+        if span is None:
+            return gr.skip()
+        kept = [line for line in (words_ or "").splitlines() if not line.startswith(SELECTED)]
+        return "\n".join(kept + [f"{SELECTED} {sentence_[span[0]:span[1]].lower()}"])
+
+    shared.focus.change(with_selected, inputs=[words, sentence, shared.focus], outputs=words, queue=False,
+                        api_visibility="private", show_progress="hidden").then(
+        api_visibility="private", **word_events)
     gr.on([an_run.click, an_a.submit, an_b.submit, an_c.submit, source.change], analogy,
           inputs=[an_a, an_b, an_c, source], outputs=[an_md, an_json], api_name="analogy",
           trigger_mode="always_last")

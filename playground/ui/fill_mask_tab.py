@@ -15,7 +15,7 @@ import gradio as gr
 import numpy as np
 import torch
 
-from playground import checkpoints
+from playground import checkpoints, focus
 from playground import figures_mlm as fm
 from playground import fill_mask as core
 from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
@@ -288,7 +288,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                               elem_id="fm-text")
             with gr.Row():
                 run = gr.Button("Predict", variant="primary", elem_id="fm-run", scale=0)
-                use_sentence = gr.Button("Use the sentence above (then click a word to mask it)", size="sm", scale=0)
+                follow = gr.Checkbox(True, label="Follow the sentence above: the word selected there becomes [MASK]",
+                                     elem_id="fm-follow")
         with gr.Column(scale=2):
             model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
             top_k = gr.Slider(1, TOP_K_MAX, value=5, step=1, label="top_k")
@@ -345,7 +346,17 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     text.change(show_words, inputs=text, outputs=words, api_visibility="private", queue=False, show_progress="hidden")
     words.select(click_word, inputs=text, outputs=text, api_visibility="private", queue=False).then(
         fill_mask, inputs=inputs, outputs=outputs, api_visibility="private", show_progress="minimal")
-    use_sentence.click(lambda s: s, inputs=sentence, outputs=text, api_visibility="private", queue=False)
+    shared.remember("fm.follow", follow)
+
+    def follow_sentence(sentence_, focus_, on):
+        """With the switch on and a word selected: the sentence with that word masked."""
+        span = focus.parse(focus_, sentence_ or "")
+        return focus.masked(sentence_, span) if on and span else gr.skip()
+
+    gr.on([shared.focus.change, sentence.change, follow.change], follow_sentence,
+          inputs=[sentence, shared.focus, follow], outputs=text, api_visibility="private", queue=False,
+          show_progress="hidden").then(fill_mask, inputs=inputs, outputs=outputs, api_visibility="private",
+                                       show_progress="minimal")
 
     gr.on([masking_tab.select, m_seed.submit, m_whole.change, m_text.submit], masking,
           inputs=[m_text, model, m_seed, m_whole], outputs=[m_view, m_json], api_name="mlm_masking",

@@ -8,7 +8,7 @@ import time
 import gradio as gr
 import torch
 
-from playground import checkpoints, figures, sampling
+from playground import checkpoints, figures, focus, sampling
 from playground.ui.common import Shared, as_int, as_number, json_file, text_input, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn")   # every causal LM kind with `step`; the GPT first
@@ -275,7 +275,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="gen-prompt")
-            use_sentence = gr.Button("Use the sentence above as the prompt", size="sm")
+            follow = gr.Checkbox(True, label="Follow the sentence above (up to the word selected there: what comes next?)",
+                                 elem_id="gen-follow")
         with gr.Column(scale=2):
             model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
             strategy = gr.Radio(STRATEGIES, value="top-k", label="Strategy")
@@ -321,7 +322,11 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             att_json = gr.JSON(label="generation_attention")
 
-    use_sentence.click(lambda s: s, inputs=sentence, outputs=prompt, api_visibility="private")
+    shared.remember("gen.follow", follow)
+    gr.on([shared.focus.change, sentence.change, follow.change],
+          lambda s, f, on: focus.prefix(s, focus.parse(f, s or "")) if on and s else gr.skip(),
+          inputs=[sentence, shared.focus, follow], outputs=prompt, api_visibility="private", queue=False,
+          show_progress="hidden")
     shared.remember("gen.prompt", prompt)
     shared.remember("gen.model", model)
     shared.remember("gen.strategy", strategy)

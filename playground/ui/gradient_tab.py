@@ -66,10 +66,17 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
     gates_plots = [figures.gates_figure(results[key]["gates"], chars, CELLS[key]) if key in gated else None
                    for key in ("lstm", "gru")]
     return (figures.gradient_status_html(results, labels, text_notices),
-            figures.gradient_flow_figure(results, labels, chars),
+            figures.gradient_flow_figure(results, labels, chars, _sentence_spans(text, T)),
             figures.gradient_strip_html(chars, results, labels),
             *[gr.update(value=fig, visible=fig is not None) for fig in gates_plots],
             json_file(data, "gradient-flow"), data)
+
+
+def _sentence_spans(text: str, T: int) -> list[tuple[int, int]]:
+    """The sentence's character at each step t = 1..T: introspect.prepare_ids repeats a short text with
+    a space between copies; (-1, -1) for that space."""
+    period = len(text) + (0 if text.endswith(" ") else 1) if len(text) < T + 1 else T + 1
+    return [(i % period, i % period + 1) if i % period < len(text) else (-1, -1) for i in range(T)]
 
 
 def _memory_views(result: dict, live: bool):

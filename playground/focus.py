@@ -1,0 +1,73 @@
+"""The word selected in the shared sentence, followed through every tab.
+
+A selection is a span of characters of the sentence (Python string indices, so an emoji of several
+code points is several characters, as in the tokenizers' offsets). Each view maps it to what it shows:
+the tokens over those characters, the time steps that read them, the rows and columns of the
+attention heatmap, the position to mask.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+# A word: letters and digits with their combining marks (accents, Arabic harakat) and inner apostrophes,
+# or an emoji sequence (joiners and variation selectors included), so "don't", "naïve", "Ελληνικά",
+# "مرحبا" and "👩‍💻" are one word each.
+WORD = re.compile(r"(?:[\w\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u064b-\u065f\u0670]|(?<=\w)['’](?=\w)"
+                  r"|[\U0001F000-\U0001FAFF\u2600-\u27bf\u200d\ufe0f\U0001F3FB-\U0001F3FF])+")
+MASK = "[MASK]"
+
+
+def words(text: str) -> list[tuple[int, int, str]]:
+    """(start, end, word) for every word of the text."""
+    return [(m.start(), m.end(), m.group(0)) for m in WORD.finditer(text or "")]
+
+
+def parse(focus: str | None, text: str) -> tuple[int, int] | None:
+    """"start:end" as a span of `text`, or None when empty, malformed or not a word of this text (a
+    selection left over from an earlier sentence)."""
+    try:
+        start, end = (int(part) for part in str(focus or "").split(":"))
+    except ValueError:
+        return None
+    return (start, end) if any((s, e) == (start, end) for s, e, _ in words(text)) else None
+
+
+def toggle(text: str, index: int, current: str | None) -> str:
+    """The focus after a click on the `index`-th word: that word, or none when it was already selected."""
+    units = words(text)
+    if not 0 <= index < len(units):
+        return ""
+    start, end, _ = units[index]
+    return "" if parse(current, text) == (start, end) else f"{start}:{end}"
+
+
+def masked(text: str, span: tuple[int, int] | None) -> str:
+    """The sentence with the selected word replaced by [MASK]."""
+    return text if span is None else text[:span[0]] + MASK + text[span[1]:]
+
+
+def prefix(text: str, span: tuple[int, int] | None) -> str:
+    """The sentence up to and including the selected word: a prompt for "what comes next?"."""
+    return text if span is None else text[:span[1]]
+
+
+def chips_html(text: str, span: tuple[int, int] | None) -> str:
+    """The sentence's words as chips to click; the selected one marked."""
+    units = words(text)
+    if not units:
+        return '<div class="chips chips-empty">Type a sentence: its words appear here to select one.</div>'
+    chips = "".join(
+        f'<span class="chip{" on" if (s, e) == span else ""}" data-i="{i}" data-s="{s}" data-e="{e}" '
+        f'title="select “{html.escape(w)}” in every tab">{html.escape(w)}</span>'
+        for i, (s, e, w) in enumerate(units))
+    return f'<div class="chips"><span class="chips-label">Select a word:</span>{chips}</div>'
+
+
+CHIP_CLICK_JS = """
+element.addEventListener('click', (event) => {
+  const chip = event.target.closest('.chip[data-i]');
+  if (chip) trigger('select', {index: +chip.dataset.i, value: chip.textContent});
+});
+"""
