@@ -50,7 +50,7 @@ from playground.ui import fill_mask_tab  # noqa: E402
 from playground.ui import seq2seq_tab  # noqa: E402
 from playground.ui import embeddings_tab  # noqa: E402
 from playground import focus  # noqa: E402
-from playground.ui import view  # noqa: E402
+from playground.ui import tour, view  # noqa: E402
 from playground.ui.common import Shared  # noqa: E402
 
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
@@ -85,13 +85,16 @@ def build_demo() -> gr.Blocks:
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
         shared.remember("text", shared.sentence)
         shared.remember("focus", shared.focus)
+        tour_panel = tour.layout()
         with gr.Tabs(elem_id="tabs") as shared.tabs:
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
         view.wire(demo, shared, lecture, copy)
         _wire_focus(shared, chips)
+        tour.wire(shared, *tour_panel)
     set_queues(demo)
+    demo.view = shared.view  # the components a link restores, by URL key (for the tests)
     return demo
 
 

@@ -1,0 +1,23 @@
+"""The guided tour in a real browser: Next walks every step, each opening its tab with its equation."""
+
+from __future__ import annotations
+
+from playground.ui import TABS, tab_id, tour
+
+TITLES = {tab_id(title): title for title, _ in TABS}
+
+
+def test_next_walks_every_step_to_its_tab(page):
+    page.locator("#tour").get_by_text("Guided tour").click()
+    for i, step in enumerate(tour.STEPS):
+        page.locator("#tour-next").click()
+        page.wait_for_function(f"() => document.querySelector('#tour-text')?.innerText.includes('Step {i + 1} of')",
+                               timeout=15_000)
+        tab = page.get_by_role("tab", name=TITLES[step.tab], exact=True)
+        page.wait_for_function("(el) => el.getAttribute('aria-selected') === 'true'", arg=tab.element_handle(),
+                               timeout=15_000)
+        assert page.locator("#tour-text .katex").count() >= 1, f"step {i + 1}: the equation is rendered"
+    page.locator("#tour-prev").click()
+    before_last = f"Step {len(tour.STEPS) - 1} of"
+    page.wait_for_function(f"() => document.querySelector('#tour-text').innerText.includes('{before_last}')",
+                           timeout=15_000)
