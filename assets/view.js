@@ -3,7 +3,9 @@
   "use strict";
 
   const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-  const encode = (v) => (Array.isArray(v) ? v.join(",") : typeof v === "boolean" ? (v ? "1" : "0") : String(v));
+  const MAX_TEXT = 2000;  // view.MAX_TEXT: a restored text is cut there too
+  const encode = (v) => (Array.isArray(v) ? v.join(",") : typeof v === "boolean" ? (v ? "1" : "0")
+    : String(v).slice(0, MAX_TEXT));
   const tabId = (label) => label.trim().toLowerCase().replace(/ /g, "-");  // ui.tab_id
 
   function set(key, value, fallback) {

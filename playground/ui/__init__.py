@@ -83,8 +83,7 @@ def build_demo() -> gr.Blocks:
             focus=gr.Textbox("", visible=False, elem_id="focus"),
             restored=gr.Number(0, visible=False, elem_id="restored"))
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
-        shared.remember("text", shared.sentence)
-        shared.remember("focus", shared.focus)
+        shared.remember("", text=shared.sentence, focus=shared.focus)
         tour_panel = tour.layout()
         with gr.Tabs(elem_id="tabs") as shared.tabs:
             for title, module in TABS:

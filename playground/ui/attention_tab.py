@@ -298,11 +298,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 pe_json = gr.JSON(label="positional_encoding")
 
-    shared.remember("att.text_b", text_b)
-    shared.remember("att.model", model)
-    shared.remember("att.layer", layer)
-    shared.remember("att.head", head)
-    shared.remember("att.hide", hide)
+    shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide)
     model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head], api_visibility="private",
                  queue=False)
     gr.on([demo.load, shared.restored.change, sentence.change, text_b.submit, model.change, layer.release, head.change,

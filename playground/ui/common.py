@@ -30,9 +30,12 @@ class Shared:
     tabs: gr.Tabs | None = None
     view: dict[str, gr.components.Component] = field(default_factory=dict)
 
-    def remember(self, key: str, component: gr.components.Component) -> None:
-        assert key not in self.view, f"URL key {key!r} is already taken"
-        self.view[key] = component
+    def remember(self, prefix: str, **components: gr.components.Component) -> None:
+        """Register view components under the URL keys "prefix.name" (just "name" without a prefix)."""
+        for name, component in components.items():
+            key = f"{prefix}.{name}" if prefix else name
+            assert key not in self.view, f"URL key {key!r} is already taken"
+            self.view[key] = component
 
 
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]

@@ -467,9 +467,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     word_events = dict(fn=embed_words, inputs=[words, source, method, dims],
                        outputs=[word_plot, neighbours, word_file, word_json], trigger_mode="always_last",
                        concurrency_limit=2, show_progress="minimal")
-    shared.remember("emb.source", source)
-    shared.remember("emb.method", method)
-    shared.remember("emb.dims", dims)
+    shared.remember("emb", source=source, method=method, dims=dims)
     gr.on([demo.load, word_tab.select, run.click, words.submit, source.change, method.change, dims.change],
           api_name="embed_words", **word_events)
 

@@ -335,9 +335,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                     c_json = gr.JSON(label="mlm_cards")
 
-    shared.remember("fm.text", text)
-    shared.remember("fm.model", model)
-    shared.remember("fm.top_k", top_k)
+    shared.remember("fm", text=text, model=model, top_k=top_k, follow=follow)
     inputs = [text, model, top_k]
     outputs = [filled, plot, fm_file, fm_json]
     on_load = [demo.load] if names() else []  # nothing to predict with before a checkpoint is shipped
@@ -346,7 +344,6 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     text.change(show_words, inputs=text, outputs=words, api_visibility="private", queue=False, show_progress="hidden")
     words.select(click_word, inputs=text, outputs=text, api_visibility="private", queue=False).then(
         fill_mask, inputs=inputs, outputs=outputs, api_visibility="private", show_progress="minimal")
-    shared.remember("fm.follow", follow)
 
     def follow_sentence(sentence_, focus_, on):
         """With the switch on and a word selected: the sentence with that word masked."""

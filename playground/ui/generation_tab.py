@@ -322,20 +322,12 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             att_json = gr.JSON(label="generation_attention")
 
-    shared.remember("gen.follow", follow)
     gr.on([shared.focus.change, sentence.change, follow.change],
           lambda s, f, on: focus.prefix(s, focus.parse(f, s or "")) if on and s else gr.skip(),
           inputs=[sentence, shared.focus, follow], outputs=prompt, api_visibility="private", queue=False,
           show_progress="hidden")
-    shared.remember("gen.prompt", prompt)
-    shared.remember("gen.model", model)
-    shared.remember("gen.strategy", strategy)
-    shared.remember("gen.max_new", max_new)
-    shared.remember("gen.temperature", temperature)
-    shared.remember("gen.top_k", top_k)
-    shared.remember("gen.top_p", top_p)
-    shared.remember("gen.beam", beam_width)
-    shared.remember("gen.seed", seed)
+    shared.remember("gen", prompt=prompt, follow=follow, model=model, strategy=strategy, max_new=max_new,
+                    temperature=temperature, top_k=top_k, top_p=top_p, beam=beam_width, seed=seed)
     event = gr.on([run.click, prompt.submit], generate,
                   inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width],
                   outputs=[text_view, step_chart, steps_state, gen_file, gen_json], api_name="generate",

@@ -238,13 +238,8 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
         flow_file = gr.DownloadButton("Download JSON", size="sm")
         flow_json = gr.JSON(label="gradient_flow")
 
-    shared.remember("rnn.length", length)
-    shared.remember("rnn.cells", cells)
-    shared.remember("rnn.weights", weights)
-    shared.remember("rnn.rescale", rescale)
-    shared.remember("rnn.sigma", sigma)
-    shared.remember("rnn.activation", activation)
-    shared.remember("rnn.clip", clip)
+    shared.remember("rnn", length=length, cells=cells, weights=weights, rescale=rescale, sigma=sigma,
+                    activation=activation, clip=clip)
     inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip]
     gr.on([demo.load, shared.restored.change, run.click, sentence.submit, cells.change, weights.change,
            rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow, inputs=inputs,

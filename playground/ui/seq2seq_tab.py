@@ -324,9 +324,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         compare_json = gr.JSON(label="seq2seq_compare")
 
-    shared.remember("s2s.source", source)
-    shared.remember("s2s.model", model)
-    shared.remember("s2s.beam", beam)
+    shared.remember("s2s", source=source, model=model, beam=beam)
     gr.on([demo.load, shared.restored.change, go_button.click, source.submit, model.change, beam.release], translate,
           inputs=[source, model, beam], outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
           api_name="seq2seq", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")

@@ -232,9 +232,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 norm_json = gr.JSON(label="normalize")
 
-    shared.remember("tok.names", names)
-    shared.remember("tok.retrain", retrain)
-    shared.remember("tok.vocab", vocab)
+    shared.remember("tok", names=names, retrain=retrain, vocab=vocab)
     gr.on([demo.load, shared.restored.change, sentence.change, names.change, retrain.change, vocab.release], tokenize,
           inputs=[sentence, names, retrain, vocab], outputs=[tokens_view, counts_plot, table, tokens_file, tokens_json],
           api_name="tokenize", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
