@@ -138,5 +138,10 @@ THEME = gr.themes.Soft(font=["system-ui", "sans-serif"], font_mono=["ui-monospac
 HEAD = "\n".join(f"<script>\n{path.read_text(encoding='utf-8')}\n</script>" for path in sorted(ASSETS.glob("*.js")))
 # show_error: a value the components themselves refuse (a word where a number goes) reaches the
 # user as Gradio's message, not as an anonymous failure
+# Gradio keeps every session's component values and gr.State in memory, the oldest dropped beyond the
+# capacity (10,000 by default, so memory grew with each new visitor for hours): about 2 MB a session was
+# measured under the load test, so 200 sessions (a lecture hall at once) hold about 0.4 GB at most. A
+# session dropped loses only its gr.State (a step slider then asks to run its view again).
+SESSIONS = 200
 LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], head=HEAD, ssr_mode=False,
-              footer_links=["api", "settings"], show_error=True)
+              footer_links=["api", "settings"], show_error=True, state_session_capacity=SESSIONS)

@@ -391,6 +391,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                                        label="Words (a line 'name: w1, w2, ...' makes a coloured set)")
                     presets = gr.CheckboxGroup(list(emb.PRESETS), value=["animals", "countries", "numbers", "family"],
                                                label="Preset sets")
+                    follow = gr.Checkbox(True, label="Add the word selected in the sentence above (as 'selected:')",
+                                         elem_id="emb-follow")
                 with gr.Column(scale=1):
                     keys = emb.space_keys()
                     source = gr.Dropdown([(SOURCE_LABELS[k], k) for k in keys], value=keys[0], label="Embedding",
@@ -467,19 +469,19 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     word_events = dict(fn=embed_words, inputs=[words, source, method, dims],
                        outputs=[word_plot, neighbours, word_file, word_json], trigger_mode="always_last",
                        concurrency_limit=2, show_progress="minimal")
-    shared.remember("emb", source=source, method=method, dims=dims)
+    shared.remember("emb", source=source, method=method, dims=dims, follow=follow)
     gr.on([demo.load, word_tab.select, run.click, words.submit, source.change, method.change, dims.change],
           api_name="embed_words", **word_events)
 
-    def with_selected(words_, sentence_, focus_):
+    def with_selected(words_, sentence_, focus_, on):
         """The selected word of the sentence as its own set ("selected: word") in the word list."""
         span = focus.parse(focus_, sentence_ or "")
-        if span is None:
+        if span is None or not on:
             return gr.skip()
         kept = [line for line in (words_ or "").splitlines() if not line.startswith(SELECTED)]
         return "\n".join(kept + [f"{SELECTED} {sentence_[span[0]:span[1]].lower()}"])
 
-    shared.focus.change(with_selected, inputs=[words, sentence, shared.focus], outputs=words, queue=False,
+    shared.focus.change(with_selected, inputs=[words, sentence, shared.focus, follow], outputs=words, queue=False,
                         api_visibility="private", show_progress="hidden").then(
         api_visibility="private", **word_events)
     gr.on([an_run.click, an_a.submit, an_b.submit, an_c.submit, source.change], analogy,
