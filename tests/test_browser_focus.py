@@ -28,6 +28,32 @@ def selected(page):
     return page
 
 
+def test_typing_the_sentence_sends_one_round_of_events_not_a_loop(page):
+    """Regression: with every tab listening to the typed box, Gradio's page re-fired its change events
+    after the box lost focus, for ever (the page never went idle and a test's click timed out). The tabs
+    listen to the committed text instead: typing sends nothing, committing sends one round."""
+    page.get_by_role("tab", name="Tokenization", exact=True).click()
+    sent = []
+    record = lambda request: sent.append(request.url) if "/gradio_api/" in request.url and (  # noqa: E731
+        "queue/join" in request.url or "run/predict" in request.url) else None
+    page.on("request", record)
+    box = page.locator("#sentence textarea")
+    box.fill("")
+    box.press_sequentially("Zebras graze quietly.")
+    page.wait_for_timeout(1_000)
+    typed = len(sent)
+    box.blur()
+    page.wait_for_function("() => document.querySelector('#tokens-view')?.innerText.includes('Zebras')",
+                           timeout=30_000)
+    page.wait_for_timeout(1_000)
+    committed = len(sent)
+    page.wait_for_timeout(5_000)
+    page.remove_listener("request", record)
+    assert typed == 0, sent
+    assert 0 < committed <= 12, sent  # one event per view that shows the sentence
+    assert len(sent) == committed, sent[committed:]  # and then quiet
+
+
 def test_the_word_is_lit_in_tokenization(selected, tmp_path):
     page = selected
     page.wait_for_selector("#tokens-view .tok.focus", timeout=10_000)

@@ -79,26 +79,33 @@ def build_demo() -> gr.Blocks:
                 lecture = gr.Checkbox(False, label="Lecture mode", elem_id="lecture-toggle")
                 copy = gr.Button("Copy link to this view", size="sm", elem_id="copy-link")
         shared = Shared(
-            sentence=gr.Textbox(value=DEFAULT_TEXT, label="Your sentence", lines=2, max_lines=12, elem_id="sentence"),
+            sentence=gr.Textbox(value=DEFAULT_TEXT, label="Your sentence (Enter applies it to every tab)", lines=1,
+                                max_lines=12, elem_id="sentence"),
+            text=gr.Textbox(value=DEFAULT_TEXT, label="Sentence", visible=False, elem_id="sentence-text"),
             focus=gr.Textbox("", visible=False, elem_id="focus"),
             restored=gr.Number(0, visible=False, elem_id="restored"))
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
-        shared.remember("", text=shared.sentence, focus=shared.focus)
+        shared.remember("", text=shared.text, focus=shared.focus)
         tour_panel = tour.layout()
         with gr.Tabs(elem_id="tabs") as shared.tabs:
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
         view.wire(demo, shared, lecture, copy)
-        _wire_focus(shared, chips)
+        _wire_sentence(shared, chips)
         tour.wire(shared, *tour_panel)
     set_queues(demo)
     demo.view = shared.view  # the components a link restores, by URL key (for the tests)
     return demo
 
 
-def _wire_focus(shared: Shared, chips: gr.HTML) -> None:
-    """The sentence's words as chips; a click selects one (or clears it) for every tab."""
+def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
+    """The typed sentence is committed (Enter, or leaving the box) to `shared.text`, which a link sets too
+    and the box mirrors; its words as chips, a click selects one (or clears it) for every tab."""
+    gr.on([shared.sentence.submit, shared.sentence.blur], None, inputs=shared.sentence, outputs=shared.text,
+          js="(s) => s", queue=False)
+    shared.text.change(None, inputs=shared.text, outputs=shared.sentence, js="(s) => s", queue=False)
+
     def select(text, current, evt: gr.SelectData):
         index = evt.index if isinstance(evt.index, int) else -1
         return focus.toggle(text or "", index, current)
@@ -106,9 +113,9 @@ def _wire_focus(shared: Shared, chips: gr.HTML) -> None:
     def show(text, current):
         return focus.chips_html(text or "", focus.parse(current, text or ""))
 
-    chips.select(select, inputs=[shared.sentence, shared.focus], outputs=shared.focus, queue=False,
+    chips.select(select, inputs=[shared.text, shared.focus], outputs=shared.focus, queue=False,
                  api_visibility="private")
-    gr.on([shared.sentence.change, shared.focus.change], show, inputs=[shared.sentence, shared.focus], outputs=chips,
+    gr.on([shared.text.change, shared.focus.change], show, inputs=[shared.text, shared.focus], outputs=chips,
           queue=False, api_visibility="private", show_progress="hidden")
     shared.focus.change(None, inputs=[shared.focus], js="(f) => window.playgroundFocus.mark(f)")
 

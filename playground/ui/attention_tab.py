@@ -249,7 +249,7 @@ def model_changed(model_key):
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
-    sentence = shared.sentence
+    sentence = shared.text  # the committed sentence (see Shared)
     m0 = MODELS[DEFAULT_MODEL]
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     with gr.Row():

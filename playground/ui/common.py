@@ -18,13 +18,18 @@ from playground import tokenization
 class Shared:
     """What the tabs share, built once with the page (never per-user data: values live in the browser).
 
-    `sentence` is the text typed once for every tab; `focus` (hidden) the character span "start:end" of
-    the word selected in it, or "" for none; `restored` (hidden) changes when a link has set the view;
+    `sentence` is the box where the text for every tab is typed; `text` (hidden) the sentence as last
+    committed, by Enter or by leaving the box: every tab redraws on `text.change`, never on the box's own
+    events (with several events listening to a typed Textbox, Gradio 6.31's page re-fires its change and
+    input events after the box loses focus, an endless loop; tests/test_browser_focus.py checks it stays
+    quiet); `focus` (hidden) the character span "start:end" of the selected word in `text`, or "" for
+    none; `restored` (hidden) changes when a link has set the view;
     `tabs` the top-level gr.Tabs (ids from ui.tab_id); `view`
     maps a URL key to each component whose value is part of the view a link restores (a tab registers
     them with `remember`)."""
 
     sentence: gr.Textbox
+    text: gr.Textbox
     focus: gr.Textbox
     restored: gr.Number  # hidden: becomes 1 when a link restored the view; the tabs' main views redraw on it
     tabs: gr.Tabs | None = None

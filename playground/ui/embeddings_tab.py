@@ -381,7 +381,7 @@ def fill_presets(names):
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab (added to the sentence
     list with a button)."""
-    sentence = shared.sentence
+    sentence = shared.text  # the committed sentence (see Shared)
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     with gr.Tabs():
         with gr.Tab("Word space") as word_tab:

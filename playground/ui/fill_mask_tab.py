@@ -276,7 +276,7 @@ EXAMPLES = ["The cat sat on the [MASK].", "Paris is the [MASK] of France.", "She
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
-    sentence = shared.sentence
+    sentence = shared.text  # the committed sentence (see Shared)
     choices = [(_label(n), n) for n in names()]
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     if not names():

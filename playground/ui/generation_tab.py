@@ -266,8 +266,8 @@ triangle is exactly 0). Uses the text of the last generation, or any text typed 
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
-    """The tab's components and events; the prompt can take `shared.sentence`, the text shared by every tab."""
-    sentence = shared.sentence
+    """The tab's components and events; the prompt can take `shared.text`, the sentence shared by every tab."""
+    sentence = shared.text  # the committed sentence (see Shared)
     choices = [(_label(n), n) for n in MODELS]
     gpts = [(_label(n), n) for n in MODELS if MODELS[n].kind == "gpt"]
     recurrent = [n for n in MODELS if MODELS[n].kind != "gpt"]

@@ -208,7 +208,7 @@ def _build_memory() -> None:
 
 
 def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
-    sentence = shared.sentence
+    sentence = shared.text  # the committed sentence (see Shared)
     gr.Markdown(FLOW_MD, latex_delimiters=LATEX)
     with gr.Row():
         with gr.Column(scale=2):
@@ -241,7 +241,7 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
     shared.remember("rnn", length=length, cells=cells, weights=weights, rescale=rescale, sigma=sigma,
                     activation=activation, clip=clip)
     inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip]
-    gr.on([demo.load, shared.restored.change, run.click, sentence.submit, cells.change, weights.change,
+    gr.on([demo.load, shared.restored.change, run.click, sentence.change, cells.change, weights.change,
            rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow, inputs=inputs,
           outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
           api_name="gradient_flow", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")

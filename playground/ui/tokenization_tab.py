@@ -168,7 +168,7 @@ NORMALIZE_MD = """Classic preprocessing for bag-of-words models, applied in this
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
-    sentence = shared.sentence
+    sentence = shared.text  # the committed sentence (see Shared)
     with gr.Tabs():
         with gr.Tab("Compare tokenizers"):
             gr.Markdown(TOKENIZERS_MD)
