@@ -9,6 +9,7 @@ def test_typing_a_sentence_shows_its_tokens(page, tmp_path):
     page.wait_for_selector("#tokens-view .tok-row", timeout=30_000)
     box = page.locator("#sentence textarea")
     box.fill("Flibbertigibbets tokenize 🦜 happily")
+    box.press("Enter")  # the shared sentence applies on Enter (or on leaving the box)
     page.wait_for_function(
         "() => document.querySelector('#tokens-view')?.innerText.includes('Flibbertigibbets')", timeout=20_000)
     rows = page.locator("#tokens-view .tok-row")
