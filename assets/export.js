@@ -4,8 +4,13 @@
 //   plot component loads; it sets window.Plotly). PNG at twice the size on screen, for slides.
 // - SVG views (the attention head view): the <svg> serialised with the styles it uses inlined, so the file
 //   renders on its own; PNG by drawing that SVG on a canvas.
+// - HTML views (coloured tokens, the model view, the gradient strip...: gr.HTML with the class
+//   "figure-view"): the view copied with its computed styles inlined into an SVG <foreignObject>, which
+//   is the SVG file and, drawn on a canvas, the PNG.
 // - Data: next to each "Download JSON" button, a CSV button fetches the same JSON file and writes its main
 //   table (the longest list of records in it) as CSV, one row per record, nested values as JSON text.
+//   Under each JSON panel that has no such button, JSON and CSV buttons: the panel's value is what its own
+//   copy button would put on the clipboard (caught on the way, the clipboard untouched).
 (() => {
   "use strict";
 
@@ -71,26 +76,89 @@
     return { text: new XMLSerializer().serializeToString(copy), width: box.width, height: box.height };
   }
 
+  function png({ text, width, height }, name) {
+    const image = new Image();
+    image.onload = () => {
+      const canvas = Object.assign(document.createElement("canvas"), { width: width * 2, height: height * 2 });
+      const ctx = canvas.getContext("2d");
+      ctx.scale(2, 2);
+      ctx.drawImage(image, 0, 0);
+      canvas.toBlob((blob) => save(blob, name), "image/png");
+    };
+    image.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(text);
+  }
+
   function svgBar(svg) {
     const bar = document.createElement("div");
     bar.className = "export-bar";
-    bar.appendChild(button("PNG", "Download this view as PNG", () => {
-      const { text, width, height } = standaloneSvg(svg);
-      const image = new Image();
-      image.onload = () => {
-        const canvas = Object.assign(document.createElement("canvas"), { width: width * 2, height: height * 2 });
-        const ctx = canvas.getContext("2d");
-        ctx.scale(2, 2);
-        ctx.drawImage(image, 0, 0);
-        canvas.toBlob((blob) => save(blob, `${tabName(svg)}-view.png`), "image/png");
-      };
-      image.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(text);
-    }));
+    bar.appendChild(button("PNG", "Download this view as PNG", () => png(standaloneSvg(svg), `${tabName(svg)}-view.png`)));
     bar.appendChild(button("SVG", "Download this view as SVG", () => {
       save(new Blob([standaloneSvg(svg).text], { type: "image/svg+xml" }), `${tabName(svg)}-view.svg`);
     }));
     return bar;
   }
+
+  // --- HTML views --------------------------------------------------------------------------------
+  const KEPT = ["display", "box-sizing", "position", "top", "left", "width", "height", "min-width", "max-width",
+    "margin", "padding", "border", "border-radius", "border-collapse", "border-spacing", "background-color",
+    "background-image", "background-position", "background-size", "background-repeat", "image-rendering", "filter",
+    "color", "opacity", "font-family", "font-size", "font-weight", "font-style",
+    "line-height", "letter-spacing", "white-space", "word-break", "overflow-wrap", "text-align",
+    "text-decoration", "vertical-align", "direction", "unicode-bidi", "flex-direction", "flex-wrap",
+    "flex-grow", "flex-shrink", "flex-basis", "align-items", "justify-content", "gap", "grid-template-columns",
+    "grid-column", "grid-row", "box-shadow", "outline", "outline-offset", "transform", "fill", "stroke",
+    "stroke-width", "table-layout"];
+  const DEFAULTS = new Set(["", "none", "normal", "auto", "0px", "static", "visible", "rgba(0, 0, 0, 0)"]);
+
+  function background(el) {  // the colour the view sits on: the first opaque one up the tree
+    for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+      const color = getComputedStyle(node).backgroundColor;
+      if (color && color !== "transparent" && !/rgba\(.*, 0\)$/.test(color)) return color;
+    }
+    return "white";
+  }
+
+  function standaloneHtml(view) {
+    const copy = view.cloneNode(true);
+    copy.querySelectorAll(".export-bar, [data-testid='status-tracker']").forEach((el) => el.remove());
+    const from = [view, ...view.querySelectorAll("*")].filter((el) => !el.closest(".export-bar, [data-testid='status-tracker']"));
+    const to = [copy, ...copy.querySelectorAll("*")];
+    from.forEach((el, i) => {
+      const style = getComputedStyle(el);
+      const inline = KEPT.map((p) => [p, style.getPropertyValue(p)]).filter(([p, v]) => !DEFAULTS.has(v) ||
+                                                                             p === "display");
+      to[i].setAttribute("style", inline.map(([p, v]) => `${p}:${v}`).join(";"));
+      to[i].removeAttribute("id");
+      to[i].removeAttribute("class");
+    });
+    const width = Math.ceil(Math.max(view.scrollWidth, view.getBoundingClientRect().width));
+    const height = Math.ceil(Math.max(view.scrollHeight, view.getBoundingClientRect().height));
+    copy.style.width = `${width}px`;
+    copy.style.height = `${height}px`;
+    copy.style.margin = "0";
+    copy.style.overflow = "visible";
+    copy.style.backgroundColor = background(view);
+    copy.setAttribute("xmlns", "http://www.w3.org/1999/xhtml");
+    const body = new XMLSerializer().serializeToString(copy);
+    const text = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" ` +
+      `viewBox="0 0 ${width} ${height}"><foreignObject x="0" y="0" width="${width}" height="${height}">` +
+      `${body}</foreignObject></svg>`;
+    return { text, width, height };
+  }
+
+  function htmlBar(view) {
+    const name = () => `${tabName(view)}-${slug(view.id || "view")}`;
+    const bar = document.createElement("div");
+    bar.className = "export-bar";
+    bar.appendChild(button("PNG", "Download this view as PNG", () => png(standaloneHtml(content(view)), `${name()}.png`)));
+    bar.appendChild(button("SVG", "Download this view as SVG", () => {
+      save(new Blob([standaloneHtml(content(view)).text], { type: "image/svg+xml" }), `${name()}.svg`);
+    }));
+    return bar;
+  }
+
+  // a gr.HTML block: its rendered value is the first child that is not Gradio's or ours
+  const content = (view) => [...view.children].find((el) => !el.matches(".export-bar, [data-testid='status-tracker'], .hide")) || view;
 
   // --- CSV of a JSON download ------------------------------------------------------------------
   function records(data) {
@@ -164,6 +232,48 @@
     });
   }
 
+  // Gradio's JSON panel copies JSON.stringify(value) with navigator.clipboard.writeText: lend it a
+  // clipboard for that one click (an own property that shadows the real one, removed at once).
+  function panelText(block) {
+    const copy = block.querySelector("button[aria-label='Copy'], button[aria-label='Copied']");  // "Copied" for 1 s
+    if (!copy) return Promise.resolve(null);
+    return new Promise((resolve) => {
+      let timer = null;
+      const done = (text) => {
+        clearTimeout(timer);
+        delete navigator.clipboard;
+        resolve(text);
+      };
+      Object.defineProperty(navigator, "clipboard", {
+        configurable: true, value: { writeText: (text) => { done(text); return Promise.resolve(); } } });
+      timer = setTimeout(() => done(null), 2000);
+      copy.click();
+    });
+  }
+
+  function panelBar(block) {
+    const name = () => slug((block.querySelector("[data-testid='block-label']") || {}).textContent || "data");
+    const bar = document.createElement("div");
+    bar.className = "export-bar export-data";
+    bar.appendChild(button("JSON", "Download this data as JSON", async () => {
+      const text = await panelText(block);
+      if (text !== null) save(new Blob([text], { type: "application/json" }), `${name()}.json`);
+    }));
+    bar.appendChild(button("CSV", "Download this data as CSV (its main table)", async () => {
+      const text = await panelText(block);
+      if (text !== null) save(new Blob([toCsv(records(JSON.parse(text)))], { type: "text/csv;charset=utf-8" }),
+                              `${name()}.csv`);
+    }));
+    return bar;
+  }
+
+  const hasDownload = (block) => {  // a "Download JSON" button right before the panel serves it already
+    let before = block.previousElementSibling;
+    while (before && before.matches(".export-btn, .export-bar")) before = before.previousElementSibling;  // ours
+    return !!before && [before, ...before.querySelectorAll("button")].some((b) =>
+      b.tagName === "BUTTON" && /Download .*JSON/.test(b.textContent || ""));
+  };
+
   // --- attach to whatever appears ----------------------------------------------------------------
   function attach() {
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
@@ -175,6 +285,19 @@
       if (host && !(host.nextElementSibling && host.nextElementSibling.classList.contains("export-bar"))) {
         host.after(svgBar(svg));
       }
+    });
+    // Gradio puts elem_classes on the block and on the HTML inside it: the outer one is the view
+    document.querySelectorAll(".figure-view").forEach((view) => {
+      if (view.parentElement.closest(".figure-view")) return;
+      const empty = !(content(view).textContent || "").trim() && !content(view).querySelector("svg, img, canvas");
+      const bar = view.querySelector(":scope > .export-bar");
+      if (!bar && !empty) view.appendChild(htmlBar(view));
+      else if (bar) bar.hidden = empty;
+    });
+    document.querySelectorAll("[data-testid='json'].block").forEach((block) => {
+      if (block.dataset.exported || hasDownload(block)) return;
+      block.dataset.exported = "1";
+      block.after(panelBar(block));
     });
     document.querySelectorAll("button:not(.export-btn)").forEach((el) => {
       if (el.dataset.csv || !/^\s*Download .*JSON/.test(el.textContent || "")) return;
@@ -192,5 +315,5 @@
     requestAnimationFrame(() => { pending = false; attach(); });
   }).observe(document.documentElement, { childList: true, subtree: true });
 
-  window.playgroundExport = { records, toCsv };
+  window.playgroundExport = { records, toCsv, standaloneHtml: (view) => standaloneHtml(content(view)) };
 })();

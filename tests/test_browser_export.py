@@ -1,5 +1,5 @@
-"""Export in a real browser: PNG and SVG of a plotly figure and of the attention head view, CSV of a data
-download. Everything is made in the page (offline): the page fixture fails on any request off localhost."""
+"""Export in a real browser: PNG and SVG of a plotly figure, of the attention head view and of an HTML view
+(the coloured tokens), CSV of a data download, JSON and CSV of a data panel that has no download button. Everything is made in the page (offline): the page fixture fails on any request off localhost."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def download(page, locator) -> bytes:
 
 def test_a_plotly_figure_downloads_as_png_and_svg(page):
     page.get_by_role("tab", name="Tokenization", exact=True).click()
-    bar = page.locator(".export-bar").filter(has=page.locator("button", has_text="SVG")).first
+    bar = page.locator("div:has(> .js-plotly-plot) > .export-bar").first
     bar.wait_for(timeout=30_000)
     png = download(page, bar.locator("button", has_text="PNG"))
     assert png.startswith(PNG_SIGNATURE) and len(png) > 5_000
@@ -38,6 +38,25 @@ def test_the_head_view_downloads_as_standalone_svg_and_png(page):
     assert png.startswith(PNG_SIGNATURE) and len(png) > 5_000
 
 
+def test_an_html_view_downloads_as_svg_and_png_that_look_like_it(page):
+    from PIL import Image
+
+    page.get_by_role("tab", name="Tokenization", exact=True).click()
+    page.wait_for_selector("#tokens-view .tok", timeout=30_000)
+    bar = page.locator("#tokens-view > .export-bar")
+    svg = ET.fromstring(download(page, bar.locator("button", has_text="SVG")))
+    (html,) = [el for el in svg.iter() if el.tag.endswith("foreignObject")]
+    tokens = page.locator("#tokens-view .tok").all_inner_texts()
+    text = "".join(html.itertext())
+    assert all(t in text for t in tokens[:20])
+    coloured = [el for el in html.iter() if "background-color:rgb" in (el.get("style") or "")]
+    assert len(coloured) >= len(tokens) // 2  # the token colours travel with the file
+    png = Image.open(io.BytesIO(download(page, bar.locator("button", has_text="PNG")))).convert("RGB")
+    box = page.locator("#tokens-view").bounding_box()
+    assert abs(png.width - 2 * round(box["width"])) <= 4  # drawn at twice the size on screen
+    assert len(png.resize((64, 64)).getcolors(64 * 64)) > 16  # a picture, not a blank canvas
+
+
 def test_a_data_download_also_comes_as_csv(page):
     page.get_by_role("tab", name="Tokenization", exact=True).click()
     page.get_by_text("Data (JSON)").first.click()
@@ -49,3 +68,34 @@ def test_a_data_download_also_comes_as_csv(page):
     # the same data as the JSON next to it
     data = json.loads(download(page, page.locator("button", has_text="Download JSON").first))
     assert data and isinstance(data, dict)
+
+
+def open_data_panel(page):
+    """Open the visible tab's "Data (JSON)" accordion, unless an earlier test left it open."""
+    panels = page.locator("[data-testid='json'].block").locator("visible=true")
+    if not panels.count():
+        page.locator("span:visible", has_text="Data (JSON)").first.click()
+    panels.first.wait_for(timeout=30_000)
+
+
+def test_a_data_panel_without_a_download_button_gets_json_and_csv(page, client):
+    from playground import normalize
+
+    page.get_by_role("tab", name="Tokenization", exact=True).click()
+    page.get_by_role("tab", name="Normalisation", exact=True).click()
+    open_data_panel(page)
+    bar = page.locator("[data-testid='json'].block + .export-data").locator("visible=true")
+    bar.wait_for(timeout=30_000)
+    data = json.loads(download(page, bar.locator("button", has_text="JSON")))
+    # the panel's whole value, as the API gives it for the sentence and steps on screen
+    _, expected = client.predict(page.locator("#sentence textarea").input_value(), list(normalize.STEPS),
+                                 api_name="/normalize")
+    assert data == expected
+    rows = list(csv.reader(io.StringIO(download(page, bar.locator("button", has_text="CSV")).decode("utf-8"))))
+    assert rows[0] and len(rows) > 2 and all(len(r) == len(rows[0]) for r in rows)
+    assert page.evaluate("() => !Object.getOwnPropertyDescriptor(navigator, 'clipboard')")  # lent and returned
+    # a panel with its own "Download JSON" button keeps that one (and its CSV): no second bar
+    page.get_by_role("tab", name="Compare tokenizers", exact=True).click()
+    open_data_panel(page)
+    page.wait_for_timeout(500)
+    assert page.locator("[data-testid='json'].block + .export-data").locator("visible=true").count() == 0

@@ -15,7 +15,7 @@ import numpy as np
 
 from playground import attention as att
 from playground import figures_attention as fa
-from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
 
 # Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped)
 MODELS = {m.key: m for m in (att.load_minilm(), att.load_gpt(), att.load_bert()) if m is not None}
@@ -267,7 +267,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     head_view = gr.HTML(elem_id="attn-head-view", js_on_load=fa.HEAD_VIEW_JS)
                 with gr.Column(scale=1):
                     gr.Markdown("#### Model view: click a head to enlarge it")
-                    model_view = gr.HTML(elem_id="attn-model-view", js_on_load=fa.HEAD_PICK_JS)
+                    model_view = gr.HTML(elem_id="attn-model-view", elem_classes=FIGURE, js_on_load=fa.HEAD_PICK_JS)
             heatmap = gr.Plot(label="Attention heatmap", elem_id="attn-heatmap")
             gr.Markdown(PATTERNS_MD)
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):

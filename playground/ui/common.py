@@ -43,6 +43,8 @@ class Shared:
             self.view[key] = component
 
 
+FIGURE = ["figure-view"]  # elem_classes of an HTML view that is a picture: assets/export.js gives it PNG and SVG
+
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from playground import checkpoints, focus
 from playground import embeddings as emb
 from playground import figures_embeddings as fe
-from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
 
 MAX_NEIGHBOUR_WORDS = 20   # the neighbours table covers the first 20 words (each is a scan of the vocabulary)
 K_NEIGHBOURS = 8
@@ -401,7 +401,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     dims = gr.Radio([("2D", 2), ("3D", 3)], value=3, label="Dimensions")
                     run = gr.Button("Show", variant="primary")
             word_plot = gr.Plot(label="Word space", elem_id="emb-word-plot")
-            neighbours = gr.HTML(elem_id="emb-neighbours")
+            neighbours = gr.HTML(elem_id="emb-neighbours", elem_classes=FIGURE)
             with gr.Accordion("Analogy: a − b + c", open=True):
                 with gr.Row():
                     an_a = gr.Textbox("king", label="a")
@@ -451,7 +451,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             with gr.Row():
                 query = gr.Textbox("Where can I keep my savings?", label="Semantic search: query", scale=3)
                 q_run = gr.Button("Search", scale=1)
-            hits = gr.HTML()
+            hits = gr.HTML(elem_classes=FIGURE)
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 s_file = gr.DownloadButton("Download JSON", size="sm")
                 s_json = gr.JSON(label="embed_sentences")
@@ -461,7 +461,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                         "of their vocabulary. $\\mathrm{tfidf}(s, w) = \\mathrm{tf}(s, w)\\,(\\ln\\frac{1+n}{1+df(w)} "
                         "+ 1)$, each row scaled to length 1.", latex_delimiters=LATEX)
             c_md = gr.Markdown()
-            c_onehot, c_bow, c_tfidf = gr.HTML(), gr.HTML(), gr.HTML()
+            c_onehot, c_bow, c_tfidf = (gr.HTML(elem_classes=FIGURE) for _ in range(3))
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 c_json = gr.JSON(label="classic")
 

@@ -18,7 +18,7 @@ import torch
 from playground import checkpoints, focus
 from playground import figures_mlm as fm
 from playground import fill_mask as core
-from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
 
 MODEL_NAMES = ("minilm-mlm", "bert-english")  # the default first
 DESCRIPTIONS = {"minilm-mlm": "pretrained MiniLM + LoRA", "bert-english": "small BERT from scratch"}
@@ -296,7 +296,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     gr.Examples(EXAMPLES, inputs=text, label="Examples")
     gr.Markdown("**Click a word to mask it:**")
     words = gr.HTML(fm.words_html(core.words(DEFAULT_TEXT)), elem_id="fm-words", js_on_load=fm.WORD_CLICK_JS)
-    filled = gr.HTML(elem_id="fm-filled")
+    filled = gr.HTML(elem_id="fm-filled", elem_classes=FIGURE)
     plot = gr.Plot(label="Top-k per mask", elem_id="fm-plot")
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         fm_file = gr.DownloadButton("Download JSON", size="sm")
@@ -312,7 +312,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     m_seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED, scale=1)
                     m_whole = gr.Checkbox(False, label="Whole-word masking", scale=1)
                     m_run = gr.Button("Mask again (next seed)", scale=0)
-                m_view = gr.HTML(elem_id="fm-masking")
+                m_view = gr.HTML(elem_id="fm-masking", elem_classes=FIGURE)
                 with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                     m_json = gr.JSON(label="mlm_masking")
             with gr.Tab("Input representation and NSP") as pair_tab:
@@ -321,7 +321,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     p_a = gr.Textbox("The man went to the store.", label="Sentence A", scale=2)
                     p_b = gr.Textbox("He bought a gallon of milk.", label="Sentence B (empty: one sentence)", scale=2)
                     p_model = gr.Dropdown(choices, value=NSP_MODEL, label="Model", scale=1)
-                p_table = gr.HTML(elem_id="fm-pair-table")
+                p_table = gr.HTML(elem_id="fm-pair-table", elem_classes=FIGURE)
                 with gr.Row():
                     p_label = gr.Label(label="Next-sentence prediction", num_top_classes=2, scale=1)
                     p_summary = gr.Markdown(elem_id="fm-nsp")

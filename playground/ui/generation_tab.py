@@ -9,7 +9,7 @@ import gradio as gr
 import torch
 
 from playground import checkpoints, figures, focus, sampling
-from playground.ui.common import Shared, as_int, as_number, json_file, text_input, warn
+from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn")   # every causal LM kind with `step`; the GPT first
 MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
@@ -290,7 +290,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         run = gr.Button("Generate", variant="primary", elem_id="gen-run")
         stop = gr.Button("Stop", variant="stop", elem_id="gen-stop")
-    text_view = gr.HTML(elem_id="gen-text", js_on_load=figures.GEN_CLICK_JS)
+    text_view = gr.HTML(elem_id="gen-text", elem_classes=FIGURE, js_on_load=figures.GEN_CLICK_JS)
     step_chart = gr.Plot(label="Next-token distribution at the selected step", elem_id="gen-chart")
     steps_state = gr.State([])
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
@@ -304,8 +304,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             model_b = gr.Dropdown(choices, value=(recurrent[0] if recurrent else DEFAULT_MODEL), label="Model B")
             compare_run = gr.Button("Compare", scale=0)
         with gr.Row():
-            view_a = gr.HTML()
-            view_b = gr.HTML()
+            view_a = gr.HTML(elem_classes=FIGURE)
+            view_b = gr.HTML(elem_classes=FIGURE)
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             compare_json = gr.JSON(label="compare_generate")
     with gr.Accordion("Causal attention of the generated text", open=False):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import checkpoints, figures, introspect, memory_task, recurrent
-from playground.ui.common import LATEX, Shared, as_int, as_number, chosen, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_int, as_number, chosen, json_file, text_input, warn
 from playground.ui.gpu import gpu
 
 CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
@@ -228,7 +228,7 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
     status = gr.HTML(elem_id="gf-status")
     flow_plot = gr.Plot(label="Gradient norm per time step", elem_id="gf-plot")
     gr.Markdown(STRIP_MD, latex_delimiters=LATEX)
-    strip = gr.HTML(elem_id="gf-strip")
+    strip = gr.HTML(elem_id="gf-strip", elem_classes=FIGURE)
     gr.Markdown(GATES_MD, latex_delimiters=LATEX)
     lstm_gates = gr.Plot(label="LSTM gates", elem_id="gf-lstm-gates")
     gru_gates = gr.Plot(label="GRU gates", elem_id="gf-gru-gates")

@@ -7,7 +7,7 @@ import gradio as gr
 import pandas as pd
 
 from playground import figures, normalize, tokenization
-from playground.ui.common import LATEX, Shared, as_int, chosen, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_int, chosen, json_file, text_input, warn
 
 DEFAULT_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"  # the lecture's worked example
 VOCAB_MIN, VOCAB_MAX = 300, 30_000
@@ -179,7 +179,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     retrain = gr.Checkbox(False, label="Retrain BPE, WordPiece and Unigram on a 430 kB corpus "
                                           "sample at this vocabulary size")
                     vocab = gr.Slider(VOCAB_MIN, VOCAB_MAX, value=2_000, step=100, label="Vocabulary size")
-            tokens_view = gr.HTML(elem_id="tokens-view", js_on_load=figures.TOKEN_HOVER_JS)
+            tokens_view = gr.HTML(elem_id="tokens-view", elem_classes=FIGURE, js_on_load=figures.TOKEN_HOVER_JS)
             counts_plot = gr.Plot(label="Sequence length")
             with gr.Accordion("Table view", open=False, elem_classes=["advanced"]):
                 table = gr.Dataframe(label="Every token", wrap=True, max_height=500)
@@ -199,11 +199,11 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             bpe_trace_state = gr.State(None)  # this user's trace, for the step slider
             with gr.Row():
                 bpe_pairs = gr.Plot(label="Pair counts")
-                bpe_state_view = gr.HTML()
+                bpe_state_view = gr.HTML(elem_classes=FIGURE)
             with gr.Row():
                 bpe_words = gr.Textbox("lowest newer wider", label="Segment new words with these merges")
                 bpe_seg_run = gr.Button("Segment")
-            bpe_seg_view = gr.HTML()
+            bpe_seg_view = gr.HTML(elem_classes=FIGURE)
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 bpe_seg_json = gr.JSON(label="bpe_segment")
                 bpe_file = gr.DownloadButton("Download the trace (JSON)", size="sm")
@@ -218,17 +218,17 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             with gr.Row():
                 with gr.Column():
                     gr.Markdown("#### WordPiece: greedy longest match first")
-                    wp_view = gr.HTML()
+                    wp_view = gr.HTML(elem_classes=FIGURE)
                 with gr.Column():
                     gr.Markdown("#### Unigram: the most probable segmentation")
-                    uni_view = gr.HTML()
+                    uni_view = gr.HTML(elem_classes=FIGURE)
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 split_json = gr.JSON(label="explain_split")
         with gr.Tab("Normalisation"):
             gr.Markdown(NORMALIZE_MD)
             norm_steps = gr.CheckboxGroup([(normalize.STEP_LABELS[s], s) for s in normalize.STEPS],
                                           value=list(normalize.STEPS), label="Steps (applied top to bottom)")
-            norm_view = gr.HTML()
+            norm_view = gr.HTML(elem_classes=FIGURE)
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 norm_json = gr.JSON(label="normalize")
 
