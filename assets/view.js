@@ -15,15 +15,49 @@
     if (url.href !== window.location.href) window.history.replaceState(null, "", url);
   }
 
-  // The selected top-level tab: a click on one of its buttons (the first tab is the default, left out).
-  document.addEventListener("click", (event) => {
-    const button = event.target.closest && event.target.closest("button[role='tab']");
+  // The selected tab, as "top" or "top/sub" (a tab's own sub-tab, when it is not its first): rewritten
+  // after any click on a tab button, once the page has switched. ui.tab_id and view.sub_id name them.
+  const subId = (label) => label.trim().toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "");
+  const visible = (el) => el.offsetParent !== null;
+
+  function subTabs(tabs) {  // the tab buttons shown inside the selected top-level tab, by group
+    const groups = new Map();
+    [...tabs.querySelectorAll("button[role='tab']")].filter((b) => b.closest(".tabs") !== tabs && visible(b))
+      .forEach((b) => {
+        const group = b.closest(".tabs");
+        if (!groups.has(group)) groups.set(group, []);
+        groups.get(group).push(b);
+      });
+    return [...groups.values()];
+  }
+
+  function tabPath() {
     const tabs = document.getElementById("tabs");
-    if (!button || !tabs) return;
+    if (!tabs) return null;
     const top = [...tabs.querySelectorAll("button[role='tab']")].filter((b) => b.closest(".tabs") === tabs);
-    if (!top.includes(button)) return;  // a tab's own sub-tabs
-    set("tab", tabId(button.textContent), tabId(top[0].textContent));
+    const selected = top.find((b) => b.getAttribute("aria-selected") === "true") || top[0];
+    if (!selected) return null;
+    const group = subTabs(tabs)[0] || [];
+    const sub = group.find((b) => b.getAttribute("aria-selected") === "true");
+    const path = tabId(selected.textContent);
+    return { path: sub && sub !== group[0] ? `${path}/${subId(sub.textContent)}` : path, first: tabId(top[0].textContent) };
+  }
+
+  document.addEventListener("click", (event) => {
+    if (!(event.target.closest && event.target.closest("#tabs button[role='tab']"))) return;
+    setTimeout(() => { const tab = tabPath(); if (tab) set("tab", tab.path, tab.first); }, 100);
   }, true);
+
+  // A link's sub-tab: the server selects the top-level tab; its sub-tab is clicked here once it is shown
+  // (a click, so the sub-tab's own select events run as if the user had chosen it).
+  function openSubTab(sub, deadline) {
+    const tabs = document.getElementById("tabs");
+    const button = tabs && subTabs(tabs).flat().find((b) => subId(b.textContent) === sub);
+    if (button) button.click();
+    else if (Date.now() < deadline) setTimeout(() => openSubTab(sub, deadline), 200);
+  }
+  const linked = new URL(window.location.href).searchParams.get("tab") || "";
+  if (linked.includes("/")) openSubTab(linked.split("/")[1], Date.now() + 30000);
 
   function note(text) {
     let box = document.getElementById("copy-note");

@@ -40,6 +40,19 @@ def test_a_link_restores_tab_text_and_controls(fresh, app_url):
     assert "river" in page.locator("#attn-head-view").inner_text()
 
 
+def test_a_link_opens_a_sub_tab_and_choosing_one_rewrites_the_link(fresh, app_url):
+    page = fresh
+    page.goto(f"{app_url}?tab=tokenization/normalisation")
+    page.wait_for_function("() => [...document.querySelectorAll(\"button[role='tab'][aria-selected='true']\")]"
+                           ".some((b) => b.textContent.trim() === 'Normalisation')", timeout=40_000)
+    page.get_by_role("tab", name="Attention", exact=True).click()
+    page.get_by_role("tab", name="Inside one head: Q, K, V, softmax", exact=True).click()
+    page.wait_for_function("() => new URLSearchParams(location.search).get('tab') === "
+                           "'attention/inside-one-head-q-k-v-softmax'", timeout=10_000)
+    page.get_by_role("tab", name="Generation", exact=True).click()  # no sub-tabs: just the tab
+    page.wait_for_function("() => new URLSearchParams(location.search).get('tab') === 'generation'", timeout=10_000)
+
+
 def test_changes_rewrite_the_url_and_copy_link_copies_it(fresh, app_url):
     page = fresh
     page.goto(app_url)

@@ -47,3 +47,30 @@ def test_every_registered_key_is_a_live_input_component():
     restore = keys[0]
     assert all(component._id in ids for component in restore.outputs)
     assert len(restore.outputs) >= 30  # the sentence, the tabs' controls, the tab, lecture mode, `restored`
+
+
+class FakeRequest:
+    def __init__(self, **params):
+        self.query_params = params
+
+
+def restore_with(**params):
+    (restore,) = [fn for fn in app.demo.fns.values() if fn.name == "restore"]
+    return restore.fn(FakeRequest(**params))
+
+
+def test_a_link_names_a_sub_tab_as_top_slash_sub():
+    subs = view.sub_tab_ids([b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "tabs"][0])
+    assert "normalisation" in subs["tokenization"] and subs["generation"] == []
+    assert view.sub_id("Why this split? WordPiece and Unigram") == "why-this-split-wordpiece-and-unigram"
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = restore_with(tab="tokenization/normalisation")
+    assert not [w for w in caught if "tab" in str(w.message)]
+    assert any(isinstance(o, gr.Tabs) and o.selected == "tokenization" for o in outputs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = restore_with(tab="tokenization/bogus")
+    assert any("sub-tab 'bogus' is not in tokenization" in str(w.message) for w in caught)
+    assert any(isinstance(o, gr.Tabs) and o.selected == "tokenization" for o in outputs)  # the top tab still opens

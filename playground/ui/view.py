@@ -1,6 +1,6 @@
 """Links that restore a view, and lecture mode.
 
-The view is the top-level tab, the shared sentence and every control a tab registers with
+The view is the tab ("top", or "top/sub" for a tab's own sub-tab), the shared sentence and every control a tab registers with
 `shared.remember(key, component)`. It lives in the page's URL: a change to any of them rewrites the
 query string in the browser (assets/view.js, no server round trip), keeping only what differs from the
 defaults, so links stay short. Opening a link runs `restore` on page load: each parameter is checked
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import gradio as gr
 
@@ -27,6 +28,23 @@ MAX_TEXT = 2_000  # characters of a text box kept in a link
 
 def tab_ids(tabs: gr.Tabs) -> list[str]:
     return [child.id for child in tabs.children if isinstance(child, gr.Tab)]
+
+
+def sub_id(label: str) -> str:
+    """A sub-tab's name in links (as assets/view.js makes it): "Classic BPE, step by step" -> "classic-bpe-step-by-step"."""
+    return re.sub(r"[^a-z0-9]+", "-", label.strip().lower()).strip("-")
+
+
+def sub_tab_ids(tabs: gr.Tabs) -> dict[str, list[str]]:
+    """Each top-level tab's id -> the names of the sub-tabs inside it."""
+    def inner(block) -> list[str]:
+        found = []
+        for child in getattr(block, "children", None) or []:
+            if isinstance(child, gr.Tab):
+                found.append(sub_id(str(child.label)))
+            found += inner(child)
+        return found
+    return {child.id: inner(child) for child in tabs.children if isinstance(child, gr.Tab)}
 
 
 def choice_values(component) -> list:
@@ -71,15 +89,20 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button)
     keys = list(shared.view)
     components = [shared.view[k] for k in keys]
     ids = tab_ids(shared.tabs)
+    subs = sub_tab_ids(shared.tabs)
 
     def restore(request: gr.Request):
         params = dict(request.query_params) if request is not None else {}
         notices: list[str] = []
         values = [coerce(c, params[k], notices, k) if k in params else gr.skip() for k, c in zip(keys, components)]
         tab = params.get("tab")
-        selected = gr.Tabs(selected=tab) if tab in ids else gr.skip()
-        if tab is not None and tab not in ids:
-            notices.append(f"The link's tab {tab!r} does not exist; choose from {', '.join(ids)}.")
+        top, _, sub = (tab or "").partition("/")  # the sub-tab is opened in the page (assets/view.js)
+        selected = gr.Tabs(selected=top) if top in ids else gr.skip()
+        if tab is not None and top not in ids:
+            notices.append(f"The link's tab {top!r} does not exist; choose from {', '.join(ids)}.")
+        elif sub and sub not in subs[top]:
+            notices.append(f"The link's sub-tab {sub!r} is not in {top}; "
+                           f"choose from {', '.join(subs[top]) or 'none: it has no sub-tabs'}.")
         lecture_on = coerce(lecture, params["lecture"], notices, "lecture") if "lecture" in params else gr.skip()
         unknown = sorted(set(params) - set(keys) - {"tab", "lecture"})
         if unknown:
