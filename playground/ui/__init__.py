@@ -53,6 +53,29 @@ from playground import focus  # noqa: E402
 from playground.ui import tour, view  # noqa: E402
 from playground.ui.common import Shared  # noqa: E402
 
+
+def _keep_no_deep_link_copies() -> None:
+    """Each Gradio session keeps `config_values`: the config of every component (416 here: 0.66 MB and
+    47 ms to build per session) and a copy of every input and output value since, for gr.DeepLinkButton
+    (their only reader: the /gradio_api/deep_link route). This app makes its own links (view.py) and has
+    no such button, so the copies only cost memory: each session held the last figure, table and JSON of
+    every view it had used, about 10 MB, and the server grew with every visitor up to the session
+    capacity (a soak of 2,000 requests: +16%). Sessions keep their components' state and gr.State; just
+    not the copies (an update of a component's props still records that component, as Gradio does)."""
+    from gradio.state_holder import SessionState
+
+    build = SessionState.__init__
+
+    def init(self, blocks):
+        build(self, blocks)
+        self.config_values = {}
+
+    SessionState.__init__ = init
+    SessionState._update_value_in_config = lambda self, key, value: None
+
+
+_keep_no_deep_link_copies()
+
 ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
 DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
 
