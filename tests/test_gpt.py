@@ -126,3 +126,17 @@ def test_checkpoint_round_trip(tmp_path, model):
     assert loaded.kind == "gpt" and loaded.config == CONFIG
     idx = tokens()
     torch.testing.assert_close(loaded.model(idx)[0], model(idx)[0])
+
+
+def test_the_shipped_model_is_the_one_its_card_describes():
+    """models/gpt-shakespeare: the card names the command and a validation loss within the aim (≤ 1.55
+    nats/char), and the weights predict Shakespeare's verse far better than chance (ln 66 ≈ 4.19)."""
+    shipped = checkpoints.load("gpt-shakespeare")
+    card = shipped.card
+    assert card["command"].startswith("python -m playground.train gpt ") and card["corpus"][0]["sha256"]
+    assert card["val_loss"] <= 1.55 and card["history"][-1]["val"] == pytest.approx(card["val_loss"], abs=1e-3)
+    verse = "KING RICHARD II:\nNow is the time to speak, and I will tell thee\nWhat thou hast done against the crown.\n"
+    idx = torch.tensor([shipped.tokenizer.encode(verse).ids])
+    with torch.inference_mode():
+        _, loss = shipped.model.eval()(idx[:, :-1], idx[:, 1:])
+    assert loss.item() < 2.0
