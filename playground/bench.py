@@ -254,7 +254,7 @@ def load_rows(users: int = 20, requests_per_user: int = 50) -> list[tuple]:
     return rows
 
 
-def soak_rows(total: int = 2000, warmup: int = 200, users: int = 4) -> list[tuple]:
+def soak_rows(total: int = 2000, warmup: int = 200, users: int = 8) -> list[tuple]:
     """The soak test: `total` requests through gradio_client against one app process; its resident
     memory after the first `warmup` (caches filled, lazy imports done) and at the end."""
     import psutil

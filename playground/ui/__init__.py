@@ -41,6 +41,29 @@ def _skip_gradio_stub_rewrite() -> None:
 
 _skip_gradio_stub_rewrite()
 
+
+def _share_malloc_arenas(arenas: int = 2) -> None:
+    """glibc's malloc gives each thread that allocates its own arena, up to 8 per core. Gradio runs the
+    handlers on a pool of up to 40 threads, and memory freed in one arena does not serve another thread,
+    so the server's resident memory kept growing with the requests it served: over 2,400 requests from 96
+    sessions, +20% with glibc's default and +8% with two arenas (what remains is the sessions' own state,
+    capped at ui.SESSIONS). Two arenas serve the two queue workers; this is MALLOC_ARENA_MAX, set from inside,
+    for the arenas made from now on. Not glibc (macOS, Windows, musl): nothing to do."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    M_ARENA_MAX = -8  # malloc.h
+    mallopt(M_ARENA_MAX, arenas)
+
+
+_share_malloc_arenas()
+
 from pathlib import Path  # noqa: E402
 
 import gradio as gr  # noqa: E402
