@@ -40,3 +40,21 @@ def test_the_queue_is_set_deliberately():
     limits = {(fn.concurrency_id, fn.concurrency_limit) for fn in app.demo.fns.values() if fn.queue and fn.fn}
     assert limits == {("models", ui.WORKERS), ("training", 1)}
     assert app.demo._queue.max_size == ui.QUEUE_SIZE
+
+
+def test_sessions_keep_their_state_but_no_copy_of_every_value(app_url):
+    """Gradio 6 copies every value a session is sent for gr.DeepLinkButton, which this app does not use;
+    the app turns the copies off (ui._keep_no_deep_link_copies), or each session would hold the last
+    figure, table and JSON of every view. Its gr.State still works: a step of the last translation."""
+    import app
+    from gradio_client import Client
+
+    client = Client(app_url, verbose=False)
+    client.predict(api_name="/tokenize")
+    client.predict(api_name="/seq2seq")
+    client.predict(api_name="/seq2seq_step")  # reads this session's gr.State
+    session = app.demo.state_holder[client.session_hash]
+    tokenize = next(fn for fn in app.demo.fns.values() if fn.api_name == "tokenize")
+    copied = {block._id for block in tokenize.inputs + tokenize.outputs} & set(session.config_values)
+    assert not copied, "the inputs and outputs of /tokenize are copied into the session"
+    assert session.state_data, "the session keeps its gr.State"
