@@ -27,10 +27,10 @@ import torch.nn.functional as F
 class LayerNorm(nn.Module):
     """y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dimension (Ba et al. 2016)."""
 
-    def __init__(self, n_embd: int, eps: float = 1e-5):
+    def __init__(self, n_embd: int, eps: float = 1e-5, bias: bool = True):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(n_embd))   # gamma
-        self.bias = nn.Parameter(torch.zeros(n_embd))    # beta
+        self.weight = nn.Parameter(torch.ones(n_embd))                   # gamma
+        self.bias = nn.Parameter(torch.zeros(n_embd)) if bias else None  # beta (nanoGPT's bias=False: none)
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -57,8 +57,8 @@ class CausalSelfAttention(nn.Module):
         super().__init__()
         self.n_head = config.n_head
         self.n_embd = config.n_embd
-        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)  # W^Q, W^K, W^V for all heads, side by side
-        self.c_proj = nn.Linear(config.n_embd, config.n_embd)      # W^O
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # W^Q, W^K, W^V, all heads
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)      # W^O
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
 
@@ -98,8 +98,8 @@ class MLP(nn.Module):
 
     def __init__(self, config: "GPTConfig"):
         super().__init__()
-        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
-        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
         self.dropout = nn.Dropout(config.dropout)
         self.approximate = config.gelu_approximate
 
@@ -113,9 +113,9 @@ class Block(nn.Module):
 
     def __init__(self, config: "GPTConfig"):
         super().__init__()
-        self.ln_1 = LayerNorm(config.n_embd, config.layer_norm_eps)
+        self.ln_1 = LayerNorm(config.n_embd, config.layer_norm_eps, config.bias)
         self.attn = CausalSelfAttention(config)
-        self.ln_2 = LayerNorm(config.n_embd, config.layer_norm_eps)
+        self.ln_2 = LayerNorm(config.n_embd, config.layer_norm_eps, config.bias)
         self.mlp = MLP(config)
 
     def forward(self, x, past=None, internals=None):
@@ -135,6 +135,7 @@ class GPTConfig:
     dropout: float = 0.0          # a few CPU minutes never overfit Tiny Shakespeare, so none by default
     layer_norm_eps: float = 1e-5  # GPT-2's epsilon
     gelu_approximate: str = "tanh"  # GPT-2's tanh GELU; "none" (exact erf) is twice as fast on a CPU
+    bias: bool = True             # biases in the Linears and LayerNorms, as GPT-2 (False: nanoGPT's default; no GPT-2 export)
 
 
     def __post_init__(self):
@@ -155,7 +156,7 @@ class GPT(nn.Module):
             wpe=nn.Embedding(config.n_positions, config.n_embd),   # W_p: learned position embedding
             drop=nn.Dropout(config.dropout),
             h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
-            ln_f=LayerNorm(config.n_embd, config.layer_norm_eps),
+            ln_f=LayerNorm(config.n_embd, config.layer_norm_eps, config.bias),
         ))
         self.apply(self._init_weights)
         for name, p in self.named_parameters():
@@ -168,7 +169,8 @@ class GPT(nn.Module):
     def _init_weights(module: nn.Module) -> None:
         if isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            nn.init.zeros_(module.bias)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 

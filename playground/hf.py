@@ -67,6 +67,9 @@ def gpt_to_gpt2(model: GPT):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     c = model.config
+    if not c.bias:
+        raise ValueError("GPT-2 has biases in every Linear and LayerNorm; a GPT trained with bias=False "
+                         "(nanoGPT's default) has none to give it")
     hf_config = GPT2Config(vocab_size=c.vocab_size, n_positions=c.n_positions, n_embd=c.n_embd, n_layer=c.n_layer,
                            n_head=c.n_head, layer_norm_epsilon=c.layer_norm_eps,
                            activation_function="gelu_new" if c.gelu_approximate == "tanh" else "gelu",

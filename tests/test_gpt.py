@@ -140,3 +140,22 @@ def test_the_shipped_model_is_the_one_its_card_describes():
     with torch.inference_mode():
         _, loss = shipped.model.eval()(idx[:, :-1], idx[:, 1:])
     assert loss.item() < 2.0
+
+
+def test_without_biases_is_nanogpts_model():
+    """bias=False (nanoGPT's default): no bias in any Linear or LayerNorm, the same contract, and no
+    GPT-2 export (GPT-2 has biases)."""
+    from playground import hf
+
+    config = GPTConfig(vocab_size=23, n_positions=16, n_layer=2, n_head=4, n_embd=32, bias=False)
+    torch.manual_seed(0)
+    model = GPT(config)
+    names = [name for name, _ in model.named_parameters()]
+    assert not [n for n in names if n.endswith(".bias")]
+    with_bias = sum(p.numel() for p in GPT(CONFIG).parameters())
+    C, L = 32, 2
+    assert with_bias - model.num_params() == L * (3 * C + C + 4 * C + C + 2 * C) + C  # every bias vector, ln_f's too
+    _, loss = model(tokens(), tokens(seed=2))
+    assert abs(loss.item() - math.log(config.vocab_size)) < 0.1
+    with pytest.raises(ValueError, match="biases"):
+        hf.gpt_to_gpt2(model)
