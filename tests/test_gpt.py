@@ -138,7 +138,7 @@ def test_the_shipped_model_is_the_one_its_card_describes():
     verse = "KING RICHARD II:\nNow is the time to speak, and I will tell thee\nWhat thou hast done against the crown.\n"
     idx = torch.tensor([shipped.tokenizer.encode(verse).ids])
     with torch.inference_mode():
-        _, loss = shipped.model.eval()(idx[:, :-1], idx[:, 1:])
+        _, loss = shipped.model(idx[:, :-1], idx[:, 1:])  # loaded in eval mode
     assert loss.item() < 2.0
 
 
@@ -152,7 +152,7 @@ def test_without_biases_is_nanogpts_model():
     model = GPT(config)
     names = [name for name, _ in model.named_parameters()]
     assert not [n for n in names if n.endswith(".bias")]
-    with_bias = sum(p.numel() for p in GPT(CONFIG).parameters())
+    with_bias = GPT(CONFIG).num_params()
     C, L = 32, 2
     assert with_bias - model.num_params() == L * (3 * C + C + 4 * C + C + 2 * C) + C  # every bias vector, ln_f's too
     _, loss = model(tokens(), tokens(seed=2))

@@ -82,8 +82,7 @@ def _keep_no_deep_link_copies() -> None:
     47 ms to build per session) and a copy of every input and output value since, for gr.DeepLinkButton
     (their only reader: the /gradio_api/deep_link route). This app makes its own links (view.py) and has
     no such button, so the copies only cost memory: each session held the last figure, table and JSON of
-    every view it had used, about 10 MB, and the server grew with every visitor up to the session
-    capacity (a soak of 2,000 requests: +16%). Sessions keep their components' state and gr.State; just
+    every view it had used, and the server grew with every visitor up to the session capacity. Sessions keep their components' state and gr.State; just
     not the copies (an update of a component's props still records that component, as Gradio does)."""
     from gradio.state_holder import SessionState
 
