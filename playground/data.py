@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer
 
-from playground import checkpoints, tokenization
+from playground import checkpoints
+from playground.analysis import tokenization
 
 
 @dataclass

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from playground import checkpoints, tokenization
+from playground import checkpoints
+from playground.analysis import tokenization
 
 
 @dataclass
@@ -101,7 +102,7 @@ def train_tokenizers(cfg: tokenization.TokenizerTrainConfig, run: RunOptions) ->
             "command": run.command,
         }
         checkpoints.save(run.out / f"tok-{algorithm}", kind="tokenizer",
-                         config=tokenization.TokenizerConfig(algorithm=algorithm, vocab_size=vocab_size), card=card,
+                         config=checkpoints.TokenizerConfig(algorithm=algorithm, vocab_size=vocab_size), card=card,
                          tokenizer=tok)
         history[algorithm] = {"vocab_size": tok.get_vocab_size(), "wall_time_s": round(seconds, 2)}
     sample = tokenization.corpus_sample(run.corpus, cfg.sample_bytes)
@@ -398,7 +399,7 @@ def _train_language_model(kind: str, spec: LMKind, model_config: Any, cfg: LMTra
 
 def _recurrent(cell: str) -> LMKind:
     """rnn | lstm | gru: character-level recurrent LMs of comparable size (playground/recurrent.py)."""
-    from playground import recurrent
+    from playground.nets import recurrent
 
     # char-rnn's recipe, shortened for a CPU: Adam(W) at 2e-3, BPTT over 64 characters, clipping (RNNs need it)
     train = LMTrainConfig(max_iters=3000, batch_size=32, block_size=64, learning_rate=2e-3, min_lr=2e-4,
@@ -408,7 +409,7 @@ def _recurrent(cell: str) -> LMKind:
 
 def _gpt() -> LMKind:
     """gpt: a character-level GPT (playground/gpt.py), the shipped models/gpt-shakespeare recipe."""
-    from playground import gpt
+    from playground.nets import gpt
 
     # nanoGPT's char recipe made for a few CPU minutes: no dropout, a higher peak rate with a short warmup
     train = LMTrainConfig(max_iters=2000, batch_size=24, block_size=128, learning_rate=2e-3, min_lr=2e-4,
@@ -421,21 +422,21 @@ def _gpt() -> LMKind:
 
 
 def _word2vec_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
-    from playground import word2vec
+    from playground.nets import word2vec
 
     return word2vec.Word2VecTrainConfig, word2vec.train_kind
 
 
 def _minilm_mlm_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
     """minilm-mlm: all-MiniLM-L6-v2 frozen + LoRA adapters + an MLM head (playground/minilm_mlm.py)."""
-    from playground import minilm_mlm
+    from playground.training import minilm_mlm
 
     return minilm_mlm.MiniLMMLMTrainConfig, minilm_mlm.train
 
 
 def _bert_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
     """bert: a WordPiece vocabulary and a small BERT pre-trained with MLM + NSP (playground/mlm.py)."""
-    from playground import mlm
+    from playground.training import bert as mlm
 
     return mlm.BertTrainConfig, mlm.train_bert
 
@@ -443,7 +444,8 @@ def _bert_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
 def _seq2seq_kind() -> tuple[tuple[type, type], Callable[[Any, RunOptions], dict]]:
     """seq2seq: the encoder-decoders of playground/seq2seq.py on the task generated in playground/seq2seq_task.py
     (no --corpus): --variant=none|bahdanau|dot|general|transformer, plus the trainer's keys."""
-    from playground import seq2seq, seq2seq_task
+    from playground.nets import seq2seq
+    from playground.training import seq2seq as seq2seq_task
 
     return (seq2seq.Seq2SeqConfig, seq2seq_task.Seq2SeqTrainConfig), seq2seq_task.train
 

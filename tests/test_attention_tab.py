@@ -10,8 +10,8 @@ from gradio_client.exceptions import AppError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from playground import attention as att
-from playground import figures_attention as fa
+from playground.analysis import attention as att
+from playground.figures import attention as fa
 
 S = "The cat sat on the mat because it was warm."
 

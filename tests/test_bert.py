@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from playground import hf
-from playground.bert import IGNORE_INDEX, BertConfig, BertEncoder, BertForPreTraining, pair_encoding
+from playground.nets import hf
+from playground.nets.bert import IGNORE_INDEX, BertConfig, BertEncoder, BertForPreTraining, pair_encoding
 
 TINY = BertConfig(vocab_size=97, n_positions=32, n_layer=2, n_head=4, n_embd=32, n_inner=48, dropout=0.0)
 
@@ -158,7 +158,7 @@ def minilm():
 def test_minilm_loads_without_transformers_and_matches_transformers_bert_model(minilm):
     from transformers import BertModel
 
-    from playground.tokenization import minilm_dir
+    from playground.checkpoints import minilm_dir
 
     ours, tok = minilm
     assert ours.config.n_layer == 6 and ours.config.n_head == 12 and ours.config.n_embd == 384

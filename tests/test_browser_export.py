@@ -79,7 +79,7 @@ def open_data_panel(page):
 
 
 def test_a_data_panel_without_a_download_button_gets_json_and_csv(page, client):
-    from playground import normalize
+    from playground.analysis import normalize
 
     page.get_by_role("tab", name="Tokenization", exact=True).click()
     page.get_by_role("tab", name="Normalisation", exact=True).click()

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from playground import checkpoints, tokenization
+from playground import checkpoints
+from playground.analysis import tokenization
 
 
 @dataclass
@@ -78,6 +79,6 @@ def test_shipped_tokenizers_are_complete_and_described():
 
 def test_no_temporary_files_are_left(tmp_path):
     tok = tokenization.train("char", ["abc"], 100)
-    checkpoints.save(tmp_path / "c", kind="tokenizer", config=tokenization.TokenizerConfig("char", 100), card={},
+    checkpoints.save(tmp_path / "c", kind="tokenizer", config=checkpoints.TokenizerConfig("char", 100), card={},
                      tokenizer=tok)
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["card.json", "config.json", "tokenizer.json"]

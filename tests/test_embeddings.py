@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from playground import embeddings as emb
-from playground import figures_embeddings as fe
+from playground.analysis import embeddings as emb
+from playground.figures import embeddings as fe
 
 
 def planted_space() -> emb.WordSpace:
@@ -151,8 +151,8 @@ WRAP_SENTENCES = ["A man is eating food.", "Someone is having a meal today, slow
 @pytest.fixture(scope="module")
 def tiny_bert():
     """A random 2-layer BertForPreTraining (width 16, 32 positions) and a WordPiece vocabulary made here."""
-    from playground import tokenization
-    from playground.bert import BertConfig, BertForPreTraining
+    from playground.analysis import tokenization
+    from playground.nets.bert import BertConfig, BertForPreTraining
 
     tok = tokenization.train("wordpiece", WRAP_SENTENCES * 3, vocab_size=120)
     torch.manual_seed(0)
@@ -226,7 +226,7 @@ def test_importing_embeddings_does_not_import_sentence_transformers():
     import subprocess
     import sys
 
-    code = ("import sys, playground.embeddings; "
+    code = ("import sys, playground.analysis.embeddings; "
             "print('sentence_transformers' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

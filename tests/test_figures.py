@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from playground import figures, normalize, tokenization
+from playground.figures import common as figures
+from playground.analysis import normalize
+from playground.analysis import tokenization
 
 
 def result(tokens, offsets, unknown=None):

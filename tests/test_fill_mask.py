@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from playground import fill_mask as core
-from playground import tokenization
-from playground.bert import BertConfig, BertForPreTraining
+from playground.analysis import fill_mask as core
+from playground.analysis import tokenization
+from playground.nets.bert import BertConfig, BertForPreTraining
 from playground.checkpoints import Checkpoint
 
 WORDS = "the cat sat on a mat dog ran to house and big small red tree under over quickly unbelievable".split()
@@ -46,12 +46,12 @@ def model(tok):
 
 
 def hf_pipeline(model, tok):
-    """transformers' own FillMaskPipeline on our weights (converted with playground.hf) and our vocabulary."""
+    """transformers' own FillMaskPipeline on our weights (converted with playground.nets.hf) and our vocabulary."""
     from tokenizers import Tokenizer
     from tokenizers.processors import TemplateProcessing
     from transformers import FillMaskPipeline, PreTrainedTokenizerFast
 
-    from playground import hf
+    from playground.nets import hf
 
     t = Tokenizer.from_str(tok.to_str())
     t.post_processor = TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground import focus
+from playground.analysis import focus
 from playground.ui import attention_tab, gradient_tab
 
 TEXT = "Tokenizers don't see words: “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
@@ -55,7 +55,7 @@ def test_attention_maps_tokens_to_the_sentence():
 def test_gradient_steps_map_to_the_sentence(text, T):
     spans = gradient_tab._sentence_spans(text, T)
     assert len(spans) == T
-    from playground import introspect
+    from playground.analysis import gradient_flow as introspect
 
     _, chars, _ = introspect.prepare_ids(gradient_tab.TOKENIZER, text, T)
     for (s, e), ch in zip(spans, chars):

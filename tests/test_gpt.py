@@ -9,8 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from playground import checkpoints, gpt
-from playground.gpt import GPT, GPTConfig
+from playground import checkpoints
+from playground.nets import gpt
+from playground.nets.gpt import GPT, GPTConfig
 
 CONFIG = GPTConfig(vocab_size=23, n_positions=16, n_layer=2, n_head=4, n_embd=32)
 
@@ -145,7 +146,7 @@ def test_the_shipped_model_is_the_one_its_card_describes():
 def test_without_biases_is_nanogpts_model():
     """bias=False (nanoGPT's default): no bias in any Linear or LayerNorm, the same contract, and no
     GPT-2 export (GPT-2 has biases)."""
-    from playground import hf
+    from playground.nets import hf
 
     config = GPTConfig(vocab_size=23, n_positions=16, n_layer=2, n_head=4, n_embd=32, bias=False)
     torch.manual_seed(0)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from playground import introspect
-from playground.recurrent import RecurrentConfig, RecurrentLM
+from playground.analysis import gradient_flow as introspect
+from playground.nets.recurrent import RecurrentConfig, RecurrentLM
 
 
 def _model(cell, V=12, m=6, n=16, seed=0, **kw):
@@ -191,7 +191,7 @@ def test_gradient_flow_bad_input_gets_clear_messages(client):
 
 
 def test_memory_batches_put_the_key_k_steps_back():
-    from playground.memory_task import MemoryConfig, make_batch
+    from playground.training.memory import MemoryConfig, make_batch
 
     cfg = MemoryConfig(max_k=6)
     k = torch.tensor([1, 3, 6])
@@ -203,7 +203,7 @@ def test_memory_batches_put_the_key_k_steps_back():
 
 
 def test_memory_experiment_lstm_learns_a_short_delay_and_reports_progress():
-    from playground.memory_task import MemoryConfig, run
+    from playground.training.memory import MemoryConfig, run
 
     seen = []
     result = run(MemoryConfig(max_k=3, steps=80, hidden_size=16, eval_per_k=32, cells="lstm"),
@@ -214,10 +214,10 @@ def test_memory_experiment_lstm_learns_a_short_delay_and_reports_progress():
 
 
 def test_memory_cached_result_says_how_it_was_made():
-    from playground.memory_task import load_cached
+    from playground.training.memory import load_cached
 
     cached = load_cached()
-    assert cached is not None, "assets/memory_task.json is shipped (python -m playground.memory_task)"
+    assert cached is not None, "assets/memory_task.json is shipped (python -m playground.training.memory)"
     assert {"command", "seconds", "torch"} <= set(cached["made"]) and set(cached["cells"]) == {"rnn", "lstm", "gru"}
     assert all(len(r["accuracy"]) == cached["config"]["max_k"] for r in cached["cells"].values())
 
@@ -234,7 +234,7 @@ def test_memory_experiment_endpoint_runs_live(client):
 
 
 def test_gradient_figures_have_the_expected_traces():
-    from playground import figures
+    from playground.figures import common as figures
 
     chars = list("abcdefghijk")
     results = {key: introspect.to_json(introspect.gradient_flow(_model(key), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]))
@@ -253,8 +253,8 @@ def test_gradient_figures_have_the_expected_traces():
 
 
 def test_memory_figures_accuracy_with_chance_and_loss_curves():
-    from playground import figures
-    from playground.memory_task import load_cached
+    from playground.figures import common as figures
+    from playground.training.memory import load_cached
 
     acc, loss = figures.memory_figures(load_cached(), {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"})
     assert len(acc.data) == 4 and acc.data[-1].name == "chance" and len(loss.data) == 3

@@ -12,8 +12,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from playground import hf  # noqa: E402
-from playground.gpt import GPT, GPTConfig  # noqa: E402
+from playground.nets import hf  # noqa: E402
+from playground.nets.gpt import GPT, GPTConfig  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from playground import loadtest
+from playground.tools import loadtest
 from playground.ui import common
 
 

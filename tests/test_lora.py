@@ -13,9 +13,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground import checkpoints, hf, lora
-from playground import minilm_mlm as mm
-from playground.bert import BertConfig, BertEncoder
+from playground import checkpoints
+from playground.nets import hf
+from playground.nets import lora
+from playground.training import minilm_mlm as mm
+from playground.nets.bert import BertConfig, BertEncoder
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +26,7 @@ def tiny_base(tmp_path_factory, tiny_corpus):
     transformers would (config.json, model.safetensors with transformers' names, tokenizer.json)."""
     from safetensors.torch import save_file
 
-    from playground import tokenization
+    from playground.analysis import tokenization
 
     folder = tmp_path_factory.mktemp("tiny_base")
     tok = tokenization.train("wordpiece", [open(tiny_corpus, encoding="utf-8").read()], vocab_size=120)

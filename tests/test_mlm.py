@@ -9,8 +9,9 @@ import random
 import pytest
 import torch
 
-from playground import checkpoints, mlm, train
-from playground.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
+from playground import checkpoints, train
+from playground.training import bert as mlm
+from playground.nets.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
 
 V, MASK, LOW = 1000, 4, 5  # vocabulary, [MASK] id, first non-special id
 
@@ -209,7 +210,7 @@ def test_train_bert_kind_learns_and_its_checkpoint_loads(tmp_path):
     assert not (tmp_path / ".b.resume").exists()
     assert ckpt.model.nsp.weight.dtype == torch.float32               # loaded back as float32
 
-    from playground import attention as att                           # the Attention tab's loader
+    from playground.analysis import attention as att  # the Attention tab's loader
 
     m = att.load_bert(str(tmp_path / "b"))
     assert m is not None and m.family == "bert" and (m.n_layer, m.n_head, m.max_tokens) == (1, 2, 32)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground import normalize
+from playground.analysis import normalize
 
 
 def tokens(text, steps):

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from playground import recurrent
-from playground.recurrent import RecurrentConfig, RecurrentEncoder, RecurrentLM
+from playground.nets import recurrent
+from playground.nets.recurrent import RecurrentConfig, RecurrentEncoder, RecurrentLM
 
 TOL = dict(atol=1e-5, rtol=1e-5)
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.nn as nn
 
-from playground import sampling
-from playground.gpt import GPT, GPTConfig
+from playground.analysis import sampling
+from playground.nets.gpt import GPT, GPTConfig
 
 LOGITS = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, 3.0])  # probabilities in order: 5, 0, 1, 2, 3, 4
 
@@ -161,7 +161,7 @@ def test_perplexity_of_a_uniform_model_is_the_vocabulary_size():
 
 
 def test_figures_of_a_step_draw_the_cutoffs_and_escape_text(gpt):
-    from playground import figures
+    from playground.figures import common as figures
 
     steps = list(sampling.stream(gpt, prompt(), 3, temperature=1.0, top_k=4, top_p=0.5, seed=0))
     named = [{**s, "token": "<b>", "top": [[f"t{i}", p] for i, p in s["top"]]} for s in steps]

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground import checkpoints
-from playground import seq2seq as s2s
-from playground import seq2seq_task as task
+from playground.nets import seq2seq as s2s
+from playground.training import seq2seq as task
 
 TINY = dict(src_vocab_size=len(task.SRC_VOCAB), tgt_vocab_size=len(task.TGT_VOCAB), n_embd=8, hidden_size=8,
             attn_size=8, d_model=16, n_layer=2, n_head=4, d_ff=16)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from playground import tokenization as T
+from playground.analysis import tokenization as T
 
 HARD_TEXTS = [
     "Hello, world!",

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from playground import checkpoints, tokenization, train
+from playground import checkpoints, train
+from playground.analysis import tokenization
 
 
 def test_overrides_are_typed():

@@ -9,8 +9,9 @@ import math
 import pytest
 import torch
 
-from playground import checkpoints, train, word2vec
-from playground.word2vec import Word2Vec, Word2VecConfig
+from playground import checkpoints, train
+from playground.nets import word2vec
+from playground.nets.word2vec import Word2Vec, Word2VecConfig
 
 
 def sigmoid(x: float) -> float:

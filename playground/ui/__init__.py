@@ -72,7 +72,8 @@ from playground.ui import attention_tab, generation_tab, gradient_tab, tokenizat
 from playground.ui import fill_mask_tab  # noqa: E402
 from playground.ui import seq2seq_tab  # noqa: E402
 from playground.ui import embeddings_tab  # noqa: E402
-from playground import focus  # noqa: E402
+from playground import checkpoints  # noqa: E402
+from playground.analysis import focus  # noqa: E402
 from playground.ui import tour, view  # noqa: E402
 from playground.ui.common import Shared  # noqa: E402
 
@@ -98,7 +99,7 @@ def _keep_no_deep_link_copies() -> None:
 
 _keep_no_deep_link_copies()
 
-ASSETS = Path(__file__).resolve().parent.parent.parent / "assets"
+ASSETS = checkpoints.ASSETS_DIR
 DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
 
 INTRO = """# NLP Playground

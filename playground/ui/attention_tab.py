@@ -13,8 +13,8 @@ import math
 import gradio as gr
 import numpy as np
 
-from playground import attention as att
-from playground import figures_attention as fa
+from playground.analysis import attention as att
+from playground.figures import attention as fa
 from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
 
 # Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped)

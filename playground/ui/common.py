@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 import orjson
 
-from playground import tokenization
+from playground.analysis import tokenization
 
 @dataclass
 class Shared:

@@ -15,9 +15,10 @@ import re
 import gradio as gr
 import numpy as np
 
-from playground import checkpoints, focus
-from playground import embeddings as emb
-from playground import figures_embeddings as fe
+from playground import checkpoints
+from playground.analysis import focus
+from playground.analysis import embeddings as emb
+from playground.figures import embeddings as fe
 from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
 
 MAX_NEIGHBOUR_WORDS = 20   # the neighbours table covers the first 20 words (each is a scan of the vocabulary)

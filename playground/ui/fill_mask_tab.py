@@ -15,9 +15,10 @@ import gradio as gr
 import numpy as np
 import torch
 
-from playground import checkpoints, focus
-from playground import figures_mlm as fm
-from playground import fill_mask as core
+from playground import checkpoints
+from playground.analysis import focus
+from playground.figures import fill_mask as fm
+from playground.analysis import fill_mask as core
 from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
 
 MODEL_NAMES = ("minilm-mlm", "bert-english")  # the default first

@@ -8,7 +8,10 @@ import time
 import gradio as gr
 import torch
 
-from playground import checkpoints, figures, focus, sampling
+from playground import checkpoints
+from playground.figures import common as figures
+from playground.analysis import focus
+from playground.analysis import sampling
 from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn")   # every causal LM kind with `step`; the GPT first

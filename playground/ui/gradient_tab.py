@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground import checkpoints, figures, introspect, memory_task, recurrent
+from playground import checkpoints
+from playground.figures import common as figures
+from playground.analysis import gradient_flow as introspect
+from playground.training import memory as memory_task
+from playground.nets import recurrent
 from playground.ui.common import FIGURE, LATEX, Shared, as_int, as_number, chosen, json_file, text_input, warn
 from playground.ui.gpu import gpu
 
@@ -82,7 +86,7 @@ def _sentence_spans(text: str, T: int) -> list[tuple[int, int]]:
 def _memory_views(result: dict, live: bool):
     acc, loss = figures.memory_figures(result, CELLS)
     made = result["made"]
-    how = ("computed just now" if live else f"a cached run of `{made.get('command', 'python -m playground.memory_task')}`"
+    how = ("computed just now" if live else f"a cached run of `{made.get('command', 'python -m playground.training.memory')}`"
            f" ({made.get('date', '')}); press *Run live* to train the networks again")
     cfg = result["config"]
     lines = [f"**{'Live' if live else 'Cached'} result**: {how}. {made['seconds']:.0f} s on {made['threads']} "

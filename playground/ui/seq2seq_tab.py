@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from playground import checkpoints
-from playground import figures_seq2seq as fs
-from playground import seq2seq as s2s
-from playground import seq2seq_task as task
+from playground.figures import seq2seq as fs
+from playground.nets import seq2seq as s2s
+from playground.training import seq2seq as task
 from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
 LABELS = {"none": "no attention (fixed context)", "bahdanau": "Bahdanau (additive)", "dot": "Luong dot",

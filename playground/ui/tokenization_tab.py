@@ -6,7 +6,9 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from playground import figures, normalize, tokenization
+from playground.figures import common as figures
+from playground.analysis import normalize
+from playground.analysis import tokenization
 from playground.ui.common import FIGURE, LATEX, Shared, as_int, chosen, json_file, text_input, warn
 
 DEFAULT_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"  # the lecture's worked example

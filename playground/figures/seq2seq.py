@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures import layout
+from playground.figures.common import layout
 
 COLOURS = {"none": "#7f7f7f", "bahdanau": "#1f77b4", "dot": "#2ca02c", "general": "#17becf", "transformer": "#d62728"}
 

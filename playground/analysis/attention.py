@@ -26,8 +26,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from playground import checkpoints, hf
-from playground.bert import pair_encoding
+from playground import checkpoints
+from playground.nets import hf
+from playground.nets.bert import pair_encoding
 
 MAX_TOKENS = 512  # BERT's positions; longer input is cut with a notice
 

@@ -12,7 +12,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures import layout
+from playground.figures.common import layout
 
 LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",

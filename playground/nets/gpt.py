@@ -3,7 +3,7 @@
 The layout is GPT-2's (Radford et al. 2019): token and learned position embeddings, pre-norm
 blocks of causal multi-head self-attention and a GELU MLP, a final LayerNorm, and an output layer
 tied to the token embedding. Parameter names and shapes match `transformers.GPT2LMHeadModel`
-(its Conv1D weights are our Linear weights transposed), so `playground.hf` moves weights both ways.
+(its Conv1D weights are our Linear weights transposed), so `playground.nets.hf` moves weights both ways.
 
 Attention is written out, softmax(q k^T / sqrt(d_k) + mask) v (Vaswani et al. 2017, eq. 1), because
 the app shows the weights; `F.scaled_dot_product_attention` computes the same thing faster and is

@@ -96,8 +96,8 @@ def word2vec_space(name: str = WORD2VEC) -> WordSpace | None:
 
 
 def _minilm():
-    """The MiniLM encoder the Attention tab loaded (playground.attention.load_minilm is cached): shared, read-only."""
-    from playground import attention
+    """The MiniLM encoder the Attention tab loaded (playground.analysis.attention.load_minilm is cached): shared, read-only."""
+    from playground.analysis import attention
 
     return attention.load_minilm()
 
@@ -606,7 +606,7 @@ def _sentence_transformer(pooling: str):
     """all-MiniLM-L6-v2 through sentence-transformers, from the local folder (no hub), with the chosen
     pooling: Transformer -> Pooling(pooling) -> Normalize. Imports transformers (~3-5 s) on first use."""
     SentenceTransformer, Normalize, Pooling, Transformer = _st_classes()
-    from playground.tokenization import minilm_dir
+    from playground.checkpoints import minilm_dir
 
     if pooling == "mean":
         return SentenceTransformer(str(minilm_dir()), device="cpu")

@@ -19,9 +19,9 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures import ACCENT, layout, token_label
+from playground.figures.common import ACCENT, layout, token_label
 
-ACTION_CLASSES = ("fm-none", "fm-mask", "fm-random", "fm-kept")  # playground.mlm action codes 0..3
+ACTION_CLASSES = ("fm-none", "fm-mask", "fm-random", "fm-kept")  # playground.training.bert action codes 0..3
 ACTION_TEXT = ("not selected", "→ [MASK] (80%)", "→ random token (10%)", "kept unchanged (10%)")
 
 

@@ -38,7 +38,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.recurrent import GRUCell, RecurrentEncoder
+from playground.nets.recurrent import GRUCell, RecurrentEncoder
 
 VARIANTS = ("none", "bahdanau", "dot", "general", "transformer")
 RNN_VARIANTS = VARIANTS[:4]

@@ -1,0 +1,1 @@
+"""Tools that measure the whole app: the bench and the load test."""

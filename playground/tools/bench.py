@@ -1,0 +1,408 @@
+"""`python -m playground.bench`: measure the budgets of DESIGN.md and print one table.
+
+Rows: app ready time and resident memory (a fresh process that imports app.py, which loads every
+model and builds the UI), then each endpoint's median and p95 latency, measured twice: the handler
+called in-process (what the budgets are about) and a round trip through gradio_client to a launched
+app on localhost (what a user waits for). Options: --runs N (default 30), --no-http.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+from playground import checkpoints
+
+ROOT = checkpoints.ROOT
+# 32 tokens for the byte-level BPE (the budgets are stated for a 32-token input)
+TEXT_32 = "The quick brown fox jumps over the lazy dog, then naps beside the river bank while the old farmer counts his sheep."
+BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"
+ALL = ["char", "word", "bpe", "wordpiece", "unigram", "minilm"]
+TEXT_LONG = (TEXT_32 + " ") * 25  # > 512 MiniLM tokens: the attention tab cuts it to 512
+ATTENTION_32 = TEXT_32 + " It rained all day."  # 32 MiniLM tokens, [CLS] and [SEP] included
+FILL_32 = ATTENTION_32.replace("river", "[MASK]")  # the same 32 tokens, one of them masked
+
+
+def percentiles(samples: list[float]) -> tuple[float, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return statistics.median(ordered), p95
+
+
+def time_calls(fn: Callable[[], object], runs: int, warmup: int = 2) -> tuple[float, float]:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return percentiles(samples)
+
+
+def app_ready() -> tuple[float, float, float]:
+    """A fresh process that imports app.py (every model loaded, the UI built): seconds from launching
+    it until it reports ready (interpreter start included, its exit not), the import alone, and its
+    resident memory in MB."""
+    code = ("import time; t = time.perf_counter(); import app; ready = time.perf_counter() - t; import psutil; "
+            "print(ready, psutil.Process().memory_info().rss / 2**20, flush=True)")
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = child.stdout.readline()
+    wall = time.perf_counter() - start
+    child.wait()
+    if child.returncode != 0 or not line.strip():
+        raise RuntimeError("`import app` failed in a fresh process; run `python -c 'import app'` to see why")
+    imported, rss = map(float, line.split()[-2:])
+    return wall, imported, rss
+
+
+def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
+    """name -> (handler, arguments, budget in seconds or None)."""
+    from playground.ui import gradient_tab
+    from playground.ui import tokenization_tab as tab
+
+    return {
+        **attention_calls(),
+        **fill_mask_calls(),
+        **seq2seq_calls(),
+        "gradient_flow (RNN + LSTM + GRU, 100 steps)": (gradient_tab.gradient_flow, (TEXT_32, 100), 0.300),
+        "tokenize (6 tokenizers, 32 tokens)": (lambda *a: list(tab.tokenize(*a)), (TEXT_32, ALL), 0.030),
+        "bpe_trace (lecture table, 10 merges)": (tab.bpe_trace, (BPE_TABLE, 10), None),
+        "bpe_segment (3 words)": (tab.bpe_segment, (BPE_TABLE, 10, "lowest newer wider"), None),
+        "explain_split (WordPiece + Unigram)": (tab.explain_split, ("unaffable tokenization", "wordpiece"), None),
+        "normalize (4 steps)": (tab.normalize_text, (TEXT_32, ["lowercase", "punctuation", "stopwords", "stem"]), None),
+    }
+
+
+def attention_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
+    """The Attention tab at 32 and 512 tokens, its per-input cache emptied before each call (a new
+    sentence runs the model; a layer or head change would not)."""
+    from playground.ui import attention_tab
+
+    def fresh(*args):
+        attention_tab.MODELS["minilm"]._cache.clear()
+        return attention_tab.attention(*args)
+
+    n_32 = len(attention_tab.att.encode(attention_tab.MODELS["minilm"], ATTENTION_32).ids)
+    return {
+        f"attention (MiniLM, {n_32} tokens, all views)": (fresh, (ATTENTION_32, "", "minilm", 2, "mean"), 0.150),
+        "attention (MiniLM, 512 tokens, all views)": (fresh, (TEXT_LONG, "", "minilm", 2, "mean"), 1.0),
+    }
+
+
+def fill_mask_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
+    """The Masked-LM tab with its default model (none before a masked-LM checkpoint is shipped)."""
+    from playground.ui import fill_mask_tab
+
+    name = fill_mask_tab.DEFAULT_MODEL
+    if name is None:
+        return {}
+    fill_mask_tab.warm_up()  # the app loads its masked-LMs on first use; the row times answers, not the load
+    return {f"fill_mask ({name}, 32 tokens, top 5)": (fill_mask_tab.fill_mask, (FILL_32, name, 5), 0.060)}
+
+
+SEQ2SEQ_SOURCE = "three hundred forty two , seven , ninety , six hundred five , eleven , eight hundred thirteen , two"
+
+
+def seq2seq_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
+    """The Seq2seq tab: one translation with its alignment (20 source words), greedy, Bahdanau attention."""
+    from playground.ui import seq2seq_tab
+
+    if "bahdanau" not in seq2seq_tab.MODELS:
+        return {}
+    return {"seq2seq (Bahdanau, 20 words, translation + alignment)": (seq2seq_tab.translate,
+                                                                       (SEQ2SEQ_SOURCE, "bahdanau"), 0.100)}
+
+
+def embeddings_rows(runs: int) -> list[tuple]:
+    """The Embeddings tab: PCA of 10,000 word vectors (the function and the whole embed_words handler),
+    t-SNE of 2,000 (one run: it takes seconds), sentence embeddings of 100 sentences (MiniLM, mean pooling)."""
+    from playground.analysis import embeddings as emb
+    from playground.ui import embeddings_tab
+
+    space = emb.word2vec_space() or emb.minilm_space()
+    inverse = sorted(space.vocab, key=space.vocab.get)
+    words_10k, X_10k = inverse[:10_000], space.vectors[[space.vocab[w] for w in inverse[:10_000]]]
+    rows = []
+    median, p95 = time_calls(lambda: emb.pca(X_10k, 3), runs)
+    rows.append((f"PCA of 10,000 points ({space.key}, {space.dim} dims to 3)", ms(median), ms(p95), "≤ 500 ms",
+                 median <= 0.5))
+    text = " ".join(words_10k)
+    median, p95 = time_calls(lambda: embeddings_tab.embed_words(text, space.key, "pca", 3, progress=lambda *a, **k: None),
+                             max(3, runs // 5), warmup=1)
+    rows.append(("embed_words: handler, 10,000 words, PCA 3D (figure and JSON included)", ms(median), ms(p95), "",
+                 None))
+    start = time.perf_counter()
+    emb.project(X_10k[:2000], "tsne", 2)
+    rows.append((f"t-SNE of 2,000 points ({space.key}, one run)", ms(time.perf_counter() - start), "", "", None))
+    sentences = [f"{TEXT_32} ({i})" if i % 2 else f"Sentence number {i} is about {w}." for i, w in
+                 enumerate(words_10k[100:200])]
+    median, p95 = time_calls(lambda: emb.sentence_embeddings(sentences, "mean"), 5, warmup=1)
+    rows.append(("sentence embeddings of 100 sentences (MiniLM, mean pooling)", ms(median), ms(p95), "", None))
+    return rows
+
+
+def attention_bytes() -> int:
+    """What the browser receives for one 512-token attention answer: each output as its component
+    serialises it (HTML strings, the plotly figure's JSON, the data JSON)."""
+    import json
+
+    from playground.ui import attention_tab
+
+    head_view, model_view, heatmap, _path, data = attention_tab.attention(TEXT_LONG, "", "minilm", 2, "mean")
+    return (len(head_view.encode()) + len(model_view.encode()) + len(heatmap.to_json().encode())
+            + len(json.dumps(data, ensure_ascii=False).encode()))
+
+
+def retrain_seconds_per_mb() -> dict[str, float]:
+    """Each retrainable tokenizer trained on the shipped corpus sample at sizes not yet cached
+    (median of three sizes), in seconds per megabyte of sample."""
+    from playground.analysis import tokenization
+
+    megabytes = len(tokenization.sample_text().encode("utf-8")) / 1e6
+    rates = {}
+    for algorithm in tokenization.RETRAINABLE:
+        samples = []
+        for size in (1_007, 2_007, 4_007):  # odd sizes: never one the app has cached
+            start = time.perf_counter()
+            tokenization.retrained(algorithm, size)
+            samples.append(time.perf_counter() - start)
+        rates[algorithm] = statistics.median(samples) / megabytes
+    return rates
+
+
+def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
+    """Round trips through gradio_client to the app launched on a free localhost port."""
+    import socket
+
+    import app
+    from gradio_client import Client
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app.demo.launch(**app.LAUNCH, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        calls = {
+            "gradient_flow (RNN + LSTM + GRU, 100 steps)": ("/gradient_flow", (TEXT_32, 100, ["rnn", "lstm", "gru"],
+                                                                              "trained", False, 1.0, "tanh", 0.0)),
+            "tokenize (6 tokenizers, 32 tokens)": ("/tokenize", (TEXT_32, ALL, False, 2000)),
+            "bpe_trace (lecture table, 10 merges)": ("/bpe_trace", (BPE_TABLE, 10)),
+            "bpe_segment (3 words)": ("/bpe_segment", (BPE_TABLE, 10, "lowest newer wider")),
+            "explain_split (WordPiece + Unigram)": ("/explain_split", ("unaffable tokenization", "wordpiece")),
+            "normalize (4 steps)": ("/normalize", (TEXT_32, ["lowercase", "punctuation", "stopwords", "stem"])),
+        }
+        for name, (_, args, _) in fill_mask_calls().items():
+            calls[name] = ("/fill_mask", args)
+        for name, (_, args, _) in seq2seq_calls().items():
+            calls[name] = ("/seq2seq", args)
+        return {name: time_calls(lambda: client.predict(*args, api_name=api), runs) for name, (api, args) in calls.items()}
+    finally:
+        app.demo.close()
+
+
+class served_app:
+    """`python app.py`'s app in its own process on a free localhost port (so its memory is its own):
+    `with served_app() as (url, pid): ...`."""
+
+    def __enter__(self) -> tuple[str, int]:
+        import socket
+        import urllib.request
+
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        code = (f"import app; app.demo.launch(**app.LAUNCH, server_name='127.0.0.1', server_port={port}, "
+                "quiet=True)")
+        self.child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL)
+        url = f"http://127.0.0.1:{port}/"
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url + "config", timeout=1)
+                return url, self.child.pid
+            except OSError:
+                if self.child.poll() is not None:
+                    raise RuntimeError("the app did not start; run `python app.py` to see why") from None
+                time.sleep(0.1)
+        raise RuntimeError("the app did not answer within 60 s")
+
+    def __exit__(self, *exc) -> None:
+        self.child.terminate()
+        self.child.wait(timeout=30)
+
+
+def load_rows(users: int = 20, requests_per_user: int = 50) -> list[tuple]:
+    """The load test: `users` gradio_client sessions at once, each sending `requests_per_user` requests
+    over every endpoint (playground/loadtest.py); p50 and p95 per endpoint, errors."""
+    from playground.tools import loadtest
+
+    with served_app() as (url, _):
+        result = loadtest.run(url, users, requests_per_user)
+    rows = [(f"load: {users} users x {requests_per_user} requests, {result.requests:,} in {result.wall:.0f} s: "
+             "errors", f"{len(result.errors)}", "", "0", not result.errors)]
+    for name, (p50, p95) in result.percentiles().items():
+        rows.append((f"  load: {name}", ms(p50), ms(p95), "", None))
+    for name, message in result.errors[:5]:
+        print(f"load error: {name}: {message}", file=sys.stderr)
+    return rows
+
+
+def soak_rows(total: int = 2000, warmup: int = 200, users: int = 8) -> list[tuple]:
+    """The soak test: `total` requests through gradio_client against one app process; its resident
+    memory after the first `warmup` (caches filled, lazy imports done) and at the end."""
+    import psutil
+
+    from playground.tools import loadtest
+
+    with served_app() as (url, pid):
+        server = psutil.Process(pid)
+        first = loadtest.run(url, users, warmup // users)
+        before = server.memory_info().rss
+        rest = loadtest.run(url, users, (total - warmup) // users, seed=1)
+        after = server.memory_info().rss
+    growth = after / before - 1
+    errors = len(first.errors) + len(rest.errors)
+    return [(f"soak: {first.requests + rest.requests:,} requests, resident memory after {warmup} / at the end",
+             f"{before / 2**20:,.0f} / {after / 2**20:,.0f} MB", "", "growth < 5%", growth < 0.05),
+            ("  soak: growth, errors", f"{growth:+.1%}, {errors}", "", "0 errors", errors == 0)]
+
+
+def generation_speed(runs: int = 5) -> dict[str, float]:
+    """Tokens per second of the shipped GPT (top-k sampling, medians over `runs`): within its 128-token
+    context, with and without the KV cache, and for 500 tokens, where the window slides past the context
+    and every step runs the last 128 tokens again (cached keys hold absolute positions)."""
+    import torch
+
+    from playground import checkpoints
+    from playground.analysis import sampling
+
+    model = checkpoints.shared("gpt-shakespeare").model
+    prompt = torch.tensor([[1, 2, 3]])
+    speeds = {}
+    for label, n, use_cache in (("cache", 120, True), ("no cache", 120, False), ("sliding", 500, True)):
+        median, _ = time_calls(lambda: sampling.generate(model, prompt, n, temperature=0.8, top_k=10, seed=0,
+                                                         use_cache=use_cache), runs, warmup=1)
+        speeds[label] = n / median
+    return speeds
+
+
+# The training race (DESIGN.md budgets): nanoGPT's published CPU recipe (4 layers, 4 heads, 128 wide,
+# context 64, batch 12, 2000 iterations, no dropout) reaches validation loss 1.886 in about 71 s on
+# the 2-core machine; our trainer must get to 1.88 on the same text in no more wall time.
+RACE_REFERENCE_S = 71.0
+RACE_TARGET = 1.88
+# Our recipe: nanoGPT's model shape and context, a batch of 32, a 5x higher peak rate with a short warmup,
+# the exact-erf GELU (twice as fast as GPT-2's tanh form on a CPU), bf16 mixed precision (the matmuls run
+# 3x faster on AMX; attention, weights, optimizer and the validation estimate stay fp32) and the loss
+# estimate in one stacked forward per split. It reaches 1.88 after about 630 of its 1,000 scheduled steps
+# (1.3M tokens; nanoGPT's recipe needs 1.5M), seen at the evaluation of step 650.
+RACE_ARGS = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--n_positions=64", "--block_size=64", "--batch_size=32",
+             "--learning_rate=5e-3", "--min_lr=3e-4", "--warmup_iters=50", "--max_iters=1000", "--eval_interval=50",
+             "--eval_iters=8", "--gelu_approximate=none", "--dtype=bfloat16", f"--target_val_loss={RACE_TARGET}"]
+
+
+# nanoGPT's CPU recipe itself, through our trainer (its model too: no biases, exact GELU, fp32): run beside
+# ours, it measures the machine's speed at that moment, which drifts by up to 2.5x on this shared 2-core
+# VM, so the two wall times compare fairly even when 71 s does not hold.
+REFERENCE_ARGS = ["--n_layer=4", "--n_head=4", "--n_embd=128", "--n_positions=64", "--block_size=64", "--bias=false",
+                  "--batch_size=12", "--learning_rate=1e-3", "--min_lr=1e-4", "--warmup_iters=100", "--max_iters=2000",
+                  "--eval_interval=250", "--eval_iters=20", "--gelu_approximate=none"]
+
+
+def training_race(corpus: str, args: list[str] = RACE_ARGS) -> tuple[float | None, dict]:
+    """Wall time (training and validation, as nanoGPT counts it) until the validation estimate
+    reaches RACE_TARGET, with `python -m playground.train gpt` in a fresh process (None if it never
+    does), and the run's last evaluation."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([sys.executable, "-m", "playground.train", "gpt", "--corpus", corpus, "--out", out,
+                        "--name=race", *args], cwd=ROOT, check=True, capture_output=True)
+        history = json.loads((Path(out) / "race" / "card.json").read_text(encoding="utf-8"))["history"]
+    reached = [h["seconds"] for h in history if h["val"] <= RACE_TARGET]
+    return (reached[0] if reached else None), history[-1]
+
+
+def ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1000:,.1f} ms"
+
+
+def main(argv: list[str] | None = None) -> list[tuple]:
+    parser = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__)
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--no-http", action="store_true", help="skip the gradio_client round trips")
+    parser.add_argument("--race", metavar="TINYSHAKESPEARE", help="also run the GPT training race on this file")
+    parser.add_argument("--load", action="store_true", help="also run the load test (20 users x 50 requests)")
+    parser.add_argument("--soak", action="store_true", help="also run the soak test (2,000 requests)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    sys.path.insert(0, str(ROOT))
+
+    rows = []  # (metric, median, p95, budget, ok)
+    wall, imported, rss = app_ready()
+    rows.append(("app ready (fresh process: import, models, UI)", f"{wall:.2f} s", "", "≤ 8 s", wall <= 8))
+    rows.append(("  of which `import app`", f"{imported:.2f} s", "", "", None))
+    rows.append(("resident memory after start", f"{rss:,.0f} MB", "", "≤ 1,536 MB", rss <= 1536))
+
+    calls = endpoint_calls()
+    http = {} if args.no_http else http_latencies(args.runs)
+    for name, (fn, call_args, budget) in calls.items():
+        median, p95 = time_calls(lambda: fn(*call_args), args.runs)
+        rows.append((f"{name}: handler", ms(median), ms(p95), "" if budget is None else f"≤ {ms(budget)}",
+                     None if budget is None else median <= budget))
+        if name in http:
+            h_median, h_p95 = http[name]
+            rows.append((f"{name}: HTTP round trip", ms(h_median), ms(h_p95), "", None))
+    rows.extend(embeddings_rows(args.runs))
+    sent = attention_bytes()
+    rows.append(("attention (512 tokens): bytes sent to the browser", f"{sent / 2**20:.2f} MB", "", "≤ 2 MB",
+                 sent <= 2 * 2**20))
+    for algorithm, rate in retrain_seconds_per_mb().items():
+        budget = algorithm != "unigram"  # the issue's "well under a second per megabyte" is BPE's and WordPiece's
+        rows.append((f"retrain {algorithm} on the corpus sample", f"{rate:.2f} s/MB", "", "< 1 s/MB" if budget else "",
+                     rate < 1 if budget else None))
+    speeds = generation_speed()
+    rows.append(("generate 120 tokens (within the context), KV cache", f"{speeds['cache']:,.0f} tokens/s", "",
+                 "≥ 200 tokens/s", speeds["cache"] >= 200))
+    rows.append(("  the same without the cache", f"{speeds['no cache']:,.0f} tokens/s", "", "", None))
+    rows.append(("  500 tokens: the window slides past the context", f"{speeds['sliding']:,.0f} tokens/s", "", "",
+                 None))
+    if args.load:
+        rows.extend(load_rows())
+    if args.soak:
+        rows.extend(soak_rows())
+    if args.race:
+        seconds, last = training_race(args.race)
+        rows.append((f"training race: wall time to val loss {RACE_TARGET} (gpt, step {last['iter']})",
+                     "never" if seconds is None else f"{seconds:.1f} s", "", f"≤ {RACE_REFERENCE_S:.0f} s (nanoGPT)",
+                     seconds is not None and seconds <= RACE_REFERENCE_S))
+        reference, last = training_race(args.race, REFERENCE_ARGS)
+        rows.append((f"  nanoGPT's recipe through our trainer, same machine: 2,000 steps, val loss {last['val']:.3f}",
+                     f"{last['seconds']:.1f} s", "", "", None))
+        if seconds is not None:
+            rows.append(("  ours to the target / nanoGPT's recipe to its end, side by side",
+                         f"{seconds / last['seconds']:.2f}", "", "≤ 1", seconds <= last["seconds"]))
+    print(f"\nNLP Playground bench: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, {args.runs} runs per row\n")
+    widths = [max(len(str(r[i])) for r in rows + [("metric", "median", "p95", "budget")]) for i in range(4)]
+    header = ("metric", "median", "p95", "budget")
+    print("| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " | ok |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|----|")
+    for metric, median, p95, budget, ok in rows:
+        mark = "" if ok is None else ("yes" if ok else "NO")
+        print("| " + " | ".join(str(v).ljust(w) for v, w in zip((metric, median, p95, budget), widths)) + f" | {mark:<2} |")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
