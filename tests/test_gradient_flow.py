@@ -117,7 +117,7 @@ def test_fresh_weights_and_activation_options():
 
 
 def test_prepare_ids_repeats_cuts_and_names_unknown_characters():
-    from playground.data import char_tokenizer
+    from playground.training.data import char_tokenizer
 
     tok = char_tokenizer("abc d")
     ids, chars, notices = introspect.prepare_ids(tok, "ab", 7)
@@ -234,27 +234,27 @@ def test_memory_experiment_endpoint_runs_live(client):
 
 
 def test_gradient_figures_have_the_expected_traces():
-    from playground.figures import common as figures
+    from playground.figures import gradient_flow as fg
 
     chars = list("abcdefghijk")
     results = {key: introspect.to_json(introspect.gradient_flow(_model(key), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]))
                for key in ("rnn", "lstm", "gru")}
     labels = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
-    flow_fig = figures.gradient_flow_figure(results, labels, chars)
+    flow_fig = fg.gradient_flow_figure(results, labels, chars)
     assert [t.name for t in flow_fig.data] == ["Elman RNN", "LSTM", "LSTM: cell c_t", "GRU"]
     assert flow_fig.layout.yaxis.type == "log" and len(flow_fig.data[0].x) == 10
-    lstm = figures.gates_figure(results["lstm"]["gates"], chars, "LSTM")
+    lstm = fg.gates_figure(results["lstm"]["gates"], chars, "LSTM")
     assert [t.type for t in lstm.data] == ["heatmap"] * 4 and lstm.data[0].z.shape == (16, 10)
-    strip = figures.gradient_strip_html(chars, results, labels)
+    strip = fg.gradient_strip_html(chars, results, labels)
     assert strip.count('class="gf-ch"') == 3 * 10 and strip.count("gf-target") == 3
     results["rnn"]["status"], results["rnn"]["grad_norms"] = "overflow", [None] * 10
-    assert "overflow" in figures.gradient_flow_figure(results, labels, chars).layout.title.text
-    assert 'gf-badge gf-overflow' in figures.gradient_status_html(results, labels, ["a notice"])
+    assert "overflow" in fg.gradient_flow_figure(results, labels, chars).layout.title.text
+    assert 'gf-badge gf-overflow' in fg.gradient_status_html(results, labels, ["a notice"])
 
 
 def test_memory_figures_accuracy_with_chance_and_loss_curves():
-    from playground.figures import common as figures
+    from playground.figures import gradient_flow as fg
     from playground.training.memory import load_cached
 
-    acc, loss = figures.memory_figures(load_cached(), {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"})
+    acc, loss = fg.memory_figures(load_cached(), {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"})
     assert len(acc.data) == 4 and acc.data[-1].name == "chance" and len(loss.data) == 3

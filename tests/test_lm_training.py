@@ -10,7 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from playground import checkpoints, data, train
+from playground import checkpoints, train
+from playground.training import data
 
 
 @dataclass

@@ -26,10 +26,10 @@ def tiny_base(tmp_path_factory, tiny_corpus):
     transformers would (config.json, model.safetensors with transformers' names, tokenizer.json)."""
     from safetensors.torch import save_file
 
-    from playground.analysis import tokenization
+    from playground.training import tokenizers
 
     folder = tmp_path_factory.mktemp("tiny_base")
-    tok = tokenization.train("wordpiece", [open(tiny_corpus, encoding="utf-8").read()], vocab_size=120)
+    tok = tokenizers.train("wordpiece", [open(tiny_corpus, encoding="utf-8").read()], vocab_size=120)
     config = BertConfig(vocab_size=tok.get_vocab_size(), n_positions=64, n_layer=2, n_head=2, n_embd=32, n_inner=64,
                         dropout=0.0)
     torch.manual_seed(0)

@@ -161,14 +161,14 @@ def test_perplexity_of_a_uniform_model_is_the_vocabulary_size():
 
 
 def test_figures_of_a_step_draw_the_cutoffs_and_escape_text(gpt):
-    from playground.figures import common as figures
+    from playground.figures import generation as fgen
 
     steps = list(sampling.stream(gpt, prompt(), 3, temperature=1.0, top_k=4, top_p=0.5, seed=0))
     named = [{**s, "token": "<b>", "top": [[f"t{i}", p] for i, p in s["top"]]} for s in steps]
-    fig = figures.next_token_figure(named[0], 0, ("top-k", "top-p"))
+    fig = fgen.next_token_figure(named[0], 0, ("top-k", "top-p"))
     assert len(fig.data) == 1 and len(fig.data[0].y) == min(sampling.TOP_SHOWN, 17)
     assert sorted(shape.x0 for shape in fig.layout.shapes) == sorted([3.5, steps[0]["n_top_p"] - 0.5])
-    assert not figures.next_token_figure(named[0], 0, ()).layout.shapes  # greedy: no cut-offs drawn
-    page = figures.generated_html("a<i>", named, selected=1)
+    assert not fgen.next_token_figure(named[0], 0, ()).layout.shapes  # greedy: no cut-offs drawn
+    page = fgen.generated_html("a<i>", named, selected=1)
     assert "<b>" not in page and "&lt;b&gt;" in page and "a&lt;i&gt;" in page
     assert page.count('class="gen-tok') == 3 and 'class="gen-tok sel" data-step="1"' in page

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 from playground.analysis import tokenization as T
+from playground.text import clean_text
+from playground.training import tokenizers
 
 HARD_TEXTS = [
     "Hello, world!",
@@ -212,16 +214,16 @@ def test_retrained_vocabulary_size_changes_the_split():
 
 
 def test_clean_text_truncates_with_a_notice_and_repairs_surrogates():
-    text, notices = T.clean_text("x" * 10, max_chars=4)
+    text, notices = clean_text("x" * 10, max_chars=4)
     assert text == "xxxx" and "10 characters" in notices[0]
-    text, notices = T.clean_text("a\ud800b")
+    text, notices = clean_text("a\ud800b")
     assert text == "a?b" and "surrogates" in notices[0]
-    assert T.clean_text(None) == ("", [])
+    assert clean_text(None) == ("", [])
 
 
 def test_sample_batches_are_the_sample_and_train_the_same_bpe():
     batches = T.sample_batches()
     assert len(batches) > 1 and "".join(batches) == T.sample_text()
     assert all(b.endswith("\n") for b in batches[:-1])  # whole lines: no word is cut in two
-    one, batched = T.train("bpe", [T.sample_text()], 500), T.train("bpe", batches, 500)
+    one, batched = tokenizers.train("bpe", [T.sample_text()], 500), tokenizers.train("bpe", batches, 500)
     assert one.to_str() == batched.to_str()

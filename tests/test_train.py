@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from playground import checkpoints, train
-from playground.analysis import tokenization
+from playground.training import tokenizers
 
 
 def test_overrides_are_typed():
-    cfg = train.apply_overrides(tokenization.TokenizerTrainConfig, ["--vocab_size=1e3", "--algorithms=bpe,char"])
+    cfg = train.apply_overrides(tokenizers.TokenizerTrainConfig, ["--vocab_size=1e3", "--algorithms=bpe,char"])
     assert cfg.vocab_size == 1000 and isinstance(cfg.vocab_size, int) and cfg.algorithms == "bpe,char"
 
 
@@ -28,7 +28,7 @@ def test_overrides_are_typed():
 ])
 def test_bad_overrides_are_clear_errors(args, message):
     with pytest.raises(ValueError, match=message):
-        train.apply_overrides(tokenization.TokenizerTrainConfig, args)
+        train.apply_overrides(tokenizers.TokenizerTrainConfig, args)
 
 
 def test_unknown_key_on_the_command_line_names_it(tiny_corpus, capsys):
@@ -67,9 +67,9 @@ def test_tokenizers_kind_trains_every_algorithm(tiny_corpus, tmp_path):
     history = train.main(["tokenizers", "--corpus", tiny_corpus, "--out", str(tmp_path), "--vocab_size=400",
                           "--word_vocab_size=50", "--char_min_frequency=1", f"--sample_path={sample}",
                           "--sample_bytes=2000"])
-    assert set(history) == {*tokenization.ALGORITHMS, "sample"}
+    assert set(history) == {*tokenizers.ALGORITHMS, "sample"}
     assert 0 < len(sample.read_text(encoding="utf-8")) <= 2000
-    for algorithm in tokenization.ALGORITHMS:
+    for algorithm in tokenizers.ALGORITHMS:
         ckpt = checkpoints.load(tmp_path / f"tok-{algorithm}")
         assert ckpt.kind == "tokenizer" and ckpt.config.algorithm == algorithm and ckpt.model is None
         assert ckpt.card["corpus"][0]["sha256"] == checkpoints.sha256_file(tiny_corpus)

@@ -37,13 +37,13 @@ import numpy as np
 import torch
 
 from playground import checkpoints
+from playground.text import words as text_words
 
 WORD2VEC = "word2vec-english"
 MAX_WORDS = 10_000          # points in one projection (WebGL scatter stays interactive)
 MAX_SENTENCE_TOKENS = 256   # all-MiniLM-L6-v2's max_seq_length (sentence_bert_config.json)
 POOLINGS = ("mean", "max", "cls")
 METHODS = ("pca", "tsne", "umap")
-WORD_RE = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?|\d+")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -635,8 +635,8 @@ def semantic_search(query_vector: np.ndarray, vectors: np.ndarray, k: int = 5) -
 
 
 def words_of(sentence: str) -> list[str]:
-    """Lowercased words and numbers (punctuation dropped)."""
-    return [w.lower() for w in WORD_RE.findall(sentence)]
+    """Lowercased words (punctuation dropped)."""
+    return [word.lower() for _, _, word in text_words(sentence)]
 
 
 def classic(sentences: list[str]) -> dict:

@@ -31,10 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from playground.text import MASK, words as text_words
 
-MASK = "[MASK]"
 MASK_SPELLINGS = re.compile(r"\[\s*mask\s*\]|<\s*mask\s*>", re.IGNORECASE)  # what we read as a mask
-WORD_PIECES = re.compile(r"\[MASK\]|\w+|[^\w\s]", re.IGNORECASE)            # click-to-mask units: words, marks
 SPECIAL_NAMES = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
@@ -61,7 +60,7 @@ def normalise_masks(text: str) -> tuple[str, int]:
 
 def words(text: str) -> list[tuple[int, int, str]]:
     """The units a click can mask: (start, end, piece) for each word, punctuation mark and [MASK]."""
-    return [(m.start(), m.end(), m.group(0)) for m in WORD_PIECES.finditer(text)]
+    return text_words(text, marks=True)
 
 
 def mask_word(text: str, word_index: int) -> str:

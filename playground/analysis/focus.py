@@ -9,19 +9,8 @@ attention heatmap, the position to mask.
 from __future__ import annotations
 
 import html
-import re
 
-# A word: letters and digits with their combining marks (accents, Arabic harakat) and inner apostrophes,
-# or an emoji sequence (joiners and variation selectors included), so "don't", "naïve", "Ελληνικά",
-# "مرحبا" and "👩‍💻" are one word each.
-WORD = re.compile(r"(?:[\w\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u064b-\u065f\u0670]|(?<=\w)['’](?=\w)"
-                  r"|[\U0001F000-\U0001FAFF\u2600-\u27bf\u200d\ufe0f\U0001F3FB-\U0001F3FF])+")
-MASK = "[MASK]"
-
-
-def words(text: str) -> list[tuple[int, int, str]]:
-    """(start, end, word) for every word of the text."""
-    return [(m.start(), m.end(), m.group(0)) for m in WORD.finditer(text or "")]
+from playground.text import MASK, words
 
 
 def parse(focus: str | None, text: str) -> tuple[int, int] | None:

@@ -8,9 +8,9 @@ tokenizers of neural models mostly skip it.
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from functools import lru_cache
+from playground.text import words as text_words
 
 STEPS = ("lowercase", "punctuation", "stopwords", "stem")
 STEP_LABELS = {
@@ -36,12 +36,9 @@ all any both each few more most other some such no not only own same too very
 just also s t don't doesn't didn't isn't aren't wasn't weren't won't can't i'm it's
 """.split())
 
-_TOKEN = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
-
-
 def words(text: str) -> list[str]:
     """Words (with inner apostrophes: don't, o'clock) and single punctuation marks."""
-    return _TOKEN.findall(text)
+    return [word for _, _, word in text_words(text, marks=True)]
 
 
 def is_punctuation(token: str) -> bool:

@@ -22,23 +22,21 @@ from __future__ import annotations
 
 import heapq
 import json
-import re
 import threading
 from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Iterable
 
-from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Tokenizer, models, pre_tokenizers
 
 from playground import checkpoints
+from playground.text import words as text_words
+from playground.training import tokenizers
+from playground.training.tokenizers import SAMPLE_PATH
 
-ALGORITHMS = ("char", "word", "bpe", "wordpiece", "unigram")
 RETRAINABLE = ("bpe", "wordpiece", "unigram")     # the ones the vocabulary-size slider retrains
 UNK_TOKENS = ("[UNK]", "<unk>")
-BERT_SPECIALS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-SAMPLE_PATH = checkpoints.ASSETS_DIR / "corpus_sample.txt"
 
 
 @dataclass(frozen=True)
@@ -56,94 +54,6 @@ SPECS = {
     "unigram": TokenizerSpec("unigram", "Unigram (SentencePiece style)", "tok-unigram"),
     "minilm": TokenizerSpec("minilm", "MiniLM WordPiece (pretrained, bert-base-uncased vocab)", "minilm"),
 }
-
-
-@dataclass
-class TokenizerTrainConfig:
-    """`python -m playground.train tokenizers`: every algorithm on one corpus."""
-
-    algorithms: str = "char,word,bpe,wordpiece,unigram"  # comma-separated subset of ALGORITHMS
-    vocab_size: int = 16_000        # BPE, WordPiece, Unigram (GPT-2: 50,257; BERT: 30,522; ours is a 25 MB corpus)
-    word_vocab_size: int = 30_000   # word level: the most frequent words; every other word is [UNK]
-    char_min_frequency: int = 5     # character level: rarer characters are [UNK] (typos, stray symbols)
-    sample_bytes: int = 600_000     # the corpus sample the app retrains on (the three trainers take ~1 s on it)
-    sample_path: str = ""           # where to write it; empty: assets/corpus_sample.txt, which the app reads
-
-    def __post_init__(self):
-        unknown = set(self.algorithms.split(",")) - set(ALGORITHMS)
-        assert not unknown, f"unknown algorithm(s) {sorted(unknown)}; choose from {', '.join(ALGORITHMS)}"
-        assert self.vocab_size >= 300, f"vocab_size={self.vocab_size}: byte-level BPE alone needs 256 symbols"
-
-
-# ---------------------------------------------------------------------------------------------
-# Building and training
-
-
-def new_tokenizer(algorithm: str, vocab_size: int, min_frequency: int = 0) -> tuple[Tokenizer, trainers.Trainer]:
-    """An untrained tokenizer of the given algorithm and the trainer that fills its vocabulary."""
-    if algorithm == "char":
-        tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one "word" per character
-        tok.decoder = decoders.Fuse()  # join the characters back without spaces
-        trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=["[UNK]"])
-    elif algorithm == "word":
-        tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.Whitespace()  # \w+ | [^\w\s]+: words and runs of punctuation
-        trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, special_tokens=["[UNK]"])
-    elif algorithm == "bpe":
-        # GPT-2: bytes mapped to printable characters (space -> Ġ), a regex pre-split, no unknown token
-        tok = Tokenizer(models.BPE())
-        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        tok.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-        )
-    elif algorithm == "wordpiece":
-        # BERT uncased: clean, lowercase and strip accents, split on whitespace and punctuation
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
-        tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.decoder = decoders.WordPiece()
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=BERT_SPECIALS, limit_alphabet=1000)
-    elif algorithm == "unigram":
-        # SentencePiece: a space is the visible symbol ▁ and belongs to the piece after it; no lowercasing
-        tok = Tokenizer(models.Unigram())
-        tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-        tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, unk_token="<unk>", special_tokens=["<unk>"])
-    else:
-        raise ValueError(f"unknown algorithm {algorithm!r}; choose from {', '.join(ALGORITHMS)}")
-    return tok, trainer
-
-
-def train(algorithm: str, texts: Iterable[str], vocab_size: int, min_frequency: int = 0, progress: bool = False) -> Tokenizer:
-    tok, trainer = new_tokenizer(algorithm, vocab_size, min_frequency)
-    trainer.show_progress = progress
-    tok.train_from_iterator(texts, trainer=trainer)
-    return tok
-
-
-def read_lines(paths: Iterable[str | Path], batch_chars: int = 1 << 20) -> Iterable[str]:
-    """Yield the corpus in ~1 MB batches of whole lines (the trainers parallelise over batches)."""
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            while batch := f.read(batch_chars):
-                yield batch + f.readline()
-
-
-def corpus_sample(paths: Iterable[str | Path], n_bytes: int) -> str:
-    """An equal share of whole lines from the start, middle and end of each file: small, but every
-    corpus and every part of it is represented (the app retrains on this in well under a second)."""
-    paths = list(paths)
-    share = n_bytes // max(1, 3 * len(paths))
-    parts = []
-    for path in paths:
-        text = Path(path).read_text(encoding="utf-8")
-        for frac in (0.0, 0.5, 0.999):
-            start = text.rfind("\n", 0, int(frac * len(text))) + 1  # from a line start
-            chunk = text[start : start + share]
-            parts.append(chunk[: chunk.rfind("\n") + 1] or chunk)
-    return "".join(parts)
 
 
 @lru_cache(maxsize=1)
@@ -176,7 +86,7 @@ def retrained(algorithm: str, vocab_size: int) -> Tokenizer:
     key = (algorithm, vocab_size)
     with _RETRAIN_LOCK:
         if key not in _RETRAINED:
-            _RETRAINED[key] = train(algorithm, sample_batches(), vocab_size)
+            _RETRAINED[key] = tokenizers.train(algorithm, sample_batches(), vocab_size)
             while len(_RETRAINED) > _RETRAINED_MAX:
                 _RETRAINED.popitem(last=False)
         _RETRAINED.move_to_end(key)
@@ -507,27 +417,6 @@ def unigram_explain(tok: Tokenizer, text: str, n_best: int = 5, max_words: int =
 
 
 # ---------------------------------------------------------------------------------------------
-# Input hygiene shared by every entry point that takes free text
-
-MAX_CHARS = 5_000
-
-
-def clean_text(text: str | None, max_chars: int = MAX_CHARS) -> tuple[str, list[str]]:
-    """Make any input safe to tokenize and show: None -> '', lone surrogates -> U+FFFD, cut to
-    `max_chars` (at a character boundary). Returns the text and notices for the user."""
-    notices = []
-    text = text or ""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "replace").decode("utf-8")
-        notices.append("Some characters were not valid Unicode (lone surrogates) and were replaced by '?'.")
-    if len(text) > max_chars:
-        notices.append(f"The text has {len(text):,} characters; only the first {max_chars:,} are used here.")
-        text = text[:max_chars]
-    return text, notices
-
-
 def words_of(text: str) -> list[str]:
     """Words for the 'why this split' panel: letters and digits, as a reader would pick them."""
-    return re.findall(r"\w+", text)
+    return [word for _, _, word in text_words(text)]

@@ -480,7 +480,6 @@ def train_kind(cfg: Word2VecTrainConfig, run) -> dict:
     `word2vec-<first corpus>/` (or --name) with the weights in fp16, the word-level tokenizer, and a card
     with the loss before and after and the intrinsic evaluation (analogies, similarity triples)."""
     from playground import checkpoints
-    from playground.train import corpus_record
 
     if run.resume:
         raise SystemExit("word2vec: --resume is not supported (a full run takes minutes); run it again")
@@ -496,7 +495,7 @@ def train_kind(cfg: Word2VecTrainConfig, run) -> dict:
     evaluation = evaluate(model.vectors(), tok.get_vocab())
     seconds = time.perf_counter() - started
     card = {
-        "kind": "word2vec", "architecture": cfg.architecture, "corpus": corpus_record(run.corpus),
+        "kind": "word2vec", "architecture": cfg.architecture, "corpus": checkpoints.corpus_record(run.corpus),
         "tokens": int(len(ids)), "vocab_size": tok.get_vocab_size(), "dim": cfg.dim,
         "steps": history["steps"], "pairs_seen": history["pairs"], "wall_time_s": round(seconds, 1),
         "device": "cpu", "train_loss": history["final_loss"],

@@ -326,7 +326,7 @@ class _Vocab:
 
 
 def _vocab(tok) -> _Vocab:
-    from playground.analysis.tokenization import BERT_SPECIALS
+    from playground.training.tokenizers import BERT_SPECIALS
 
     ids = [tok.token_to_id(s) for s in BERT_SPECIALS]
     assert None not in ids, f"the tokenizer lacks one of {BERT_SPECIALS}"
@@ -434,7 +434,7 @@ def train_bert(cfg: BertTrainConfig, run) -> dict:
     from tqdm import tqdm
 
     from playground import checkpoints
-    from playground.analysis import tokenization
+    from playground.training import tokenizers
     from playground import train as trainer
 
     if cfg.threads:
@@ -451,7 +451,7 @@ def train_bert(cfg: BertTrainConfig, run) -> dict:
         tok = checkpoints.load(folder).tokenizer  # the vocabulary of the interrupted run
     else:
         chunks = ("\n".join(train_s[i : i + 10_000]) for i in range(0, len(train_s), 10_000))
-        tok = tokenization.train("wordpiece", chunks, cfg.vocab_size)
+        tok = tokenizers.train("wordpiece", chunks, cfg.vocab_size)
     vocab = _vocab(tok)
     V = tok.get_vocab_size()
     train_pairs, val_pairs = _pair_corpus(tok, train_s, train_d), _pair_corpus(tok, val_s, val_d)
@@ -475,7 +475,7 @@ def train_bert(cfg: BertTrainConfig, run) -> dict:
         rng.setstate((extra["rng"][0], tuple(extra["rng"][1]), extra["rng"][2]))
         seen = extra["seen"]
     n_params = model.num_params()
-    corpus = trainer.corpus_record(run.corpus)
+    corpus = checkpoints.corpus_record(run.corpus)
 
     def checkpoint(it: int, train_m: dict, val_m: dict, final: bool) -> None:
         card = {

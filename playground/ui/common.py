@@ -12,7 +12,7 @@ from pathlib import Path
 import gradio as gr
 import orjson
 
-from playground.analysis import tokenization
+from playground.text import MAX_CHARS, clean_text
 
 @dataclass
 class Shared:
@@ -79,11 +79,11 @@ def chosen(values, allowed, what: str) -> list[str]:
     return values
 
 
-def text_input(text, notices: list[str], max_chars: int = tokenization.MAX_CHARS) -> str:
+def text_input(text, notices: list[str], max_chars: int = MAX_CHARS) -> str:
     """Free text from the UI or an API caller: a string, valid Unicode, at most `max_chars`."""
     if text is not None and not isinstance(text, str):
         raise gr.Error(f"Text should be a string, not {type(text).__name__}.")
-    text, more = tokenization.clean_text(text, max_chars)
+    text, more = clean_text(text, max_chars)
     notices.extend(more)
     return text
 

@@ -9,7 +9,8 @@ import gradio as gr
 import torch
 
 from playground import checkpoints
-from playground.figures import common as figures
+from playground.figures import generation as fgen
+from playground.figures.common import token_label
 from playground.analysis import focus
 from playground.analysis import sampling
 from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, warn
@@ -88,7 +89,7 @@ def encode_prompt(ckpt: checkpoints.Checkpoint, prompt, notices: list[str]) -> t
     unk = ckpt.tokenizer.token_to_id("[UNK]")
     unknown = sorted({prompt[s:e] for (s, e), i in zip(enc.offsets, enc.ids) if i == unk and e > s})
     if unknown:
-        shown = " ".join(figures.token_label(c) for c in unknown[:20]) + (" …" if len(unknown) > 20 else "")
+        shown = " ".join(token_label(c) for c in unknown[:20]) + (" …" if len(unknown) > 20 else "")
         notices.append(f"{len(unknown)} character(s) are not in {ckpt.name}'s vocabulary and were left out: {shown}")
     kept = [(i, prompt[s:e]) for (s, e), i in zip(enc.offsets, enc.ids) if i != unk]
     if not kept:
@@ -155,10 +156,10 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
 
     def view(steps, running):
         last = len(steps) - 1
-        html = figures.generated_html(text, steps, selected=None if running else last, notices=notices, running=running)
+        html = fgen.generated_html(text, steps, selected=None if running else last, notices=notices, running=running)
         if running:  # the text (and the steps, kept on the server for a click after Stop); redrawing the
             return html, gr.skip(), list(steps), gr.skip(), gr.skip()  # chart and the JSON each time slows the browser
-        chart = figures.next_token_figure(steps[-1], last, cutoffs) if steps else None
+        chart = fgen.next_token_figure(steps[-1], last, cutoffs) if steps else None
         return html, chart, steps, json_file(data, "generate"), data
 
     if strategy == "beam":
@@ -190,7 +191,7 @@ def show_step(steps, strategy, evt: gr.EventData):
     if not steps or index is None:
         return gr.skip()
     index = min(max(int(index), 0), len(steps) - 1)
-    return figures.next_token_figure(steps[index], index, _cutoffs(strategy))
+    return fgen.next_token_figure(steps[index], index, _cutoffs(strategy))
 
 
 def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top_k, top_p, seed):
@@ -215,7 +216,7 @@ def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top
             ppl = sampling.perplexity(ckpt.model, torch.tensor([scored])) if len(scored) >= 2 else None
         steps = [_named(ckpt, s) for s in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, **rule)]
         title = f"{name}: prompt perplexity " + (f"{ppl:.2f}" if ppl is not None else "– (needs 2 or more characters)")
-        views.append(figures.generated_html(text, steps, notices=own, title=title))
+        views.append(fgen.generated_html(text, steps, notices=own, title=title))
         data["models"][name] = {"text": text + "".join(s["token"] for s in steps), "prompt_perplexity": ppl,
                                 "notices": own, **rule, "steps": steps}
     warn(notices)
@@ -242,7 +243,7 @@ def attention(text, model_name, layer, head):
     tokens = [_token(ckpt, i) for i in ids]
     rows = [[round(float(v), 4) for v in row] for row in att]
     title = f"{ckpt.name}: layer {layer}, head {head} ({len(ids)} tokens)"
-    return figures.causal_attention_figure(tokens, rows, title), {"model": ckpt.name, "tokens": tokens,
+    return fgen.causal_attention_figure(tokens, rows, title), {"model": ckpt.name, "tokens": tokens,
                                                                   "layer": layer, "head": head, "attention": rows}
 
 
@@ -293,7 +294,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         run = gr.Button("Generate", variant="primary", elem_id="gen-run")
         stop = gr.Button("Stop", variant="stop", elem_id="gen-stop")
-    text_view = gr.HTML(elem_id="gen-text", elem_classes=FIGURE, js_on_load=figures.GEN_CLICK_JS)
+    text_view = gr.HTML(elem_id="gen-text", elem_classes=FIGURE, js_on_load=fgen.GEN_CLICK_JS)
     step_chart = gr.Plot(label="Next-token distribution at the selected step", elem_id="gen-chart")
     steps_state = gr.State([])
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gradio as gr
 
 from playground import checkpoints
-from playground.figures import common as figures
+from playground.figures import gradient_flow as fg
 from playground.analysis import gradient_flow as introspect
 from playground.training import memory as memory_task
 from playground.nets import recurrent
@@ -67,11 +67,11 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
     data = {"text": "".join(chars), "chars": chars, "T": T, "weights": weights, "sigma_max": s,
             "activation": activation, "clip": theta, "notices": notices + text_notices, "cells": results}
     gated = [key for key in cells if results[key]["gates"]]
-    gates_plots = [figures.gates_figure(results[key]["gates"], chars, CELLS[key]) if key in gated else None
+    gates_plots = [fg.gates_figure(results[key]["gates"], chars, CELLS[key]) if key in gated else None
                    for key in ("lstm", "gru")]
-    return (figures.gradient_status_html(results, labels, text_notices),
-            figures.gradient_flow_figure(results, labels, chars, _sentence_spans(text, T)),
-            figures.gradient_strip_html(chars, results, labels),
+    return (fg.gradient_status_html(results, labels, text_notices),
+            fg.gradient_flow_figure(results, labels, chars, _sentence_spans(text, T)),
+            fg.gradient_strip_html(chars, results, labels),
             *[gr.update(value=fig, visible=fig is not None) for fig in gates_plots],
             json_file(data, "gradient-flow"), data)
 
@@ -84,7 +84,7 @@ def _sentence_spans(text: str, T: int) -> list[tuple[int, int]]:
 
 
 def _memory_views(result: dict, live: bool):
-    acc, loss = figures.memory_figures(result, CELLS)
+    acc, loss = fg.memory_figures(result, CELLS)
     made = result["made"]
     how = ("computed just now" if live else f"a cached run of `{made.get('command', 'python -m playground.training.memory')}`"
            f" ({made.get('date', '')}); press *Run live* to train the networks again")

@@ -6,7 +6,8 @@ from __future__ import annotations
 import gradio as gr
 import pandas as pd
 
-from playground.figures import common as figures
+from playground.figures import tokenization as ft
+from playground.figures.common import token_label
 from playground.analysis import normalize
 from playground.analysis import tokenization
 from playground.ui.common import FIGURE, LATEX, Shared, as_int, chosen, json_file, text_input, warn
@@ -24,13 +25,13 @@ LABELS = {key: spec.label for key, spec in tokenization.SPECS.items()}
 
 def _view(text: str, results: dict, labels: dict, notices: list[str]):
     rows = [
-        (labels[key], i, figures.token_label(token), tid, start, end, figures.token_label(text[start:end]), unk)
+        (labels[key], i, token_label(token), tid, start, end, token_label(text[start:end]), unk)
         for key, r in results.items()
         for i, (token, tid, (start, end), unk) in enumerate(zip(r["tokens"], r["ids"], r["offsets"], r["unknown"]))
     ]
     table = pd.DataFrame(rows, columns=["tokenizer", "#", "token", "id", "start", "end", "characters", "unknown"])
     data = {"text": text, "n_chars": len(text), "notices": notices, "tokenizers": results}
-    return (figures.tokens_html(text, results, labels, notices), figures.token_count_figure(results, labels), table,
+    return (ft.tokens_html(text, results, labels, notices), ft.token_count_figure(results, labels), table,
             json_file(data, "tokenize"), data)
 
 
@@ -91,15 +92,15 @@ def bpe_trace(table, num_merges):
     )
     last = len(trace["merges"])
     step = gr.Slider(minimum=0, maximum=max(last, 1), value=last, step=1, label="Show step", interactive=last > 0)
-    return (merges, step, figures.bpe_pairs_figure(trace, last), figures.bpe_step_html(trace, last), trace,
+    return (merges, step, ft.bpe_pairs_figure(trace, last), ft.bpe_step_html(trace, last), trace,
             json_file(trace, "bpe-trace"), trace)
 
 
 def bpe_show_step(trace, step):
     if not trace:
-        return figures.bpe_pairs_figure({"steps": []}, 0), ""
+        return ft.bpe_pairs_figure({"steps": []}, 0), ""
     step = as_int(step, "Step", 0, len(trace["steps"]), [])
-    return figures.bpe_pairs_figure(trace, step), figures.bpe_step_html(trace, step)
+    return ft.bpe_pairs_figure(trace, step), ft.bpe_step_html(trace, step)
 
 
 def bpe_segment(table, num_merges, words):
@@ -111,7 +112,7 @@ def bpe_segment(table, num_merges, words):
         raise gr.Error("Type one or more words to segment, e.g. 'lowest newer'.")
     warn(notices)
     segmented = [tokenization.bpe_segment(w, trace["merges"], trace["alphabet"]) for w in words]
-    return figures.bpe_segment_html(segmented), {"merges": trace["merges"], "words": segmented}
+    return ft.bpe_segment_html(segmented), {"merges": trace["merges"], "words": segmented}
 
 
 def explain_split(text, wordpiece="wordpiece"):
@@ -125,7 +126,7 @@ def explain_split(text, wordpiece="wordpiece"):
     warn(notices)
     wp = tokenization.wordpiece_explain(TOKENIZERS[wordpiece], text)
     uni = tokenization.unigram_explain(TOKENIZERS["unigram"], text)
-    return figures.wordpiece_html(wp), figures.unigram_html(uni), {"wordpiece": wp, "unigram": uni}
+    return ft.wordpiece_html(wp), ft.unigram_html(uni), {"wordpiece": wp, "unigram": uni}
 
 
 def normalize_text(text, steps):
@@ -138,7 +139,7 @@ def normalize_text(text, steps):
     except ValueError as err:
         raise gr.Error(str(err)) from None
     warn(notices)
-    return figures.normalize_html(stages), {"stages": stages}
+    return ft.normalize_html(stages), {"stages": stages}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -181,7 +182,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     retrain = gr.Checkbox(False, label="Retrain BPE, WordPiece and Unigram on a 430 kB corpus "
                                           "sample at this vocabulary size")
                     vocab = gr.Slider(VOCAB_MIN, VOCAB_MAX, value=2_000, step=100, label="Vocabulary size")
-            tokens_view = gr.HTML(elem_id="tokens-view", elem_classes=FIGURE, js_on_load=figures.TOKEN_HOVER_JS)
+            tokens_view = gr.HTML(elem_id="tokens-view", elem_classes=FIGURE, js_on_load=ft.TOKEN_HOVER_JS)
             counts_plot = gr.Plot(label="Sequence length")
             with gr.Accordion("Table view", open=False, elem_classes=["advanced"]):
                 table = gr.Dataframe(label="Every token", wrap=True, max_height=500)

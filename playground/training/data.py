@@ -14,7 +14,7 @@ import torch
 from tokenizers import Tokenizer
 
 from playground import checkpoints
-from playground.analysis import tokenization
+from playground.training import tokenizers
 
 
 @dataclass
@@ -31,7 +31,7 @@ class TextData:
 
 def char_tokenizer(text: str) -> Tokenizer:
     """Every character of `text` gets an id; nothing is dropped for being rare."""
-    return tokenization.train("char", [text], vocab_size=1_000_000, min_frequency=0)
+    return tokenizers.train("char", [text], vocab_size=1_000_000, min_frequency=0)
 
 
 def encode(tokenizer: Tokenizer, text: str, chunk_chars: int = 1 << 16) -> torch.Tensor:
@@ -49,7 +49,7 @@ def load_text(paths: list[str | Path], val_fraction: float = 0.1, tokenizer: Tok
     tokenizer = tokenizer or char_tokenizer(text)
     ids = encode(tokenizer, text)
     n_train = int(len(ids) * (1 - val_fraction))  # contiguous split: validation is unseen text, not shuffled lines
-    corpus = [{"name": p.name, "sha256": checkpoints.sha256_file(p), "bytes": p.stat().st_size} for p in paths]
+    corpus = checkpoints.corpus_record(paths)
     return TextData(tokenizer=tokenizer, train=ids[:n_train], val=ids[n_train:], corpus=corpus)
 
 

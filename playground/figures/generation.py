@@ -1,0 +1,85 @@
+"""Figures of the Generation tab: the text as it is generated, one step's next-token distribution, causal
+attention."""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from playground.figures.common import ACCENT, layout, token_label
+
+# ---------------------------------------------------------------------------------------------
+# Generation: the text as it is generated, one step's next-token distribution, causal attention
+
+GEN_CLICK_JS = """
+element.addEventListener('click', (event) => {
+  const tok = event.target.closest('.gen-tok');
+  if (!tok) return;
+  element.querySelectorAll('.gen-tok.sel').forEach((el) => el.classList.remove('sel'));
+  tok.classList.add('sel');
+  trigger('click', {step: +tok.dataset.step});
+});
+"""
+
+
+def generated_html(prompt: str, steps: list[dict], selected: int | None = None, notices: list[str] = (),
+                   title: str = "", running: bool = False) -> str:
+    """The prompt (grey) then each generated token, shaded by the probability it was drawn with;
+    a click on a token selects its step (GEN_CLICK_JS)."""
+    parts = [f'<div class="notice">{html.escape(n)}</div>' for n in notices]
+    if title:
+        parts.append(f'<div class="gen-title">{html.escape(title)}</div>')
+    tokens = []
+    for i, s in enumerate(steps):
+        alpha = 0.12 + 0.5 * (1.0 - s["prob"])  # darker = a less likely choice
+        tip = html.escape(f"step {i + 1}: {token_label(s['token'])!r}, p = {s['prob']:.3f}, "
+                          f"entropy {s['entropy']:.2f} nats", quote=True)
+        sel = " sel" if selected == i else ""
+        tokens.append(f'<span class="gen-tok{sel}" data-step="{i}" style="background: rgba(217, 83, 79, {alpha:.2f})" '
+                      f'title="{tip}">{html.escape(s["token"])}</span>')  # plain text: spaces and line breaks as such
+    cursor = '<span class="gen-cursor">▍</span>' if running else ""
+    parts.append(f'<div class="gen-text"><span class="gen-prompt">{html.escape(prompt)}</span>{"".join(tokens)}{cursor}'
+                 '</div>')
+    return "".join(parts)
+
+
+def next_token_figure(step: dict, index: int, cutoffs: tuple[str, ...] = ("top-k", "top-p")) -> go.Figure:
+    """One step's proposed distribution over its most probable tokens, ranked; the tokens top-k and
+    top-p keep in blue, the cut ones grey, the chosen token red, the two cut-offs as dashed lines."""
+    labels = [f"{rank + 1}. {token_label(tok)!r}" for rank, (tok, _) in enumerate(step["top"])]
+    probs = [p for _, p in step["top"]]
+    kept = min(step["n_top_k"], step["n_top_p"])
+    colors = [ACCENT if tok == step["token"] else ("#4a7bd0" if rank < kept else "#c8c8c8")
+              for rank, (tok, _) in enumerate(step["top"])]
+    fig = go.Figure(go.Bar(x=labels, y=probs, marker_color=colors, hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"))
+    shapes, notes = [], []
+    for n, name, dash in ((step["n_top_k"], "top-k", "dash"), (step["n_top_p"], "top-p", "dot")):
+        if name in cutoffs and n < len(labels):
+            shapes.append(dict(type="line", x0=n - 0.5, x1=n - 0.5, y0=0, y1=1, yref="paper",
+                               line=dict(color="#333", dash=dash, width=2)))
+            notes.append(dict(x=n - 0.5, y=1, yref="paper", text=f"{name} cut ({n} kept)", showarrow=False,
+                              xanchor="left", yanchor="bottom" if name == "top-k" else "top", font=dict(size=12)))
+    beyond = [f"{name} keeps {n}" for n, name in ((step["n_top_k"], "top-k"), (step["n_top_p"], "top-p"))
+              if name in cutoffs and n >= len(labels)]
+    title = (f"Step {index + 1}: chose {token_label(step['token'])!r} (p = {step['prob']:.3f}); "
+             f"entropy {step['entropy']:.2f} nats" + (f"; {', '.join(beyond)}" if beyond else ""))
+    return go.Figure(fig.data, layout=layout(
+        title=dict(text=title, font=dict(size=14)), height=360, shapes=shapes, annotations=notes,
+        yaxis=dict(title=dict(text="probability"), rangemode="tozero"), xaxis=dict(tickangle=-45),
+        margin=dict(l=10, r=10, t=60, b=90), bargap=0.15,
+    ))
+
+
+def causal_attention_figure(tokens: list[str], attention: list[list[float]], title: str) -> go.Figure:
+    """A T x T attention map: row = the query token, column = the key token it attends to; the
+    upper triangle is exactly zero (a token cannot look ahead)."""
+    labels = [f"{i}:{token_label(t)}" for i, t in enumerate(tokens)]
+    fig = go.Figure(go.Heatmap(z=attention, x=labels, y=labels, colorscale="Blues", zmin=0, zmax=1,
+                               hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
+    side = min(900, 220 + 14 * len(tokens))
+    return go.Figure(fig.data, layout=layout(
+        title=dict(text=title, font=dict(size=14)), height=side, width=side + 80,
+        yaxis=dict(autorange="reversed", title=dict(text="query (generating)")),
+        xaxis=dict(title=dict(text="key (attended to)"), tickangle=-90),
+    ))

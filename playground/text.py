@@ -1,0 +1,46 @@
+"""Text as every tab reads it: input hygiene (`clean_text`) and the one word splitter (`words`).
+
+A word is a run of letters and digits with their combining marks (accents, Arabic harakat, Hebrew points)
+and inner apostrophes, or an emoji sequence (joiners, variation selectors and skin tones included), so
+"don't", "naïve", "Ελληνικά", "مرحبا" and "👩‍💻" are one word each. Control characters, spaces and
+punctuation separate words. The same words are the sentence's chips, the units a click masks in the
+Masked-LM tab, the words the normaliser and the "why this split" panel read, and the vocabulary of the
+classic bag-of-words and TF-IDF.
+"""
+
+from __future__ import annotations
+
+import re
+
+MASK = "[MASK]"
+MAX_CHARS = 5_000  # longest free text a view reads; longer input is cut with a notice
+
+_LETTER = r"[\w\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u064b-\u065f\u0670]"
+_EMOJI = r"[\U0001F000-\U0001FAFF\u2600-\u27bf\u200d\ufe0f\U0001F3FB-\U0001F3FF]"
+_WORD = rf"(?:{_LETTER}|(?<=\w)['’](?=\w)|{_EMOJI})+"
+_MARK = r"[^\w\s]"                                          # one punctuation mark or symbol
+WORDS = re.compile(_WORD)
+WORDS_AND_MARKS = re.compile(rf"{re.escape(MASK)}|{_WORD}|{_MARK}")  # [MASK] is one unit, never three
+
+
+def words(text: str | None, marks: bool = False) -> list[tuple[int, int, str]]:
+    """(start, end, word) for every word of the text, in order; with `marks`, every punctuation mark and
+    every [MASK] is a unit of its own too. Offsets are Python string indices (code points)."""
+    pattern = WORDS_AND_MARKS if marks else WORDS
+    return [(m.start(), m.end(), m.group(0)) for m in pattern.finditer(text or "")]
+
+
+def clean_text(text: str | None, max_chars: int = MAX_CHARS) -> tuple[str, list[str]]:
+    """Make any input safe to tokenize and show: None -> '', lone surrogates -> U+FFFD, cut to
+    `max_chars` (at a character boundary). Returns the text and notices for the user."""
+    notices = []
+    text = text or ""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "replace").decode("utf-8")
+        notices.append("Some characters were not valid Unicode (lone surrogates) and were replaced by '?'.")
+    if len(text) > max_chars:
+        notices.append(f"The text has {len(text):,} characters; only the first {max_chars:,} are used here.")
+        text = text[:max_chars]
+    return text, notices
