@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from playground.ui import TABS, tab_id, tour
+from playground.ui import tour
+from playground.ui.demo import TABS, tab_id
 
 TITLES = {tab_id(title): title for title, _ in TABS}
 

@@ -35,7 +35,7 @@ def test_download_files_are_bounded(monkeypatch):
 
 def test_the_queue_is_set_deliberately():
     import app
-    from playground import ui
+    from playground.ui import demo as ui
 
     limits = {(fn.concurrency_id, fn.concurrency_limit) for fn in app.demo.fns.values() if fn.queue and fn.fn}
     assert limits == {("models", ui.WORKERS), ("training", 1)}

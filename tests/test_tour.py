@@ -5,7 +5,8 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from playground.ui import TABS, tab_id, tour
+from playground.ui import tour
+from playground.ui.demo import TABS, tab_id
 
 
 def test_the_steps_follow_the_lecture_and_name_real_tabs():

@@ -24,7 +24,7 @@ class Shared:
     input events after the box loses focus, an endless loop; tests/test_browser_focus.py checks it stays
     quiet); `focus` (hidden) the character span "start:end" of the selected word in `text`, or "" for
     none; `restored` (hidden) changes when a link has set the view;
-    `tabs` the top-level gr.Tabs (ids from ui.tab_id); `view`
+    `tabs` the top-level gr.Tabs (ids from ui.demo.tab_id); `view`
     maps a URL key to each component whose value is part of the view a link restores (a tab registers
     them with `remember`)."""
 

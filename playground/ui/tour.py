@@ -20,7 +20,7 @@ class Step:
     title: str
     text: str                      # two or three sentences: what to look at
     equation: str                  # LaTeX, displayed
-    tab: str                       # a top-level tab id (ui.tab_id)
+    tab: str                       # a top-level tab id (ui.demo.tab_id)
     controls: dict = field(default_factory=dict)  # view key -> value
 
 

@@ -1,0 +1,113 @@
+"""The app's page: the tabs in the lecture's order, the shared sentence, the tour, links and lecture mode,
+the queue and the launch settings. `build_demo()` makes a new gr.Blocks; app.py serves it."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from playground import checkpoints
+from playground.analysis import focus
+from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, generation_tab, gradient_tab, patches,
+                           seq2seq_tab, tokenization_tab, tour, view)
+from playground.ui.common import Shared
+
+ASSETS = checkpoints.ASSETS_DIR
+DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
+
+INTRO = """# NLP Playground
+One sentence, from characters to GPT and BERT. Type it once; every view uses it. Hover a token to see it in every
+tokenizer."""
+
+# Tabs in the order of the lecture story
+TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RNN gradient flow", gradient_tab),
+        ("Attention", attention_tab), ("Seq2seq attention", seq2seq_tab), ("Masked-LM fill-in", fill_mask_tab),
+        ("Generation", generation_tab)]
+
+
+def tab_id(title: str) -> str:
+    """The id of a top-level tab (for gr.Tabs(selected=...) and links): "RNN gradient flow" -> "rnn-gradient-flow"."""
+    return title.lower().replace(" ", "-")
+
+
+def build_demo() -> gr.Blocks:
+    patches.apply()
+    with gr.Blocks(title="NLP Playground", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
+        with gr.Row(equal_height=True):
+            gr.Markdown(INTRO)
+            with gr.Column(scale=0, min_width=180):
+                lecture = gr.Checkbox(False, label="Lecture mode", elem_id="lecture-toggle")
+                copy = gr.Button("Copy link to this view", size="sm", elem_id="copy-link")
+        shared = Shared(
+            sentence=gr.Textbox(value=DEFAULT_TEXT, label="Your sentence (Enter applies it to every tab)", lines=1,
+                                max_lines=12, elem_id="sentence"),
+            text=gr.Textbox(value=DEFAULT_TEXT, label="Sentence", visible=False, elem_id="sentence-text"),
+            focus=gr.Textbox("", visible=False, elem_id="focus"),
+            restored=gr.Number(0, visible=False, elem_id="restored"))
+        chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
+        shared.remember("", text=shared.text, focus=shared.focus)
+        tour_panel = tour.layout()
+        with gr.Tabs(elem_id="tabs") as shared.tabs:
+            for title, module in TABS:
+                with gr.Tab(title, id=tab_id(title)):
+                    module.build(demo, shared)
+        view.wire(demo, shared, lecture, copy)
+        _wire_sentence(shared, chips)
+        tour.wire(shared, *tour_panel)
+    set_queues(demo)
+    demo.view = shared.view  # the components a link restores, by URL key (for the tests)
+    return demo
+
+
+def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
+    """The typed sentence is committed (Enter, or leaving the box) to `shared.text`, which a link sets too
+    and the box mirrors; its words as chips, a click selects one (or clears it) for every tab."""
+    gr.on([shared.sentence.submit, shared.sentence.blur], None, inputs=shared.sentence, outputs=shared.text,
+          js="(s) => s", queue=False)
+    shared.text.change(None, inputs=shared.text, outputs=shared.sentence, js="(s) => s", queue=False)
+
+    def select(text, current, evt: gr.SelectData):
+        index = evt.index if isinstance(evt.index, int) else -1
+        return focus.toggle(text or "", index, current)
+
+    def show(text, current):
+        return focus.chips_html(text or "", focus.parse(current, text or ""))
+
+    chips.select(select, inputs=[shared.text, shared.focus], outputs=shared.focus, queue=False,
+                 api_visibility="private")
+    gr.on([shared.text.change, shared.focus.change], show, inputs=[shared.text, shared.focus], outputs=chips,
+          queue=False, api_visibility="private", show_progress="hidden")
+    shared.focus.change(None, inputs=[shared.focus], js="(f) => window.playgroundFocus.mark(f)")
+
+
+# The queue, for a 2-core machine. Every model event shares one queue served by two workers: two events at
+# once keep both cores busy, a third would only time-slice them (torch already spreads one event over the
+# cores), and one queue serves users in the order they asked, whatever they asked for. The live training
+# of the memory experiment (up to a minute) has its own single worker, so it never holds both. At most
+# QUEUE_SIZE requests wait; the next is told the queue is full at once instead of waiting for minutes.
+# Measured with `python -m playground.bench --load` (20 users x 50 mixed requests): see the README.
+WORKERS, QUEUE_SIZE = 2, 256
+LONG_RUNNING = {"memory_experiment"}
+
+
+def set_queues(demo: gr.Blocks) -> None:
+    for fn in demo.fns.values():
+        if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
+            continue
+        long = fn.api_name in LONG_RUNNING
+        fn.concurrency_id, fn.concurrency_limit = ("training", 1) if long else ("models", WORKERS)
+    demo.queue(max_size=QUEUE_SIZE)
+
+
+# System fonts only: a Google font would be fetched from a CDN
+THEME = gr.themes.Soft(font=["system-ui", "sans-serif"], font_mono=["ui-monospace", "Consolas", "monospace"])
+# The page's scripts: one file per concern in assets/ (no CDN; Gradio's HTML component runs no <script>)
+HEAD = "\n".join(f"<script>\n{path.read_text(encoding='utf-8')}\n</script>" for path in sorted(ASSETS.glob("*.js")))
+# show_error: a value the components themselves refuse (a word where a number goes) reaches the
+# user as Gradio's message, not as an anonymous failure
+# Gradio keeps every session's component values and gr.State in memory, the oldest dropped beyond the
+# capacity (10,000 by default, so memory grew with each new visitor for hours): about 2 MB a session was
+# measured under the load test, so 200 sessions (a lecture hall at once) hold about 0.4 GB at most. A
+# session dropped loses only its gr.State (a step slider then asks to run its view again).
+SESSIONS = 200
+LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], head=HEAD, ssr_mode=False,
+              footer_links=["api", "settings"], show_error=True, state_session_capacity=SESSIONS)

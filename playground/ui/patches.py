@@ -1,0 +1,94 @@
+"""What the app changes in its libraries and its process, in one place, each applied by an explicit call.
+
+`before_gradio()` must run before gradio is first imported (app.py calls it first thing); `apply()` runs
+from `build_demo()`. Importing this module changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def before_gradio() -> None:
+    """No telemetry, no hub call unless a user asks for a hub model, and a faster gradio import. Only takes
+    full effect before gradio (and huggingface_hub) is imported; afterwards the stub patch is skipped."""
+    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if "gradio" not in sys.modules:
+        _skip_gradio_stub_rewrite()
+
+
+def apply() -> None:
+    """The process-wide settings of a serving app: two malloc arenas, no per-session value copies."""
+    _share_malloc_arenas()
+    _keep_no_deep_link_copies()
+
+
+def _skip_gradio_stub_rewrite() -> None:
+    """gradio 6 regenerates the .pyi type stubs of every component class at each import, parsing the
+    component's source file with `ast` each time: 2.5 s of CPU of a 6 s import here, for files only
+    type checkers read. Turn that one function into a no-op as its module loads (nothing else in
+    gradio calls it); startup is one of the budgets."""
+    import importlib.abc
+    import importlib.machinery
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name != "gradio.component_meta":
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.machinery.PathFinder.find_spec(name, path)
+            if spec is None or spec.loader is None:
+                return spec
+            exec_module = spec.loader.exec_module
+
+            def exec_and_patch(module):
+                exec_module(module)
+                module.create_or_modify_pyi = lambda *args, **kwargs: None
+
+            spec.loader.exec_module = exec_and_patch
+            return spec
+
+    sys.meta_path.insert(0, Finder())
+
+
+def _share_malloc_arenas(arenas: int = 2) -> None:
+    """glibc's malloc gives each thread that allocates its own arena, up to 8 per core. Gradio runs the
+    handlers on a pool of up to 40 threads, and memory freed in one arena does not serve another thread,
+    so the server's resident memory kept growing with the requests it served: over 2,400 requests from 96
+    sessions, +20% with glibc's default and +8% with two arenas (what remains is the sessions' own state,
+    capped at ui.demo.SESSIONS). Two arenas serve the two queue workers; this is MALLOC_ARENA_MAX, set from inside,
+    for the arenas made from now on. Not glibc (macOS, Windows, musl): nothing to do."""
+    import ctypes
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return
+    M_ARENA_MAX = -8  # malloc.h
+    mallopt(M_ARENA_MAX, arenas)
+
+
+def _keep_no_deep_link_copies() -> None:
+    """Each Gradio session keeps `config_values`: the config of every component (416 here: 0.66 MB and
+    47 ms to build per session) and a copy of every input and output value since, for gr.DeepLinkButton
+    (their only reader: the /gradio_api/deep_link route). This app makes its own links (ui/view.py) and has
+    no such button, so the copies only cost memory: each session held the last figure, table and JSON of
+    every view it had used, and the server grew with every visitor up to the session capacity. Sessions keep their components' state and gr.State; just
+    not the copies (an update of a component's props still records that component, as Gradio does)."""
+    from gradio.state_holder import SessionState
+
+    if getattr(SessionState, "_keeps_no_copies", False):  # a second build_demo() in one process
+        return
+    build = SessionState.__init__
+
+    def init(self, blocks):
+        build(self, blocks)
+        self.config_values = {}
+
+    SessionState.__init__ = init
+    SessionState._update_value_in_config = lambda self, key, value: None
+    SessionState._keeps_no_copies = True
