@@ -54,6 +54,8 @@ def as_number(value, name: str) -> float:
         number = float(value)
     except (TypeError, ValueError):
         raise gr.Error(f"{name} should be a number, not {str(value)[:30]!r}.") from None
+    except OverflowError:  # an integer beyond a float's range, such as 10**400
+        number = math.inf if value > 0 else -math.inf
     if math.isnan(number):
         raise gr.Error(f"{name} should be a number, not NaN.")
     return number
@@ -64,8 +66,16 @@ def as_int(value, name: str, low: int, high: int, notices: list[str]) -> int:
     number = as_number(value, name)
     clamped = min(max(number, low), high)
     if clamped != number:
-        notices.append(f"{name} {value} is out of range; using {int(clamped):,} (allowed: {low:,} to {high:,}).")
+        notices.append(f"{name} {_shown(value)} is out of range; using {int(clamped):,} (allowed: {low:,} to {high:,}).")
     return int(round(clamped))
+
+
+def _shown(value) -> str:
+    """A value as a notice quotes it: at most 30 characters (str() of a 5,000-digit int would even raise)."""
+    if isinstance(value, int) and value.bit_length() > 96:
+        return "(a number of over 28 digits)"
+    text = str(value)
+    return text if len(text) <= 30 else text[:29] + "…"
 
 
 def chosen(values, allowed, what: str) -> list[str]:

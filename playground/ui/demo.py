@@ -109,5 +109,9 @@ HEAD = "\n".join(f"<script>\n{path.read_text(encoding='utf-8')}\n</script>" for 
 # measured under the load test, so 200 sessions (a lecture hall at once) hold about 0.4 GB at most. A
 # session dropped loses only its gr.State (a step slider then asks to run its view again).
 SESSIONS = 200
+# The app has no upload component, yet Gradio's /gradio_api/upload route takes any file by default: a small
+# cap stops a large POST from filling the disk or the memory.
+MAX_UPLOAD = "1mb"
 LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], head=HEAD, ssr_mode=False,
-              footer_links=["api", "settings"], show_error=True, state_session_capacity=SESSIONS)
+              footer_links=["api", "settings"], show_error=True, state_session_capacity=SESSIONS,
+              max_file_size=MAX_UPLOAD)
