@@ -44,7 +44,7 @@ def test_the_queue_is_set_deliberately():
 
 def test_sessions_keep_their_state_but_no_copy_of_every_value(app_url):
     """Gradio 6 copies every value a session is sent for gr.DeepLinkButton, which this app does not use;
-    the app turns the copies off (ui._keep_no_deep_link_copies), or each session would hold the last
+    the app turns the copies off (ui.patches._keep_no_deep_link_copies), or each session would hold the last
     figure, table and JSON of every view. Its gr.State still works: a step of the last translation."""
     import app
     from gradio_client import Client
@@ -58,3 +58,23 @@ def test_sessions_keep_their_state_but_no_copy_of_every_value(app_url):
     copied = {block._id for block in tokenize.inputs + tokenize.outputs} & set(session.config_values)
     assert not copied, "the inputs and outputs of /tokenize are copied into the session"
     assert session.state_data, "the session keeps its gr.State"
+
+
+@pytest.mark.timeout(600)
+def test_a_small_lecture_hall_over_plain_http_gets_every_answer(app_url):
+    """The bench's lecture hall (200 students) in small: 12 students clicking every second for 15 s."""
+    result = loadtest.lecture_hall(app_url, students=12, think=1.0, seconds=15, seed=3)
+    assert not result.errors, result.errors[:3]
+    assert result.requests >= 30 and 0 < result.own < result.requests
+
+
+@pytest.mark.parametrize("sentence", [loadtest.STUDENT_SENTENCES[0], "Tokenization splits words into pieces 🤖 oddly.",
+                                      "مرحبا بالعالم"])
+def test_a_students_own_sentence_is_valid_input_for_every_main_endpoint(client, sentence):
+    import random
+
+    for name in loadtest.LECTURE_ENDPOINTS:
+        values = loadtest.own_input(name, sentence, random.Random(0))
+        if name == "generate":
+            values["max_new_tokens"] = 20
+        client.predict(api_name=f"/{name}", **values)  # an error event raises

@@ -256,6 +256,32 @@ def load_rows(users: int = 20, requests_per_user: int = 50) -> list[tuple]:
     return rows
 
 
+def lecture_hall_rows(students: int, think: float, seconds: float) -> list[tuple]:
+    """A lecture hall (playground/tools/loadtest.py): `students` students over plain HTTP, each clicking after
+    an exponential think time of mean `think` s, 70% on defaults, 30% with a sentence of their own; p50 and
+    p95 per endpoint, errors, requests a second, and the server's resident memory at the end."""
+    import psutil
+
+    from playground.tools import loadtest
+
+    with served_app() as (url, pid):
+        result = loadtest.lecture_hall(url, students, think, seconds)
+        rss = psutil.Process(pid).memory_info().rss / 2**20
+    every = sorted(t for samples in result.latencies.values() for t in samples)
+    p95 = every[min(len(every) - 1, round(0.95 * (len(every) - 1)))] if every else None
+    rows = [(f"lecture hall: {students} students, think {think:g} s, {seconds:g} s: {result.requests:,} requests "
+             f"({result.requests / result.wall:.1f}/s, {result.own} own), errors", f"{len(result.errors)}", "", "0",
+             not result.errors),
+            ("  lecture hall: every request", ms(statistics.median(every) if every else None), ms(p95), "p95 ≤ 1 s",
+             p95 is not None and p95 <= 1),
+            ("  lecture hall: server resident memory at the end", f"{rss:,.0f} MB", "", "≤ 1,536 MB", rss <= 1536)]
+    for name, (p50, p95_) in result.percentiles().items():
+        rows.append((f"  lecture hall: {name}", ms(p50), ms(p95_), "", None))
+    for name, message in result.errors[:5]:
+        print(f"lecture hall error: {name}: {message}", file=sys.stderr)
+    return rows
+
+
 def soak_rows(total: int = 2000, warmup: int = 200, users: int = 8) -> list[tuple]:
     """The soak test: `total` requests through gradio_client against one app process; its resident
     memory after the first `warmup` (caches filled, lazy imports done) and at the end."""
@@ -344,6 +370,9 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--race", metavar="TINYSHAKESPEARE", help="also run the GPT training race on this file")
     parser.add_argument("--load", action="store_true", help="also run the load test (20 users x 50 requests)")
     parser.add_argument("--soak", action="store_true", help="also run the soak test (2,000 requests)")
+    parser.add_argument("--students", type=int, default=0, help="also run a lecture hall of this many students")
+    parser.add_argument("--think", type=float, default=10.0, help="the students' mean think time in seconds")
+    parser.add_argument("--class-seconds", type=float, default=120.0, help="how long the lecture hall lasts")
     args = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     sys.path.insert(0, str(ROOT))
@@ -381,6 +410,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
         rows.extend(load_rows())
     if args.soak:
         rows.extend(soak_rows())
+    if args.students:
+        rows.extend(lecture_hall_rows(args.students, args.think, args.class_seconds))
     if args.race:
         seconds, last = training_race(args.race)
         rows.append((f"training race: wall time to val loss {RACE_TARGET} (gpt, step {last['iter']})",

@@ -96,3 +96,99 @@ def run(url: str, users: int, requests_per_user: int, seed: int = 0) -> LoadResu
         list(pool.map(user, range(users)))
     result.wall = time.perf_counter() - started
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# A lecture hall: many students over the plain HTTP API, each thinking between clicks
+
+# The endpoints a class uses, and how a student's own sentence becomes each one's input
+LECTURE_ENDPOINTS = ("tokenize", "attention", "fill_mask", "gradient_flow", "generate", "embed_words", "seq2seq",
+                     "bpe_trace", "embed_sentences", "contextual")
+STUDENT_SENTENCES = (
+    "The bank by the river was closed.", "I deposited my money at the bank.", "Transformers read every word at once.",
+    "Recurrent networks forget what they read long ago.", "Ceci n'est pas une pipe.", "Der Hund schläft im Garten.",
+    "Tokenization splits words into pieces 🤖 sometimes oddly.", "unbelievably naïve users type strange things!!",
+    "How many r's are in strawberry?", "My cat ignores me every single morning.", "Attention is all you need, they said.",
+    "The quick brown fox jumps over the lazy dog.", "Numbers like 1234567 become many tokens.", "مرحبا بالعالم",
+    "Students guess before they look at the answer.", "A lecture hall of two hundred people clicks at once.",
+)
+NUMBER_SOURCES = ("seven", "three hundred forty two", "ninety , eleven", "six hundred five , twelve , eight",
+                  "one hundred , two hundred , three hundred", "forty four , fifty five , sixty six , seventy seven")
+
+
+def own_input(name: str, sentence: str, rng: random.Random) -> dict:
+    """A student's own input for endpoint `name`, made from `sentence` (the other arguments stay default)."""
+    words = [w for w in sentence.replace(",", " ").replace(".", " ").split() if w.isalpha()] or ["word"]
+    if name == "fill_mask":
+        target = rng.choice(words)
+        return {"text": sentence.replace(target, "[MASK]", 1)}
+    if name == "generate":
+        return {"prompt": sentence[:60]}
+    if name == "embed_words":
+        return {"words": ", ".join(dict.fromkeys([*(w.lower() for w in words), "dog", "cat", "king"]))}
+    if name == "seq2seq":
+        return {"source": rng.choice(NUMBER_SOURCES)}
+    if name == "bpe_trace":
+        return {"table": "\n".join(f"{w.lower()} {rng.randint(1, 9)}" for w in dict.fromkeys(words))}
+    if name == "embed_sentences":
+        return {"sentences": "\n".join(rng.sample(STUDENT_SENTENCES, 4))}
+    if name == "contextual":
+        return {"word": words[0].lower(), "sentences": f"{sentence}\n{sentence.lower()}"}
+    return {"text": sentence}
+
+
+@dataclass
+class HallResult(LoadResult):
+    own: int = 0              # requests with a student's own input
+    seconds: float = 0.0      # the length of the class
+
+
+def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: float = 120.0,
+                 own_share: float = 0.3, seed: int = 0) -> HallResult:
+    """`students` students for `seconds`, each sending a request, waiting for the answer, then thinking for
+    an exponential time of mean `think` seconds: about students/think requests a second arrive. A request
+    is a main endpoint chosen at random, with its default inputs, or with the student's own sentence
+    (`own_share` of them). Plain HTTP, as a browser sends it: POST /gradio_api/call/<name>, then the answer
+    as server-sent events. An error event or a failed request counts as an error."""
+    import asyncio
+
+    import httpx
+
+    info = httpx.get(url + "gradio_api/info", timeout=60).json()["named_endpoints"]
+    params = {name: [(p["parameter_name"], p["parameter_default"]) for p in info[f"/{name}"]["parameters"]]
+              for name in LECTURE_ENDPOINTS}
+    result = HallResult(seconds=seconds)
+
+    async def call(client: httpx.AsyncClient, name: str, values: dict) -> None:
+        data = [values.get(key, default) for key, default in params[name]]
+        started = time.perf_counter()
+        try:
+            event = (await client.post(f"gradio_api/call/{name}", json={"data": data})).json()["event_id"]
+            answer = await client.get(f"gradio_api/call/{name}/{event}")
+            if "event: complete" not in answer.text:
+                result.errors.append((name, answer.text[-300:]))
+                return
+        except Exception as err:  # noqa: BLE001 - every failure is the finding
+            result.errors.append((name, f"{type(err).__name__}: {str(err)[:300]}"))
+            return
+        result.latencies[name].append(time.perf_counter() - started)
+
+    async def student(client: httpx.AsyncClient, rng: random.Random, end: float) -> None:
+        await asyncio.sleep(rng.expovariate(1 / think))  # students arrive over the first moments, not at once
+        while time.perf_counter() < end:
+            name = rng.choice(LECTURE_ENDPOINTS)
+            own = rng.random() < own_share
+            result.own += own
+            await call(client, name, own_input(name, rng.choice(STUDENT_SENTENCES), rng) if own else {})
+            await asyncio.sleep(rng.expovariate(1 / think))
+
+    async def hall() -> None:
+        limits = httpx.Limits(max_connections=2 * students, max_keepalive_connections=students)
+        async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+            end = time.perf_counter() + seconds
+            await asyncio.gather(*(student(client, random.Random(seed * 100_003 + s), end) for s in range(students)))
+
+    started = time.perf_counter()
+    asyncio.run(hall())
+    result.wall = time.perf_counter() - started
+    return result
