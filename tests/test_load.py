@@ -34,11 +34,13 @@ def test_download_files_are_bounded(monkeypatch):
 
 
 def test_the_queue_is_set_deliberately():
+    """Every queued event is dispatched at once and goes through the shared answer cache, which lets a miss
+    compute only under one of the workers (ui/demo.py, ui/cache.py)."""
     import app
     from playground.ui import demo as ui
 
-    limits = {(fn.concurrency_id, fn.concurrency_limit) for fn in app.demo.fns.values() if fn.queue and fn.fn}
-    assert limits == {("models", ui.WORKERS), ("training", 1)}
+    queued = [fn for fn in app.demo.fns.values() if fn.queue and fn.fn]
+    assert queued and all(fn.concurrency_limit is None and hasattr(fn.fn, "__wrapped__") for fn in queued)
     assert app.demo._queue.max_size == ui.QUEUE_SIZE
 
 

@@ -6,6 +6,7 @@ import math
 import tempfile
 import threading
 from collections import deque
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,25 +99,52 @@ def text_input(text, notices: list[str], max_chars: int = MAX_CHARS) -> str:
     return text
 
 
+_recorder = threading.local()  # the notices of the answer being computed on this thread (ui/cache.py keeps them)
+
+
 def warn(notices: list[str]) -> None:
     for notice in notices:
         gr.Warning(notice)
+        recorder = getattr(_recorder, "notices", None)
+        if recorder is not None:
+            recorder.append(notice)
 
 
-# The download files of the last requests. Gradio copies a returned file into its own cache (emptied by
-# the Blocks' delete_cache) as the event completes, so our copy is needed only briefly; without a bound
-# every request would leave one file in the temp folder for good.
+@contextmanager
+def recording_notices():
+    """The notices `warn` shows on this thread while the block runs, as a list."""
+    previous, _recorder.notices = getattr(_recorder, "notices", None), []
+    try:
+        yield _recorder.notices
+    finally:
+        _recorder.notices = previous
+
+
+# The download files of the last requests, in one folder of this process's own. Gradio copies a returned file
+# into its own cache (emptied by the Blocks' delete_cache) as the event completes, so our copy is needed only
+# briefly (and by an answer served again from ui/cache.py, which computes it anew once the file is gone);
+# without a bound every request would leave one file in the temp folder for good.
 _FILES_KEPT = 256
 _files: deque[str] = deque()
 _files_lock = threading.Lock()
+_files_dir: Path | None = None
 
 
 def json_file(data: dict, stem: str) -> str:
     """The data behind a view, as a file to download (Gradio's delete_cache removes it later).
     orjson (a gradio dependency) writes it ~10x faster than json.dump: this runs on every request."""
-    with tempfile.NamedTemporaryFile("wb", suffix=".json", prefix=f"{stem}-", delete=False) as f:
+    global _files_dir
+    with _files_lock:
+        if _files_dir is None:
+            _files_dir = Path(tempfile.mkdtemp(prefix="playground-downloads-"))
+    with tempfile.NamedTemporaryFile("wb", suffix=".json", prefix=f"{stem}-", dir=_files_dir, delete=False) as f:
         f.write(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
     return _keep(f.name)
+
+
+def is_download(value) -> bool:
+    """Whether `value` is the path of a download file made by `json_file`."""
+    return isinstance(value, str) and _files_dir is not None and value.startswith(str(_files_dir))
 
 
 def _keep(path: str) -> str:

@@ -3,12 +3,15 @@ the queue and the launch settings. `build_demo()` makes a new gr.Blocks; app.py 
 
 from __future__ import annotations
 
+import threading
+
 import gradio as gr
 
 from playground import checkpoints
 from playground.analysis import focus
 from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, generation_tab, gradient_tab, patches,
                            seq2seq_tab, tokenization_tab, tour, view)
+from playground.ui.cache import AnswerCache
 from playground.ui.common import Shared
 
 ASSETS = checkpoints.ASSETS_DIR
@@ -79,23 +82,31 @@ def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
     shared.focus.change(None, inputs=[shared.focus], js="(f) => window.playgroundFocus.mark(f)")
 
 
-# The queue, for a 2-core machine. Every model event shares one queue served by two workers: two events at
-# once keep both cores busy, a third would only time-slice them (torch already spreads one event over the
-# cores), and one queue serves users in the order they asked, whatever they asked for. The live training
-# of the memory experiment (up to a minute) has its own single worker, so it never holds both. At most
-# QUEUE_SIZE requests wait; the next is told the queue is full at once instead of waiting for minutes.
-# Measured with `python -m playground.bench --load` (20 users x 50 mixed requests): see the README.
+# The queue, for a 2-core machine. Every event is dispatched at once; what waits is the computation. An answer
+# already given for the same inputs comes from the shared cache (ui/cache.py) without waiting; a new one waits
+# for one of two model workers: two computations at once keep both cores busy, a third would only time-slice
+# them (torch already spreads one over the cores). The live training of the memory experiment (up to a minute)
+# has its own single worker, so it never holds a model worker. At most QUEUE_SIZE requests wait to be
+# dispatched; the next is told the queue is full at once instead of waiting for minutes.
+# Measured with `python -m playground.bench --load --students 200`: see docs/performance.md.
 WORKERS, QUEUE_SIZE = 2, 256
 LONG_RUNNING = {"memory_experiment"}
+ANSWERS_KEPT = 2_000  # answers in the shared cache (most are under 100 kB)
 
 
 def set_queues(demo: gr.Blocks) -> None:
+    answers = AnswerCache(ANSWERS_KEPT)
+    models, training = threading.BoundedSemaphore(WORKERS), threading.BoundedSemaphore(1)
     for fn in demo.fns.values():
         if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
             continue
-        long = fn.api_name in LONG_RUNNING
-        fn.concurrency_id, fn.concurrency_limit = ("training", 1) if long else ("models", WORKERS)
+        state = tuple(i for i, block in enumerate(fn.outputs) if isinstance(block, gr.State))
+        reads_state = any(isinstance(block, gr.State) for block in fn.inputs)
+        workers = training if fn.api_name in LONG_RUNNING else models
+        fn.fn = answers.wrap(fn.fn, fn.api_name or fn.name, len(fn.outputs), state, workers, not reads_state)
+        fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
     demo.queue(max_size=QUEUE_SIZE)
+    demo.answers = answers  # hits and misses, for the bench and the tests
 
 
 # System fonts only: a Google font would be fetched from a CDN

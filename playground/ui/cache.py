@@ -1,0 +1,160 @@
+"""Answers shared by every user: a bounded cache of what an event returned for the same inputs.
+
+A lecture hall asks the same questions: the defaults, the tour's steps, the lecturer's example. Every
+event whose inputs hold no per-session state is a pure function of its inputs (seeded ones included:
+each seeded computation takes its own torch.Generator), so its answer can be served again to anyone who
+sends the same inputs, without waiting for a model. The key is the event's api_name, every input, and the
+fingerprint of the shipped checkpoints: two requests that differ in anything are never mixed.
+
+What an answer carries besides its outputs is kept too: the notices the handler showed (replayed on a
+hit) and, for a generator, only its final output (a hit answers at once). Outputs that are per-session
+state (gr.State) are copied for each hit, so no two sessions hold the same object. An answer whose
+download file is gone (ui/common.json_file keeps a bounded number) is computed again.
+
+Misses wait for one of the model workers (`WORKERS`, the cores); hits never wait: the queue dispatches
+every event at once and only a miss takes a worker, so a cheap or cached request is never held behind a
+slow one.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import hashlib
+import inspect
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+import orjson
+
+from playground import checkpoints
+from playground.ui import common
+
+
+@dataclass(frozen=True)
+class Answer:
+    outputs: tuple
+    notices: tuple[str, ...]
+    state: tuple[int, ...]  # positions of the outputs that are gr.State (copied for each hit)
+
+
+def fingerprint() -> str:
+    """The shipped checkpoints as they are: a hash of every card and config (a retrained model changes it)."""
+    digest = hashlib.sha256()
+    for path in sorted(checkpoints.MODELS_DIR.glob("*/*.json")):
+        digest.update(path.relative_to(checkpoints.MODELS_DIR).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class AnswerCache:
+    """The last `max_answers` answers, least recently used dropped first; thread-safe."""
+
+    def __init__(self, max_answers: int = 2_000):
+        self.max_answers = max_answers
+        self.version = fingerprint()
+        self._answers: OrderedDict[bytes, Answer] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def key(self, api_name: str, args: tuple, kwargs: dict) -> bytes | None:
+        """The request's identity, or None when an input cannot be written down exactly (never cached)."""
+        inputs = {k: v for k, v in kwargs.items() if not isinstance(v, gr.Progress)}  # progress is no input
+        try:
+            return orjson.dumps([self.version, api_name, args, inputs], option=orjson.OPT_SERIALIZE_NUMPY)
+        except TypeError:
+            return None
+
+    def get(self, key: bytes | None) -> Answer | None:
+        if key is None:
+            return None
+        with self._lock:
+            answer = self._answers.get(key)
+            if answer is not None and not all(_file_exists(o) for o in answer.outputs):
+                del self._answers[key]  # its download file was removed: compute it again
+                answer = None
+            if answer is None:
+                self.misses += 1
+                return None
+            self._answers.move_to_end(key)
+            self.hits += 1
+            return answer
+
+    def put(self, key: bytes | None, answer: Answer) -> None:
+        if key is None:
+            return
+        with self._lock:
+            self._answers[key] = answer
+            self._answers.move_to_end(key)
+            while len(self._answers) > self.max_answers:
+                self._answers.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def wrap(self, fn, api_name: str, n_outputs: int, state: tuple[int, ...], workers: threading.Semaphore,
+             cacheable: bool = True):
+        """`fn` answering from the cache when it can and otherwise computing under one of `workers`; the
+        same signature (gradio reads it, e.g. for gr.Progress) and the same kind (function or generator).
+        Not `cacheable` (it reads per-session state): always computed, under a worker all the same."""
+        def key_of(args, kwargs) -> bytes | None:
+            return self.key(api_name, args, kwargs) if cacheable else None
+
+        def remember(outputs, notices: list[str]) -> Answer:
+            values = (outputs,) if n_outputs == 1 else tuple(outputs)
+            return Answer(values, tuple(notices), state)
+
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def cached_generator(*args, **kwargs):
+                key = key_of(args, kwargs)
+                answer = self.get(key)
+                if answer is not None:
+                    yield replay(answer, n_outputs)
+                    return
+                notices, last, steps = [], _DONE, fn(*args, **kwargs)
+                with workers:
+                    while True:
+                        with common.recording_notices() as shown:  # each step may run on another thread
+                            outputs = next(steps, _DONE)
+                        notices += shown
+                        if outputs is _DONE:
+                            break
+                        yield outputs
+                        last = outputs
+                if last is not _DONE:
+                    self.put(key, remember(last, notices))
+
+            return cached_generator
+
+        @functools.wraps(fn)
+        def cached(*args, **kwargs):
+            key = key_of(args, kwargs)
+            answer = self.get(key)
+            if answer is not None:
+                return replay(answer, n_outputs)
+            with workers, common.recording_notices() as notices:
+                outputs = fn(*args, **kwargs)
+            self.put(key, remember(outputs, notices))
+            return outputs
+
+        return cached
+
+
+_DONE = object()
+
+
+def replay(answer: Answer, n_outputs: int):
+    """A cached answer as the handler returned it: its notices shown again, its state outputs copied."""
+    for notice in answer.notices:
+        gr.Warning(notice)
+    outputs = tuple(copy.deepcopy(o) if i in answer.state else o for i, o in enumerate(answer.outputs))
+    return outputs[0] if n_outputs == 1 else outputs
+
+
+def _file_exists(output) -> bool:
+    """A download file the app wrote must still be there (other outputs: nothing to check)."""
+    return not common.is_download(output) or Path(output).is_file()

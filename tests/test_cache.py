@@ -1,0 +1,140 @@
+"""The shared answer cache (playground/ui/cache.py): the same inputs give the same answer without waiting for
+a model; different inputs are never mixed; notices, state and download files come back as they should."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import gradio as gr
+import pytest
+
+from playground.ui import common
+from playground.ui.cache import AnswerCache
+
+
+@pytest.fixture
+def cache():
+    return AnswerCache(max_answers=3)
+
+
+def counting(fn):
+    """`fn` that counts its calls in `.calls`."""
+    def counted(*args, **kwargs):
+        counted.calls += 1
+        return fn(*args, **kwargs)
+
+    counted.calls = 0
+    return counted
+
+
+def test_the_same_inputs_are_computed_once_and_different_ones_never_mixed(cache):
+    fn = counting(lambda text, n=1: (text.upper() * n, {"n": n}))
+    wrapped = cache.wrap(fn, "shout", 2, (), threading.BoundedSemaphore(1))
+    assert wrapped("a") == ("A", {"n": 1})
+    assert wrapped("a") == ("A", {"n": 1}) and fn.calls == 1
+    assert wrapped("b") == ("B", {"n": 1}) and wrapped("a", n=2) == ("AA", {"n": 2}) and fn.calls == 3
+    assert (cache.hits, cache.misses, len(cache)) == (1, 3, 3)
+
+
+def test_the_oldest_answer_is_dropped_beyond_the_bound(cache):
+    fn = counting(lambda x: x * 2)
+    wrapped = cache.wrap(fn, "double", 1, (), threading.BoundedSemaphore(1))
+    for x in (1, 2, 3, 4, 1):
+        assert wrapped(x) == 2 * x
+    assert fn.calls == 5 and len(cache) == 3  # 1 was dropped when 4 came, so it was computed again
+
+
+def test_an_answer_of_another_api_name_or_model_version_is_not_served(cache):
+    a = cache.wrap(lambda x: ("a", x), "a", 1, (), threading.BoundedSemaphore(1))
+    b = cache.wrap(lambda x: ("b", x), "b", 1, (), threading.BoundedSemaphore(1))
+    assert a(1) == ("a", 1) and b(1) == ("b", 1)
+    key = cache.key("a", (1,), {})
+    cache.version = "another checkpoint"
+    assert cache.key("a", (1,), {}) != key
+
+
+def test_notices_are_shown_again_on_a_hit(cache, monkeypatch):
+    shown = []
+    monkeypatch.setattr(gr, "Warning", shown.append)
+    wrapped = cache.wrap(lambda x: common.warn([f"{x} is clamped"]) or x, "warns", 1, (), threading.BoundedSemaphore(1))
+    wrapped(7)
+    wrapped(7)
+    assert shown == ["7 is clamped", "7 is clamped"]
+
+
+def test_a_generator_answers_a_hit_with_its_last_output_only(cache):
+    def steps(n):
+        for i in range(n):
+            yield f"step {i}"
+
+    wrapped = cache.wrap(steps, "steps", 1, (), threading.BoundedSemaphore(1))
+    assert list(wrapped(3)) == ["step 0", "step 1", "step 2"]
+    assert list(wrapped(3)) == ["step 2"]
+
+
+def test_state_outputs_are_copies_for_each_session(cache):
+    wrapped = cache.wrap(lambda: ("view", {"steps": [1, 2]}), "stateful", 2, (1,), threading.BoundedSemaphore(1))
+    first = wrapped()
+    second, third = wrapped(), wrapped()
+    second[1]["steps"].append(3)
+    assert third[1] == {"steps": [1, 2]} and second[1] is not third[1] and first[0] is second[0]
+
+
+def test_events_that_read_session_state_are_never_cached(cache):
+    fn = counting(lambda state: state + 1)
+    wrapped = cache.wrap(fn, "reads_state", 1, (), threading.BoundedSemaphore(1), cacheable=False)
+    wrapped(1), wrapped(1)
+    assert fn.calls == 2 and len(cache) == 0
+
+
+def test_an_answer_whose_download_file_is_gone_is_computed_again(cache):
+    fn = counting(lambda: ("data", common.json_file({"x": 1}, "test")))
+    wrapped = cache.wrap(fn, "download", 2, (), threading.BoundedSemaphore(1))
+    _, path = wrapped()
+    assert wrapped()[1] == path and fn.calls == 1
+    Path(path).unlink()
+    _, again = wrapped()
+    assert fn.calls == 2 and Path(again).is_file()
+
+
+def test_a_hit_never_waits_for_a_worker_and_a_miss_does(cache):
+    workers = threading.BoundedSemaphore(1)
+    wrapped = cache.wrap(lambda x: x, "wait", 1, (), workers)
+    wrapped("cached")
+    workers.acquire()  # a slow computation holds the only worker
+    try:
+        assert wrapped("cached") == "cached"
+        done = threading.Event()
+        threading.Thread(target=lambda: (wrapped("new"), done.set()), daemon=True).start()
+        time.sleep(0.2)
+        assert not done.is_set(), "a miss computed without a worker"
+    finally:
+        workers.release()
+    assert done.wait(5)
+
+
+def test_an_error_is_not_cached(cache):
+    calls = []
+
+    def fails(x):
+        calls.append(x)
+        raise gr.Error("bad input")
+
+    wrapped = cache.wrap(fails, "fails", 1, (), threading.BoundedSemaphore(1))
+    for _ in range(2):
+        with pytest.raises(gr.Error):
+            wrapped(1)
+    assert len(calls) == 2 and len(cache) == 0
+
+
+def test_the_app_serves_a_repeated_request_from_the_cache_with_the_same_answer(client):
+    import app
+
+    before = app.demo.answers.hits
+    first = client.predict("The bank by the river.", api_name="/normalize")
+    other = client.predict("A different sentence entirely.", api_name="/normalize")
+    again = client.predict("The bank by the river.", api_name="/normalize")
+    assert again[-1] == first[-1] != other[-1]
+    assert app.demo.answers.hits > before
