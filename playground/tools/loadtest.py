@@ -47,11 +47,20 @@ class LoadResult:
         return out
 
 
-def endpoint_arguments(url: str) -> dict[str, dict]:
-    """Every named endpoint of the app at `url` with the keyword arguments to call it with."""
+SETUP_TIMEOUT = 120  # seconds a new session may take to read the app's config when many start at once
+
+
+def session(url: str):
+    """A gradio_client session. Its setup (the config and API description) waits up to SETUP_TIMEOUT: with 20
+    sessions starting at once on a loaded machine, httpx's default 5 s ran out (a ReadTimeout, not an app error)."""
     from gradio_client import Client
 
-    api = Client(url, verbose=False).view_api(return_format="dict", print_info=False)["named_endpoints"]
+    return Client(url, verbose=False, httpx_kwargs={"timeout": SETUP_TIMEOUT})
+
+
+def endpoint_arguments(url: str) -> dict[str, dict]:
+    """Every named endpoint of the app at `url` with the keyword arguments to call it with."""
+    api = session(url).view_api(return_format="dict", print_info=False)["named_endpoints"]
     calls = {}
     for name, endpoint in api.items():
         defaults = {p["parameter_name"]: p["parameter_default"] for p in endpoint["parameters"]}
@@ -62,8 +71,6 @@ def endpoint_arguments(url: str) -> dict[str, dict]:
 def run(url: str, users: int, requests_per_user: int, seed: int = 0) -> LoadResult:
     """`users` sessions at once, each sending `requests_per_user` requests one after another, over every
     endpoint in equal shares (in a seeded random order per user)."""
-    from gradio_client import Client
-
     calls = endpoint_arguments(url)
     names = sorted(calls)
     result, lock = LoadResult(), threading.Lock()
@@ -80,7 +87,7 @@ def run(url: str, users: int, requests_per_user: int, seed: int = 0) -> LoadResu
             result.latencies[name].append(time.perf_counter() - started)
 
     def user(u: int) -> None:
-        client = Client(url, verbose=False)
+        client = session(url)
         order = [names[(u * requests_per_user + j) % len(names)] for j in range(requests_per_user)]
         random.Random(seed + u).shuffle(order)
         done: set[str] = set()
