@@ -115,9 +115,9 @@ def _seq2seq_kind() -> tuple[tuple[type, type], Callable[[Any, RunOptions], dict
     """seq2seq: the encoder-decoders of playground/nets/seq2seq.py on the task generated in playground/training/seq2seq.py
     (no --corpus): --variant=none|bahdanau|dot|general|transformer, plus the trainer's keys."""
     from playground.nets import seq2seq
-    from playground.training import seq2seq as seq2seq_task
+    from playground.training import seq2seq as seq2seq_training
 
-    return (seq2seq.Seq2SeqConfig, seq2seq_task.Seq2SeqTrainConfig), seq2seq_task.train
+    return (seq2seq.Seq2SeqConfig, seq2seq_training.Seq2SeqTrainConfig), seq2seq_training.train
 
 
 GENERATED = {"seq2seq"}  # kinds whose data is generated in code: they take no --corpus

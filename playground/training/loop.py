@@ -245,9 +245,7 @@ def fit(model, optimizer, step: Callable[[int], Any], loop: Loop, *,
     """
     from tqdm import tqdm
 
-    dist_info = dist_info or Dist()
-    state = state or TrainState()
-    rngs = list(rngs)
+    dist_info, state, rngs = dist_info or Dist(), state or TrainState(), list(rngs)
     if resume:
         load_resume_state(resume_dir, _unwrapped(model), optimizer, state, rngs)
     start = state.it
@@ -279,11 +277,7 @@ def fit(model, optimizer, step: Callable[[int], Any], loop: Loop, *,
         stop = agree(stop, dist_info, device)
         if dist_info.main and save is not None:
             save(it, stop)
-            if resume_dir is not None:
-                if stop:
-                    shutil.rmtree(resume_dir, ignore_errors=True)
-                else:
-                    save_resume_state(resume_dir, _unwrapped(model), optimizer, state, rngs)
+            _keep_resume_state(resume_dir, stop, _unwrapped(model), optimizer, state, rngs)
         bar.set_postfix({k: f"{v:.3f}" for k, v in record.items() if isinstance(v, float)})
         return stop
 
@@ -306,17 +300,32 @@ def fit(model, optimizer, step: Callable[[int], Any], loop: Loop, *,
             break
         if loss is not None:
             if optimizer is not None:
-                loss.backward()
-                if loop.grad_clip > 0:
-                    torch.nn.utils.clip_grad_norm_(params, loop.grad_clip)
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                _update(loss, optimizer, params, loop.grad_clip)
             losses.append(loss.detach() if isinstance(loss, torch.Tensor) else loss)
         it += 1
         bar.update(1)
     bar.close()
     state.it = it
     return state
+
+
+def _update(loss: torch.Tensor, optimizer, params: list, grad_clip: float) -> None:
+    """Backpropagate, clip the global gradient norm, take the optimizer's step."""
+    loss.backward()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(params, grad_clip)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+def _keep_resume_state(resume_dir: Path | None, final: bool, model, optimizer, state: TrainState, rngs) -> None:
+    """After a checkpoint: the resume state follows it; a finished run leaves none."""
+    if resume_dir is None:
+        return
+    if final:
+        shutil.rmtree(resume_dir, ignore_errors=True)
+    else:
+        save_resume_state(resume_dir, model, optimizer, state, rngs)
 
 
 def _unwrapped(model):
