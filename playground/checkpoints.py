@@ -37,10 +37,10 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     "rnn": ("playground.nets.recurrent", "RecurrentConfig", "RecurrentLM"),
     "lstm": ("playground.nets.recurrent", "RecurrentConfig", "RecurrentLM"),
     "gru": ("playground.nets.recurrent", "RecurrentConfig", "RecurrentLM"),
-    "bert-pretraining": ("playground.nets.bert", "BertConfig", "BertForPreTraining"),  # MLM + NSP heads
-    # a pretrained BERT adapted with LoRA: the "model class" is a function (config, saved tensors) -> model
-    # that rebuilds the base from its package and merges the adapters (playground/minilm_mlm.py)
-    "bert": ("playground.training.minilm_mlm", "MiniLMMLMConfig", "load_adapted"),
+    "bert": ("playground.nets.bert", "BertConfig", "BertForPreTraining"),  # our BERT: MLM + NSP heads
+    # MiniLM adapted with LoRA and an MLM head: the "model class" is a function (config, saved tensors) -> model
+    # that rebuilds the base from its package and merges the adapters (playground/nets/minilm_mlm.py)
+    "minilm-mlm": ("playground.nets.minilm_mlm", "MiniLMMLMConfig", "load_adapted"),
     "word2vec": ("playground.nets.word2vec", "Word2VecConfig", "Word2Vec"),
     # one kind for the five encoder-decoders: a loader function picks the class from config.variant
     "seq2seq": ("playground.nets.seq2seq", "Seq2SeqConfig", "load_model"),
@@ -216,7 +216,7 @@ def load(name_or_dir: str | Path, device: str | None = "cpu") -> Checkpoint:
         if isinstance(model_cls, type):
             model = model_cls(config)
             model.load_state_dict(state)
-        else:  # a loader function: the model is rebuilt around a pretrained base (kind "bert")
+        else:  # a loader function: the model is rebuilt around a pretrained base (kind "minilm-mlm")
             model = model_cls(config, state)
         model.to(resolve_device(device)).eval()
     return Checkpoint(name=path.name, path=path, kind=kind, config=config, card=card, tokenizer=tokenizer, model=model)

@@ -258,3 +258,18 @@ def test_memory_figures_accuracy_with_chance_and_loss_curves():
 
     acc, loss = fg.memory_figures(load_cached(), {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"})
     assert len(acc.data) == 4 and acc.data[-1].name == "chance" and len(loss.data) == 3
+
+
+def test_memory_experiment_leaves_the_global_random_state_alone():
+    """The app runs it while serving: it must neither seed nor draw from torch's global generator,
+    and the same config gives the same result."""
+    from playground.training.memory import MemoryConfig, run
+
+    cfg = MemoryConfig(max_k=3, steps=4, eval_per_k=4, hidden_size=4, cells="gru")
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    first = run(cfg)
+    assert torch.equal(torch.get_rng_state(), before), "the experiment touched the global torch RNG"
+    again = run(cfg)["cells"]["gru"]
+    assert {k: v for k, v in again.items() if k != "seconds"} == {k: v for k, v in first["cells"]["gru"].items()
+                                                                   if k != "seconds"}

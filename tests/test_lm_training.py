@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from playground import checkpoints, train
-from playground.training import data
+from playground.training import data, lm, loop
 
 
 @dataclass
@@ -41,7 +41,7 @@ def build(config, text_data):
 @pytest.fixture
 def bigram_kind(monkeypatch):
     monkeypatch.setitem(checkpoints.KINDS, "bigram", ("tests.test_lm_training", "BigramConfig", "Bigram"))
-    spec = train.LMKind(BigramConfig, train.LMTrainConfig(max_iters=60, batch_size=8, block_size=16,
+    spec = lm.LMKind(BigramConfig, lm.LMTrainConfig(max_iters=60, batch_size=8, block_size=16,
                                                           learning_rate=0.1, min_lr=0.01, warmup_iters=5,
                                                           eval_interval=20, eval_iters=4), build)
     monkeypatch.setitem(train.KINDS, "bigram", spec)
@@ -58,19 +58,19 @@ def test_text_data_split_and_batches(tiny_corpus):
 
 
 def test_learning_rate_schedule():
-    cfg = train.LMTrainConfig(max_iters=100, learning_rate=1.0, min_lr=0.1, warmup_iters=10)
-    assert train.learning_rate(0, cfg) < train.learning_rate(9, cfg) < 1.0   # warming up
-    assert train.learning_rate(10, cfg) == pytest.approx(1.0)                # peak
-    assert train.learning_rate(55, cfg) == pytest.approx(0.55)               # cosine midpoint
-    assert train.learning_rate(100, cfg) == pytest.approx(0.1)               # floor
+    cfg = lm.LMTrainConfig(max_iters=100, learning_rate=1.0, min_lr=0.1, warmup_iters=10)
+    assert loop.learning_rate(0, cfg) < loop.learning_rate(9, cfg) < 1.0   # warming up
+    assert loop.learning_rate(10, cfg) == pytest.approx(1.0)                # peak
+    assert loop.learning_rate(55, cfg) == pytest.approx(0.55)               # cosine midpoint
+    assert loop.learning_rate(100, cfg) == pytest.approx(0.1)               # floor
 
 
 def test_overrides_reach_the_right_config():
     model_cfg, train_cfg = train.apply_overrides(BigramConfig, ["--vocab_size=7", "--max_iters=3"],
-                                                 train.LMTrainConfig(batch_size=5))
+                                                 lm.LMTrainConfig(batch_size=5))
     assert model_cfg.vocab_size == 7 and train_cfg.max_iters == 3 and train_cfg.batch_size == 5
     with pytest.raises(ValueError, match="unknown option --n_layers.*--max_iters"):
-        train.apply_overrides(BigramConfig, ["--n_layers=2"], train.LMTrainConfig())
+        train.apply_overrides(BigramConfig, ["--n_layers=2"], lm.LMTrainConfig())
 
 
 def test_train_lm_learns_and_writes_a_loadable_checkpoint(bigram_kind, tiny_corpus, tmp_path):
@@ -93,7 +93,7 @@ def test_bf16_mixed_precision_trains(bigram_kind, tiny_corpus, tmp_path):
     assert result["history"][-1]["val"] < result["history"][0]["val"] - 0.5
     assert json.loads((tmp_path / "bigram-tiny" / "card.json").read_text())["train_config"]["dtype"] == "bfloat16"
     with pytest.raises(AssertionError, match="dtype must be float32 or bfloat16"):
-        train.LMTrainConfig(dtype="float16")
+        lm.LMTrainConfig(dtype="float16")
 
 
 def test_target_loss_stops_early(bigram_kind, tiny_corpus, tmp_path):
@@ -106,7 +106,7 @@ def test_resume_continues_exactly(bigram_kind, tiny_corpus, tmp_path, monkeypatc
     train.main(args + ["--name", "whole"])
 
     calls = {"n": 0}
-    real_batch = train._batch
+    real_batch = lm.get_batch
 
     def interrupted(*a):
         calls["n"] += 1
@@ -114,14 +114,17 @@ def test_resume_continues_exactly(bigram_kind, tiny_corpus, tmp_path, monkeypatc
             raise KeyboardInterrupt
         return real_batch(*a)
 
-    monkeypatch.setattr(train, "_batch", interrupted)
+    monkeypatch.setattr(lm, "get_batch", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train.main(args + ["--name", "cut"])
-    assert (tmp_path / ".cut.resume" / "trainer.json").is_file()
-    monkeypatch.setattr(train, "_batch", real_batch)
+    assert (tmp_path / ".cut.resume" / "current").is_file()
+    monkeypatch.setattr(lm, "get_batch", real_batch)
     train.main(args + ["--name", "cut", "--resume"])
     whole, cut = checkpoints.load(tmp_path / "whole").model, checkpoints.load(tmp_path / "cut").model
-    assert torch.allclose(whole.table.weight, cut.table.weight, atol=1e-6)
+    assert torch.equal(whole.table.weight, cut.table.weight), "resuming is exact: the same weights to the bit"
+    histories = [[{k: v for k, v in h.items() if k != "seconds"} for h in json.loads(
+        (tmp_path / n / "card.json").read_text())["history"]] for n in ("whole", "cut")]
+    assert histories[0] == histories[1]
     assert json.loads((tmp_path / "cut" / "card.json").read_text())["steps"] == 60
 
 
@@ -137,9 +140,9 @@ def test_loss_estimate_stacks_the_same_batches(tiny_corpus, monkeypatch, logits_
     torch.manual_seed(0)
     model = Bigram(BigramConfig(vocab_size=text_data.vocab_size))
     torch.nn.init.normal_(model.table.weight)
-    cfg = train.LMTrainConfig(batch_size=4, block_size=8, eval_iters=5)
-    monkeypatch.setattr(train, "EVAL_LOGITS", logits_per_forward)
-    got = train.estimate_loss(model, text_data, cfg, "cpu", seed=3)
+    cfg = lm.LMTrainConfig(batch_size=4, block_size=8, eval_iters=5)
+    monkeypatch.setattr(lm, "EVAL_LOGITS", logits_per_forward)
+    got = lm.estimate_loss(model, text_data, cfg, "cpu", seed=3)
     for split, ids in (("train", text_data.train), ("val", text_data.val)):
         g = torch.Generator().manual_seed(3)
         each = [model(*data.get_batch(ids, 8, 4, g, "cpu"))[1].item() for _ in range(5)]

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from playground import checkpoints
 from playground.nets import hf
 from playground.nets import lora
-from playground.training import minilm_mlm as mm
+from playground.nets import minilm_mlm as mm
 from playground.nets.bert import BertConfig, BertEncoder
 
 
@@ -171,7 +171,7 @@ def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tiny_base, tmp_path
     assert card["val_top5"] == pytest.approx(last["top5"], abs=1e-4)
     assert not (tmp_path / ".tiny.resume").exists(), "a finished run leaves no resume state"
     ckpt = checkpoints.load(folder)
-    assert ckpt.kind == "bert" and ckpt.model.nsp is None and not ckpt.model.training
+    assert ckpt.kind == "minilm-mlm" and ckpt.model.nsp is None and not ckpt.model.training
     assert ckpt.tokenizer.token_to_id("[MASK]") is not None
 
 
@@ -184,7 +184,7 @@ def test_adapter_checkpoint_round_trip_reproduces_the_logits(tiny_base, tmp_path
     mask[1, 6:] = 0  # padding: the attention mask passes through the contract
     with torch.no_grad():
         expected, _ = model(idx, attention_mask=mask)
-    checkpoints.save(tmp_path / "ck", kind="bert", config=config, card={"note": "test"}, model=model)
+    checkpoints.save(tmp_path / "ck", kind="minilm-mlm", config=config, card={"note": "test"}, model=model)
     from safetensors.torch import load_file
 
     shipped = load_file(str(tmp_path / "ck" / "model.safetensors"))
@@ -209,7 +209,7 @@ def test_a_base_with_other_weights_is_refused(tiny_base, tmp_path):
     config = config_for(tiny_base)
     model = mm.build(config)
     wrong = mm.MiniLMMLMConfig(**{**config.__dict__, "base_sha256": "0" * 64})
-    checkpoints.save(tmp_path / "ck", kind="bert", config=wrong, card={}, model=model)
+    checkpoints.save(tmp_path / "ck", kind="minilm-mlm", config=wrong, card={}, model=model)
     with pytest.raises(ValueError, match="other weights"):
         checkpoints.load(tmp_path / "ck")
 
@@ -217,7 +217,7 @@ def test_a_base_with_other_weights_is_refused(tiny_base, tmp_path):
 def test_the_shipped_minilm_mlm_fills_in_everyday_sentences():
     ckpt = checkpoints.shared("minilm-mlm")
     model, tok = ckpt.model, ckpt.tokenizer
-    assert ckpt.kind == "bert" and model.nsp is None
+    assert ckpt.kind == "minilm-mlm" and model.nsp is None
     assert ckpt.card["val_top5"] > 0.4 and ckpt.card["trainable_params"] < ckpt.card["total_params"] / 10
     sentences = {
         "paris is the [MASK] of france.": {"capital", "city", "center", "centre", "heart"},

@@ -11,6 +11,7 @@ import torch
 
 from playground import checkpoints, train
 from playground.training import bert as mlm
+from playground.training import masking
 from playground.nets.bert import IGNORE_INDEX, BertConfig, BertForPreTraining
 
 V, MASK, LOW = 1000, 4, 5  # vocabulary, [MASK] id, first non-special id
@@ -32,35 +33,35 @@ def _batch(B=256, T=128, seed=0):
 
 def test_masking_selects_15_percent_and_replaces_80_10_10():
     ids, special = _batch()
-    m = mlm.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, random_low=LOW,
+    m = masking.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, random_low=LOW,
                         generator=torch.Generator().manual_seed(1))
     selected = m.labels != IGNORE_INDEX
     n = (~special).sum().item()
     assert n > 15_000
     assert abs(selected.sum().item() / n - 0.15) < 0.01            # ~0.003 is one standard deviation here
     action = m.action[selected]
-    for value, share in ((mlm.MASKED, 0.8), (mlm.RANDOM, 0.1), (mlm.KEPT, 0.1)):
+    for value, share in ((masking.MASKED, 0.8), (masking.RANDOM, 0.1), (masking.KEPT, 0.1)):
         assert abs((action == value).float().mean().item() - share) < 0.025
     assert not selected[special].any(), "a [CLS], [SEP] or [PAD] was selected"
     assert ((m.action != 0) == selected).all()
     assert (m.labels[selected] == ids[selected]).all() and (m.labels[~selected] == IGNORE_INDEX).all()
-    assert (m.input_ids[m.action == mlm.MASKED] == MASK).all()
-    assert (m.input_ids[(m.action == mlm.NOT_SELECTED) | (m.action == mlm.KEPT)]
-            == ids[(m.action == mlm.NOT_SELECTED) | (m.action == mlm.KEPT)]).all()
-    randoms = m.input_ids[m.action == mlm.RANDOM]
+    assert (m.input_ids[m.action == masking.MASKED] == MASK).all()
+    assert (m.input_ids[(m.action == masking.NOT_SELECTED) | (m.action == masking.KEPT)]
+            == ids[(m.action == masking.NOT_SELECTED) | (m.action == masking.KEPT)]).all()
+    randoms = m.input_ids[m.action == masking.RANDOM]
     assert ((randoms >= LOW) & (randoms < V)).all(), "a random replacement fell on a special id"
     assert m.action.dtype == torch.int8
 
 
 def test_masking_is_reproducible_with_a_generator_and_honours_its_arguments():
     ids, special = _batch(B=16, T=64)
-    a = mlm.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, generator=torch.Generator().manual_seed(3))
-    b = mlm.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, generator=torch.Generator().manual_seed(3))
+    a = masking.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, generator=torch.Generator().manual_seed(3))
+    b = masking.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, generator=torch.Generator().manual_seed(3))
     assert torch.equal(a.input_ids, b.input_ids) and torch.equal(a.labels, b.labels)
-    every = mlm.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, prob=1.0, replace=(1.0, 0.0, 0.0))
+    every = masking.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, prob=1.0, replace=(1.0, 0.0, 0.0))
     assert (every.input_ids[~special] == MASK).all() and (every.input_ids[special] == ids[special]).all()
     with pytest.raises(AssertionError, match="sum to 1"):
-        mlm.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, replace=(0.8, 0.1, 0.2))
+        masking.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, replace=(0.8, 0.1, 0.2))
 
 
 def test_whole_word_masking_selects_every_piece_of_a_word():
@@ -73,7 +74,7 @@ def test_whole_word_masking_selects_every_piece_of_a_word():
         row = [w for w, k in enumerate(pieces[r].tolist()) for _ in range(k)][:T]
         word_ids[r] = torch.tensor(row)
     word_ids[:, 0], special[:, 0] = -1, True                        # [CLS]
-    m = mlm.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, word_ids=word_ids,
+    m = masking.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, word_ids=word_ids,
                         generator=torch.Generator().manual_seed(1))
     selected = m.labels != IGNORE_INDEX
     n_words = n_chosen = 0
@@ -91,7 +92,7 @@ def test_whole_word_masking_selects_every_piece_of_a_word():
 
 def test_word_ids_that_restart_in_sentence_b_are_other_words():
     word_ids = torch.tensor([[-1, 0, 0, 1, -1, 0, 1, 1, -1]])
-    assert mlm._word_groups(word_ids)[0, [1, 2, 3, 5, 6, 7]].tolist() == [0, 0, 1, 2, 3, 3]
+    assert masking._word_groups(word_ids)[0, [1, 2, 3, 5, 6, 7]].tolist() == [0, 0, 1, 2, 3, 3]
 
 
 def test_topk_accuracy_on_a_hand_example():
@@ -99,9 +100,9 @@ def test_topk_accuracy_on_a_hand_example():
                             [9.0, 9.0, 9.0, 9.0],     # ignored
                             [3.0, 2.0, 1.0, 0.0]]])   # label 2: third, so top-3 only
     labels = torch.tensor([[1, IGNORE_INDEX, 2]])
-    acc = mlm.topk_accuracy(logits, labels, ks=(1, 3))
+    acc = masking.topk_accuracy(logits, labels, ks=(1, 3))
     assert acc == {"top1": 0.5, "top3": 1.0, "n": 2.0}
-    assert mlm.topk_accuracy(logits, torch.full_like(labels, IGNORE_INDEX))["top1"] == 0.0
+    assert masking.topk_accuracy(logits, torch.full_like(labels, IGNORE_INDEX))["top1"] == 0.0
 
 
 def test_documents_and_sentences_follow_the_rule():
@@ -160,7 +161,7 @@ def test_losses_on_selected_positions_equal_the_full_forward():
     continuation = torch.zeros(50, dtype=torch.bool)
     batch = mlm.collate([([5, 6, 7], [8, 9], 0), ([10, 11], [12, 13, 14, 15], 1)], cls_id=2, sep_id=3, pad_id=0,
                         max_len=16, continuation=continuation)
-    m = mlm.mask_tokens(batch.input_ids, mask_id=4, vocab_size=50, special=batch.special, prob=0.5, random_low=5,
+    m = masking.mask_tokens(batch.input_ids, mask_id=4, vocab_size=50, special=batch.special, prob=0.5, random_low=5,
                         generator=torch.Generator().manual_seed(0))
     mlm_loss, nsp_loss, logits, labels, _ = mlm.pretraining_losses(model, batch, m)
     _, full = model(m.input_ids, batch.token_type_ids, batch.attention_mask, labels=m.labels,
@@ -194,7 +195,7 @@ def test_train_bert_kind_learns_and_its_checkpoint_loads(tmp_path):
     assert [h["iter"] for h in history] == [0, 20, 40]
     assert history[-1]["train"] < history[0]["train"] - 0.5, f"the loss did not drop: {history}"
     ckpt = checkpoints.load(tmp_path / "b")
-    assert ckpt.kind == "bert-pretraining" and isinstance(ckpt.model, BertForPreTraining) and not ckpt.model.training
+    assert ckpt.kind == "bert" and isinstance(ckpt.model, BertForPreTraining) and not ckpt.model.training
     assert ckpt.tokenizer.token_to_id("[MASK]") == 4 and ckpt.config.vocab_size == ckpt.tokenizer.get_vocab_size()
     card = json.loads((tmp_path / "b" / "card.json").read_text())
     for key in ("val_top1", "val_top5", "val_nsp_accuracy", "train_loss", "val_loss", "steps", "wall_time_s"):
@@ -237,7 +238,7 @@ def test_resume_continues_an_interrupted_run_without_nsp_and_with_whole_words(tm
     monkeypatch.setattr(mlm, "evaluate", interrupted)
     with pytest.raises(KeyboardInterrupt):
         train.main(args)
-    assert (tmp_path / ".r.resume" / "trainer.json").is_file()
+    assert (tmp_path / ".r.resume" / "current").is_file()
     assert json.loads((tmp_path / "r" / "card.json").read_text())["steps"] == 10
     monkeypatch.setattr(mlm, "evaluate", real)
     result = train.main(args + ["--resume"])

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from playground import checkpoints, train
-from playground.nets import word2vec
+from playground.training import word2vec
 from playground.nets.word2vec import Word2Vec, Word2VecConfig
 
 

@@ -248,7 +248,7 @@ def masking_demo(tokenizer, text: str, seed: int, whole_word: bool = False, prob
     """BERT's masking (playground.training.bert.mask_tokens) applied to one sentence with a seed: for each
     token, what happened to it and what the model sees. Also the same masking drawn `n_draws` times
     on this sentence, to compare the observed rates with 15% and 80/10/10."""
-    from playground.training import bert as mlm
+    from playground.training import masking as mlm
 
     ids_of = special_ids(tokenizer)
     enc = tokenizer.encode(text, add_special_tokens=False)

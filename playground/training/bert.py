@@ -1,21 +1,16 @@
-"""Masked-LM pre-training data: BERT's token masking, next-sentence pairs, and masked-token accuracy.
+"""Pre-training our BERT (`python -m playground.train bert`): next-sentence pairs, the two losses, the trainer.
 
-Masking follows Devlin et al. 2019, §3.1 "Task #1: Masked LM": select 15% of the (non-special)
-positions; of those, 80% become [MASK], 10% a random token and 10% stay unchanged; the model is
-trained to predict the original token at the selected positions only (label -100 elsewhere, as in
-`transformers`). Whole-word masking (the option of BERT's 2019 release, README "Whole Word Masking")
-selects words instead of WordPiece pieces and then masks every piece of a selected word.
+The masking of Devlin et al. 2019, §3.1 "Task #1: Masked LM" is training/masking.py's.
 
 Next-sentence prediction (§3.1 "Task #2"): [CLS] A [SEP] B [SEP], where B is the segment that really
 follows A half of the time (IsNext) and a segment from another document otherwise (NotNext).
 
-References: Devlin et al. 2019 (BERT); Google's BERT release (whole-word masking, 2019-05-31).
+References: Devlin et al. 2019 (BERT).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import random
 import re
@@ -26,96 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from playground.nets.bert import IGNORE_INDEX, BertConfig, BertForPreTraining, pair_encoding
-
-NOT_SELECTED, MASKED, RANDOM, KEPT = 0, 1, 2, 3  # values of Masking.action
-
-
-@dataclass
-class Masking:
-    input_ids: torch.Tensor   # (B, T) ids after replacement
-    labels: torch.Tensor      # (B, T) the original id where a position was selected, -100 elsewhere
-    action: torch.Tensor      # (B, T) int8: 0 not selected, 1 replaced by [MASK], 2 by a random token, 3 kept
-
-
-def _word_groups(word_ids: torch.Tensor) -> torch.Tensor:
-    """(B, T) word ids (-1 for specials) -> (B, T) index of the word each position belongs to, counted
-    from 0 in each row. A word is a run of neighbouring positions with the same id, so ids that restart
-    in sentence B (as `tokenizers` numbers the words of each sequence of a pair) stay distinct words."""
-    prev = torch.full_like(word_ids[:, :1], -1)                          # (B, 1)
-    starts = (word_ids >= 0) & (word_ids != torch.cat([prev, word_ids[:, :-1]], dim=1))  # (B, T)
-    return starts.long().cumsum(dim=1).clamp(min=1) - 1                  # (B, T) in [0, T)
-
-
-def mask_tokens(ids: torch.Tensor, *, mask_id: int, vocab_size: int, special: torch.Tensor,
-                prob: float = 0.15, replace: tuple[float, float, float] = (0.8, 0.1, 0.1),
-                word_ids: torch.Tensor | None = None, random_low: int = 0,
-                generator: torch.Generator | None = None) -> Masking:
-    """BERT's masking of a batch of token ids (B, T).
-
-    Each non-special position is selected independently with probability `prob` (a Bernoulli draw, as
-    `transformers`' DataCollatorForLanguageModeling; the original BERT script draws exactly
-    round(prob * n) positions per sequence, which has the same mean). `special` (B, T) bool is True
-    for [CLS] / [SEP] / [PAD], which are never selected. A selected position becomes [MASK] with
-    probability replace[0], a token drawn uniformly from [random_low, vocab_size) with replace[1]
-    (random_low skips the special-token ids), and keeps its token with replace[2]: the model cannot
-    tell which inputs are real, so it has to predict every selected token from its context.
-
-    With `word_ids` (B, T), -1 for specials, whole words are selected with probability `prob` and every
-    piece of a selected word is selected; each piece then draws its own replacement, as in BERT's
-    create_pretraining_data.py.
-    """
-    assert ids.dim() == 2, f"ids must be (B, T), not {tuple(ids.shape)}"
-    assert special.shape == ids.shape, f"special {tuple(special.shape)} must match ids {tuple(ids.shape)}"
-    assert 0.0 <= prob <= 1.0, f"prob must be in [0, 1], not {prob}"
-    assert len(replace) == 3 and min(replace) >= 0 and abs(sum(replace) - 1.0) < 1e-6, \
-        f"replace must be three non-negative fractions that sum to 1, not {replace}"
-    assert 0 <= random_low < vocab_size, f"random_low ({random_low}) must be in [0, vocab_size={vocab_size})"
-    B, T = ids.shape
-    device = ids.device
-    special = special.bool()
-    if word_ids is None:
-        selected = torch.rand(B, T, generator=generator, device=device) < prob       # (B, T): per token
-    else:
-        assert word_ids.shape == ids.shape, f"word_ids {tuple(word_ids.shape)} must match ids {tuple(ids.shape)}"
-        group = _word_groups(word_ids)                                                # (B, T)
-        chosen = torch.rand(B, T, generator=generator, device=device) < prob          # (B, T): one draw per word
-        selected = chosen.gather(1, group) & (word_ids >= 0)                          # all pieces of a word alike
-    selected &= ~special
-
-    u = torch.rand(B, T, generator=generator, device=device)                         # which replacement
-    action = torch.zeros(B, T, dtype=torch.int8, device=device)
-    action[selected & (u < replace[0])] = MASKED
-    action[selected & (u >= replace[0]) & (u < replace[0] + replace[1])] = RANDOM
-    action[selected & (u >= replace[0] + replace[1])] = KEPT
-
-    random_ids = torch.randint(random_low, vocab_size, (B, T), generator=generator, device=device)
-    input_ids = ids.clone()
-    input_ids[action == MASKED] = mask_id
-    input_ids[action == RANDOM] = random_ids[action == RANDOM]
-    labels = torch.where(selected, ids, torch.full_like(ids, IGNORE_INDEX))          # loss only where selected
-    return Masking(input_ids=input_ids, labels=labels, action=action)
-
-
-def topk_accuracy(logits: torch.Tensor, labels: torch.Tensor, ks=(1, 5)) -> dict[str, float]:
-    """Fraction of the positions with labels != -100 whose label is among the k highest logits, for
-    each k: {"top1": ..., "top5": ..., "n": number of positions counted}. logits (..., V), labels (...).
-    With no labelled position every accuracy is 0.0 (and n is 0)."""
-    assert logits.shape[:-1] == labels.shape, f"logits {tuple(logits.shape)} do not match labels {tuple(labels.shape)}"
-    V = logits.size(-1)
-    keep = labels != IGNORE_INDEX
-    flat, gold = logits[keep], labels[keep]                             # (N, V), (N,)
-    out: dict[str, float] = {}
-    k_max = min(max(ks), V)
-    top = flat.topk(k_max, dim=-1).indices if len(gold) else None        # (N, k_max)
-    for k in ks:
-        if top is None:
-            out[f"top{k}"] = 0.0
-        else:
-            hit = (top[:, :min(k, V)] == gold[:, None]).any(dim=-1)      # (N,)
-            out[f"top{k}"] = hit.float().mean().item()
-    out["n"] = float(len(gold))
-    return out
-
+from playground.training import loop
+from playground.training.masking import Masking, mask_tokens, topk_accuracy
 
 # ---------------------------------------------------------------------------------------------
 # Sentence pairs for next-sentence prediction
@@ -242,7 +149,7 @@ def collate(pairs: list[tuple[list[int], list[int], int]], *, cls_id: int, sep_i
 @dataclass
 class BertTrainConfig:
     """The `bert` training kind: the vocabulary, the model's sizes, the two tasks, the optimisation.
-    The optimisation fields carry LMTrainConfig's names, so train.learning_rate / make_optimizer serve."""
+    The optimisation fields carry LMTrainConfig's names, so loop.learning_rate / make_optimizer serve."""
 
     vocab_size: int = 8_192          # WordPiece vocabulary trained on the training split (bert-base: 30,522)
     n_positions: int = 128           # longest pair in tokens, [CLS] and [SEP]s included (BERT: 128, then 512)
@@ -304,13 +211,11 @@ def pretraining_losses(model: BertForPreTraining, batch: PairBatch, masking: Mas
 
 
 def learning_rate(it: int, elapsed: float, cfg: BertTrainConfig) -> float:
-    """train.learning_rate (warmup, then cosine to min_lr over the steps), or with schedule=time the same
+    """loop.learning_rate (warmup, then cosine to min_lr over the steps), or with schedule=time the same
     cosine over the wall clock: on a shared CPU the number of steps that fit in max_seconds is unknown,
     and a decay that never happens (or ends early) costs accuracy."""
-    from playground import train as trainer
-
     if cfg.schedule == "steps" or it < cfg.warmup_iters:
-        return trainer.learning_rate(it, cfg)
+        return loop.learning_rate(it, cfg)
     progress = min(1.0, elapsed / cfg.max_seconds)
     return cfg.min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (cfg.learning_rate - cfg.min_lr)
 
@@ -423,142 +328,133 @@ def _r(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
 
 
-def train_bert(cfg: BertTrainConfig, run) -> dict:
-    """Train a WordPiece vocabulary and a BERT (MLM + NSP) on the corpus; write `run.out/<name>` (model,
-    config, tokenizer, card with held-out accuracies) at every evaluation and at the end. --resume
-    continues an interrupted run from its last evaluation (optimizer, data order and all)."""
-    import copy
-    import shutil
-    import time
+@dataclass
+class _Prepared:
+    """The vocabulary and the data of a run, before the model."""
 
-    from tqdm import tqdm
+    tok: object                  # the WordPiece tokenizers.Tokenizer
+    vocab: _Vocab
+    train_pairs: PairCorpus
+    val_pairs: PairCorpus
+    val_batches: list            # fixed held-out (PairBatch, Masking) batches
+    train_batches: list          # fixed training ones, for the generalisation gap
+    baseline: dict               # the frequency baseline's accuracy
+    counts: dict                 # sentences per file, for the card
+    seconds: float               # preparation wall time
+
+
+def _prepare(cfg: BertTrainConfig, run, folder: Path) -> _Prepared:
+    """Read and split the corpus, train the WordPiece vocabulary (on --resume: the interrupted run's),
+    tokenize both splits and draw the fixed evaluation batches."""
+    import time
 
     from playground import checkpoints
     from playground.training import tokenizers
-    from playground import train as trainer
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    device = run.device
-    name = run.name or f"bert-{Path(run.corpus[0]).stem}"
-    folder, resume_dir = Path(run.out) / name, Path(run.out) / f".{name}.resume"
     started = time.perf_counter()
-
     train_s, train_d, val_s, val_d, counts = read_corpus(run.corpus, cfg.val_fraction)
     if run.resume:
-        if not (resume_dir / "trainer.json").is_file():
-            raise FileNotFoundError(f"--resume: no interrupted run in {resume_dir}")
+        if not loop.has_resume_state(Path(run.out) / f".{folder.name}.resume"):
+            raise FileNotFoundError(f"--resume: no interrupted run in {Path(run.out) / f'.{folder.name}.resume'}")
         tok = checkpoints.load(folder).tokenizer  # the vocabulary of the interrupted run
     else:
         chunks = ("\n".join(train_s[i : i + 10_000]) for i in range(0, len(train_s), 10_000))
         tok = tokenizers.train("wordpiece", chunks, cfg.vocab_size)
     vocab = _vocab(tok)
-    V = tok.get_vocab_size()
     train_pairs, val_pairs = _pair_corpus(tok, train_s, train_d), _pair_corpus(tok, val_s, val_d)
     val_batches = _fixed_batches(val_pairs, vocab, cfg, cfg.eval_pairs, run.seed + 1)
     train_batches = _fixed_batches(train_pairs, vocab, cfg, max(1, cfg.eval_pairs // 2), run.seed + 2)  # the gap
     baseline = _frequency_baseline(train_pairs, val_batches, vocab.n_special)
-    prep_seconds = time.perf_counter() - started
+    return _Prepared(tok, vocab, train_pairs, val_pairs, val_batches, train_batches, baseline, counts,
+                     time.perf_counter() - started)
+
+
+def _card(cfg: BertTrainConfig, run, data: _Prepared, state: loop.TrainState, metrics: dict, n_params: int) -> dict:
+    train_m, val_m = metrics["train"], metrics["val"]
+    from playground import checkpoints
+
+    return {
+        "kind": "bert", "corpus": checkpoints.corpus_record(run.corpus), "steps": state.it,
+        "pairs_seen": state.extra["pairs"], "tokens_seen": state.extra["tokens"],
+        "wall_time_s": round(state.elapsed, 1), "prep_time_s": round(data.seconds, 1),
+        "device": run.device, "n_params": n_params, "weights_dtype": "float16" if cfg.half else "float32",
+        "train_loss": round(train_m["loss"], 4), "val_loss": round(val_m["loss"], 4),
+        "val_mlm_loss": round(val_m["mlm_loss"], 4),
+        "val_top1": round(val_m["top1"], 4), "val_top5": round(val_m["top5"], 4),
+        "val_nsp_accuracy": _r(val_m.get("nsp_accuracy")), "val_nsp_loss": _r(val_m.get("nsp_loss")),
+        "train_top1": round(train_m["top1"], 4), "train_top5": round(train_m["top5"], 4),
+        "train_nsp_accuracy": _r(train_m.get("nsp_accuracy")),  # None when trained with --nsp=false
+        "frequency_baseline": data.baseline,
+        "evaluation": {"held_out_pairs": cfg.eval_pairs, "masked_tokens": val_m["masked_tokens"],
+                       "masking": f"token-level, {cfg.prob:.0%} selected, 80/10/10, the same every time",
+                       "split": f"the last {cfg.val_fraction:.0%} of each file's sentences"},
+        "data": {"sentences": data.counts, "train_sentences": len(data.train_pairs.sentences),
+                 "val_sentences": len(data.val_pairs.sentences), "rule": DATA_RULE},
+        "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed, "command": run.command,
+    }
+
+
+def train_bert(cfg: BertTrainConfig, run) -> dict:
+    """Train a WordPiece vocabulary and a BERT (MLM + NSP) on the corpus; write `run.out/<name>` (model,
+    config, tokenizer, card with held-out accuracies) at every evaluation and at the end. --resume
+    continues an interrupted run from its last evaluation (optimizer, data order and all)."""
+    import copy
+
+    from playground import checkpoints
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    device = run.device
+    name = run.name or f"bert-{Path(run.corpus[0]).stem}"
+    folder = Path(run.out) / name
+    data = _prepare(cfg, run, folder)
+    vocab, V = data.vocab, data.tok.get_vocab_size()
 
     torch.manual_seed(run.seed)
     config = cfg.model_config(V)
     model = BertForPreTraining(config).to(device)
-    optimizer = trainer.make_optimizer(model, cfg, device)
+    optimizer = loop.make_optimizer(model, cfg, device)
     rng, g = random.Random(run.seed), torch.Generator().manual_seed(run.seed)
-    start_it, history, elapsed, seen = 0, [], 0.0, {"pairs": 0, "tokens": 0}
-    if run.resume:
-        from safetensors.torch import load_file
-
-        model.load_state_dict(load_file(str(resume_dir / "model.safetensors")))  # float32, not the shipped float16
-        start_it, history, elapsed = trainer._load_resume_state(resume_dir, optimizer, g)
-        extra = json.loads((resume_dir / "data.json").read_text(encoding="utf-8"))
-        rng.setstate((extra["rng"][0], tuple(extra["rng"][1]), extra["rng"][2]))
-        seen = extra["seen"]
+    state = loop.TrainState(extra={"pairs": 0, "tokens": 0})
     n_params = model.num_params()
-    corpus = checkpoints.corpus_record(run.corpus)
+    metrics: dict = {}
 
-    def checkpoint(it: int, train_m: dict, val_m: dict, final: bool) -> None:
-        card = {
-            "kind": "bert-pretraining", "corpus": corpus, "steps": it, "pairs_seen": seen["pairs"],
-            "tokens_seen": seen["tokens"], "wall_time_s": round(elapsed, 1), "prep_time_s": round(prep_seconds, 1),
-            "device": device, "n_params": n_params, "weights_dtype": "float16" if cfg.half else "float32",
-            "train_loss": round(train_m["loss"], 4), "val_loss": round(val_m["loss"], 4),
-            "val_mlm_loss": round(val_m["mlm_loss"], 4),
-            "val_top1": round(val_m["top1"], 4), "val_top5": round(val_m["top5"], 4),
-            "val_nsp_accuracy": _r(val_m.get("nsp_accuracy")), "val_nsp_loss": _r(val_m.get("nsp_loss")),
-            "train_top1": round(train_m["top1"], 4), "train_top5": round(train_m["top5"], 4),
-            "train_nsp_accuracy": _r(train_m.get("nsp_accuracy")),  # None when trained with --nsp=false
-            "frequency_baseline": baseline,
-            "evaluation": {"held_out_pairs": cfg.eval_pairs, "masked_tokens": val_m["masked_tokens"],
-                           "masking": f"token-level, {cfg.prob:.0%} selected, 80/10/10, the same every time",
-                           "split": f"the last {cfg.val_fraction:.0%} of each file's sentences"},
-            "data": {"sentences": counts, "train_sentences": len(train_pairs.sentences),
-                     "val_sentences": len(val_pairs.sentences), "rule": DATA_RULE},
-            "train_config": dataclasses.asdict(cfg), "history": history, "seed": run.seed, "command": run.command,
-        }
-        shipped = copy.deepcopy(model).half() if cfg.half else model
-        checkpoints.save(folder, kind="bert-pretraining", config=config, card=card, model=shipped, tokenizer=tok)
-        if final:
-            shutil.rmtree(resume_dir, ignore_errors=True)
-            return
-        from safetensors.torch import save_file
-
-        trainer._save_resume_state(resume_dir, optimizer, it, g, history, elapsed)
-        state = {k: v.detach().cpu().contiguous().clone() for k, v in model.state_dict().items()}
-        save_file(state, str(resume_dir / "model.safetensors"))
-        state_rng = rng.getstate()
-        (resume_dir / "data.json").write_text(json.dumps({"rng": [state_rng[0], list(state_rng[1]), state_rng[2]],
-                                                          "seen": seen}), encoding="utf-8")
-
-    model.train()
-    bar = tqdm(range(start_it, cfg.max_iters + 1), initial=start_it, total=cfg.max_iters + 1, desc=name, unit="step")
-    clock = time.perf_counter() - elapsed
-    result: dict = {}
-    eval_seconds = 0.0  # how long the last evaluation took
-    for it in bar:
-        last = it == cfg.max_iters
-        elapsed = time.perf_counter() - clock
-        # the run ends with an evaluation, so it stops when the next one would overrun max_seconds
-        out_of_time = cfg.max_seconds > 0 and elapsed + eval_seconds >= cfg.max_seconds
-        if (it % cfg.eval_interval == 0 and not (run.resume and it == start_it)) or last or out_of_time:
-            final = last or out_of_time
-            if final and cfg.half:
-                model.half().float()  # the card's numbers describe the shipped float16 weights
-            val_m = evaluate(model, val_batches, cfg.nsp)
-            train_m = evaluate(model, train_batches, cfg.nsp)
-            eval_seconds = time.perf_counter() - clock - elapsed
-            elapsed += eval_seconds
-            history.append({"iter": it, "train": round(train_m["loss"], 4), "val": round(val_m["loss"], 4),
-                            "val_top1": round(val_m["top1"], 4), "val_top5": round(val_m["top5"], 4),
-                            "val_nsp_accuracy": _r(val_m.get("nsp_accuracy")),
-                            "seconds": round(elapsed, 1)})
-            checkpoint(it, train_m, val_m, final=final)
-            bar.set_postfix(val=f"{val_m['loss']:.3f}", top1=f"{val_m['top1']:.3f}", top5=f"{val_m['top5']:.3f}")
-            result = {"iters": it, "train_loss": train_m["loss"], "val_loss": val_m["loss"], "val_top1": val_m["top1"],
-                      "val_top5": val_m["top5"], "val_nsp_accuracy": val_m.get("nsp_accuracy"),
-                      "seconds": round(elapsed, 1), "n_params": n_params, "history": history}
-            if final:
-                break
-
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(it, time.perf_counter() - clock, cfg)
-        pairs = [train_pairs.pair(rng, cfg.n_positions, cfg.nsp) for _ in range(cfg.batch_size)]
+    def step(it: int):
+        pairs = [data.train_pairs.pair(rng, cfg.n_positions, cfg.nsp) for _ in range(cfg.batch_size)]
         batch = collate(pairs, cls_id=vocab.cls_id, sep_id=vocab.sep_id, pad_id=vocab.pad_id,
                         max_len=cfg.n_positions, continuation=vocab.continuation)
         masking = mask_tokens(batch.input_ids, mask_id=vocab.mask_id, vocab_size=V, special=batch.special,
                               prob=cfg.prob, word_ids=batch.word_ids if cfg.whole_word else None,
                               random_low=vocab.n_special, generator=g)
-        seen["pairs"] += len(pairs)
-        seen["tokens"] += int(batch.attention_mask.sum())
+        state.extra["pairs"] += len(pairs)
+        state.extra["tokens"] += int(batch.attention_mask.sum())
         if not (masking.labels != IGNORE_INDEX).any():
-            continue  # nothing selected (tiny batches only): no MLM loss to take
+            return None  # nothing selected (tiny batches only): no MLM loss to take
         batch = PairBatch(*(t.to(device) for t in dataclasses.astuple(batch)))
         masking = Masking(*(t.to(device) for t in dataclasses.astuple(masking)))
         mlm_loss, nsp_loss, *_ = pretraining_losses(model, batch, masking, cfg.nsp)
-        loss = mlm_loss if nsp_loss is None else mlm_loss + nsp_loss  # BERT's objective: the sum
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return result
+        return mlm_loss if nsp_loss is None else mlm_loss + nsp_loss  # BERT's objective: the sum
+
+    def evaluate_both(it: int, _losses: list, last: bool) -> dict:
+        if last and cfg.half:
+            model.half().float()  # the card's numbers describe the shipped float16 weights
+        val_m, train_m = evaluate(model, data.val_batches, cfg.nsp), evaluate(model, data.train_batches, cfg.nsp)
+        metrics.update(val=val_m, train=train_m)
+        return {"train": round(train_m["loss"], 4), "val": round(val_m["loss"], 4),
+                "val_top1": round(val_m["top1"], 4), "val_top5": round(val_m["top5"], 4),
+                "val_nsp_accuracy": _r(val_m.get("nsp_accuracy"))}
+
+    def save(it: int, final: bool) -> None:
+        shipped = copy.deepcopy(model).half() if cfg.half else model
+        checkpoints.save(folder, kind="bert", config=config, card=_card(cfg, run, data, state, metrics, n_params),
+                         model=shipped, tokenizer=data.tok)
+
+    model.train()
+    settings = loop.Loop(cfg.max_iters, cfg.eval_interval, cfg.grad_clip, cfg.max_seconds, desc=name)
+    loop.fit(model, optimizer, step, settings, evaluate=evaluate_both, save=save,
+             lr=lambda it, elapsed: learning_rate(it, elapsed, cfg), state=state,
+             resume_dir=Path(run.out) / f".{name}.resume", resume=run.resume, rngs=[rng, g], device=device)
+    val_m, train_m = metrics["val"], metrics["train"]
+    return {"iters": state.history[-1]["iter"], "train_loss": train_m["loss"], "val_loss": val_m["loss"],
+            "val_top1": val_m["top1"], "val_top5": val_m["top5"], "val_nsp_accuracy": val_m.get("nsp_accuracy"),
+            "seconds": round(state.elapsed, 1), "n_params": n_params, "history": state.history}

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from playground import checkpoints
 from playground.checkpoints import resolve_device
 from playground.nets.recurrent import RecurrentConfig, RecurrentLM
+from playground.training import loop
 
 CACHE = checkpoints.ASSETS_DIR / "memory_task.json"
 
@@ -68,6 +69,38 @@ def _loss(model: RecurrentLM, x, y, n_keys: int):
     return F.cross_entropy(last, y), last
 
 
+def _train_cell(cfg: MemoryConfig, cell: str, device: str,
+                progress: Callable[[float, str], None]) -> tuple[RecurrentLM, list]:
+    """One cell trained on the task with training/loop.py; returns the model and its loss curve
+    [[step, loss], ...] (every log_every steps and the last). The app calls this while serving, so
+    no global random state is touched: the weights are drawn under a forked torch RNG (the same
+    weights as seeding the global one), the batches from the experiment's own generator."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = RecurrentLM(RecurrentConfig(cell=cell, vocab_size=cfg.n_keys + cfg.n_noise, n_embd=cfg.n_embd,
+                                            hidden_size=cfg.hidden_size)).to(device)
+    g = torch.Generator().manual_seed(cfg.seed)
+    opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
+    curve: list = []
+
+    def step(it: int):
+        k = torch.randint(1, cfg.max_k + 1, (cfg.batch_size,), generator=g)
+        x, y = (t.to(device) for t in make_batch(cfg, k, g))
+        return _loss(model, x, y, cfg.n_keys)[0]
+
+    def log(it: int, losses: list, last: bool) -> None:
+        """Called before step `it`: losses holds the loss of step it - 1."""
+        done = it - 1
+        if losses and (done % cfg.log_every == 0 or done == cfg.steps - 1):
+            curve.append([done, round(losses[-1], 4)])
+            progress((done + 1) / cfg.steps, f"training the {cell.upper()}: step {done + 1}/{cfg.steps}, "
+                                              f"loss {losses[-1]:.3f}")
+
+    model.train()
+    loop.fit(model, opt, step, loop.Loop(cfg.steps, 1, cfg.grad_clip, show=False), evaluate=log, device=device)
+    return model, curve
+
+
 def run(cfg: MemoryConfig, progress: Callable[[float, str], None] | None = None) -> dict:
     """Train each cell on the task and measure accuracy per distance k. Returns plain JSON-able data."""
     started = time.perf_counter()
@@ -78,26 +111,9 @@ def run(cfg: MemoryConfig, progress: Callable[[float, str], None] | None = None)
     x_eval, y_eval = (t.to(device) for t in make_batch(cfg, ks, g_eval))               # the same test set for all
     out = {"config": asdict(cfg), "k": list(range(1, cfg.max_k + 1)), "cells": {}}
     for c_i, cell in enumerate(cells):
-        torch.manual_seed(cfg.seed)
-        g = torch.Generator().manual_seed(cfg.seed)
-        model = RecurrentLM(RecurrentConfig(cell=cell, vocab_size=cfg.n_keys + cfg.n_noise, n_embd=cfg.n_embd,
-                                            hidden_size=cfg.hidden_size)).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
-        curve, t0 = [], time.perf_counter()
-        model.train()
-        for step in range(cfg.steps):
-            k = torch.randint(1, cfg.max_k + 1, (cfg.batch_size,), generator=g)
-            x, y = (t.to(device) for t in make_batch(cfg, k, g))
-            loss, _ = _loss(model, x, y, cfg.n_keys)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-            opt.step()
-            if step % cfg.log_every == 0 or step == cfg.steps - 1:
-                curve.append([step, round(loss.item(), 4)])
-                if progress:
-                    progress((c_i + (step + 1) / cfg.steps) / len(cells), f"training the {cell.upper()}: step "
-                             f"{step + 1}/{cfg.steps}, loss {loss.item():.3f}")
+        t0 = time.perf_counter()
+        model, curve = _train_cell(cfg, cell, device, lambda f, msg, c_i=c_i: progress and progress(
+            (c_i + f) / len(cells), msg))
         model.eval()
         with torch.no_grad():
             eval_loss, logits = _loss(model, x_eval, y_eval, cfg.n_keys)

@@ -1,4 +1,4 @@
-"""A synthetic translation task for the encoder-decoders of playground/seq2seq.py: numbers in English words into digits.
+"""A synthetic translation task for the encoder-decoders of playground/nets/seq2seq.py: numbers in English words into digits.
 
     source  "three hundred forty two , seven , ninety"     (words: a word-level vocabulary, 31 symbols)
     target  "342,7,90"                                     (characters: digits and the comma)
@@ -217,7 +217,7 @@ def reference(words: list[str]) -> str | None:
 def check_vocab(card: dict) -> None:
     """A checkpoint is only usable with the vocabularies it was trained with."""
     assert card.get("source_vocab") == SRC_VOCAB and card.get("target_vocab") == TGT_VOCAB, (
-        "this checkpoint was trained with other vocabularies than playground/seq2seq_task.py defines; retrain it")
+        "this checkpoint was trained with other vocabularies than playground/training/seq2seq.py defines; retrain it")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,17 +298,15 @@ def _val_batches(cfg: Seq2SeqTrainConfig, seed: int) -> list:
 def train(configs, run) -> dict:
     """Train one variant on fresh samples of the training split; write run.out/<name> at every evaluation
     and, at the end, card.json with the accuracy per length bucket on the held-out test sets."""
-    from tqdm import tqdm
-
     from playground import checkpoints
     from playground.nets.seq2seq import Seq2SeqConfig, build_model
-    from playground.train import learning_rate
+    from playground.training import loop
 
     model_config, cfg = configs
     if run.resume:
         raise SystemExit("seq2seq: --resume is not supported (a run takes a few minutes); start it again")
     if run.corpus:
-        raise SystemExit("seq2seq: the task is generated in code (playground/seq2seq_task.py); drop --corpus")
+        raise SystemExit("seq2seq: the task is generated in code (playground/training/seq2seq.py); drop --corpus")
     model_config = dataclasses.replace(model_config, src_vocab_size=len(SRC_VOCAB), tgt_vocab_size=len(TGT_VOCAB),
                                        bos_id=BOS, eos_id=EOS)
     assert isinstance(model_config, Seq2SeqConfig)
@@ -320,62 +318,46 @@ def train(configs, run) -> dict:
     rng = random.Random(run.seed)
     val = [tuple(t.to(run.device) for t in b) for b in _val_batches(cfg, run.seed)]
     name = run.name or f"seq2seq-{model_config.variant}"
-    folder = run.out / name
     n_params = sum(p.numel() for p in model.parameters())
-    history: list[dict] = []
+    state, running = loop.TrainState(), [float("nan")]  # running: the training loss, an exponential mean
 
-    def val_loss() -> float:
+    def step(it: int):
+        L = rng.randint(1, cfg.max_train_len)
+        src, tgt_in, tgt_out = (t.to(run.device) for t in batch([sample(L, rng, test=False)
+                                                                  for _ in range(cfg.batch_size)]))
+        return model(src, tgt_in, tgt_out)[1]
+
+    def evaluate(it: int, losses: list, last: bool) -> dict:
+        for value in losses:
+            running[0] = value if math.isnan(running[0]) else 0.95 * running[0] + 0.05 * value
         model.eval()
         with torch.no_grad():
             loss = sum(model(*b)[1].item() for b in val) / len(val)
         model.train()
-        return loss
+        return {"train": round(running[0], 4), "val": round(loss, 4)}
 
-    def save(it: int, train_loss: float, loss: float, elapsed: float, accuracy: dict | None) -> None:
+    def save(it: int, final: bool, accuracy: dict | None = None) -> None:
+        if final and accuracy is None:
+            return  # the final checkpoint waits for the accuracy by length, below
         card = {"kind": "seq2seq", "variant": model_config.variant, "task": "numbers in English words -> digits",
                 "source_vocab": SRC_VOCAB, "target_vocab": TGT_VOCAB, "steps": it,
-                "examples_seen": it * cfg.batch_size, "wall_time_s": round(elapsed, 1), "device": run.device,
-                "n_params": n_params, "train_loss": round(train_loss, 4), "val_loss": round(loss, 4),
-                "train_config": dataclasses.asdict(cfg), "history": history, "seed": run.seed,
+                "examples_seen": it * cfg.batch_size, "wall_time_s": round(state.elapsed, 1), "device": run.device,
+                "n_params": n_params, "train_loss": round(running[0], 4), "val_loss": state.history[-1]["val"],
+                "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed,
                 "command": run.command}
         if accuracy is not None:
             card["accuracy_by_length"] = accuracy
-        checkpoints.save(folder, kind="seq2seq", config=model_config, card=card, model=model)
+        checkpoints.save(run.out / name, kind="seq2seq", config=model_config, card=card, model=model)
 
-    started = time.perf_counter()
     model.train()
-    running = float("nan")
-    bar = tqdm(range(cfg.max_iters + 1), desc=name, unit="step")
-    for it in bar:
-        elapsed = time.perf_counter() - started
-        last = it == cfg.max_iters or (cfg.max_seconds > 0 and elapsed >= cfg.max_seconds)
-        if it % cfg.eval_interval == 0 or last:
-            loss = val_loss()
-            history.append({"iter": it, "train": round(running, 4), "val": round(loss, 4),
-                            "seconds": round(elapsed, 1)})
-            bar.set_postfix(train=f"{running:.3f}", val=f"{loss:.3f}")
-            if last:
-                break
-            save(it, running, loss, elapsed, None)
-        for group in optimizer.param_groups:
-            group["lr"] = learning_rate(it, cfg)
-        L = rng.randint(1, cfg.max_train_len)
-        src, tgt_in, tgt_out = (t.to(run.device) for t in batch([sample(L, rng, test=False)
-                                                                  for _ in range(cfg.batch_size)]))
-        _, loss_t = model(src, tgt_in, tgt_out)
-        loss_t.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        running = loss_t.item() if math.isnan(running) else 0.95 * running + 0.05 * loss_t.item()
-
-    train_seconds = time.perf_counter() - started
+    loop.fit(model, optimizer, step, loop.Loop(cfg.max_iters, cfg.eval_interval, cfg.grad_clip, cfg.max_seconds,
+                                               desc=name),
+             evaluate=evaluate, save=save, lr=lambda it, _: loop.learning_rate(it, cfg), state=state,
+             device=run.device)
     model.eval()
     t0 = time.perf_counter()
     accuracy = accuracy_by_bucket(model, cfg.per_bucket, seed=0)
     accuracy["eval_seconds"] = round(time.perf_counter() - t0, 1)
-    save(history[-1]["iter"], running, history[-1]["val"], train_seconds, accuracy)
-    return {"name": name, "iters": history[-1]["iter"], "val_loss": history[-1]["val"],
-            "seconds": round(train_seconds, 1), "n_params": n_params, "accuracy": accuracy["accuracy"]}
-
+    save(state.history[-1]["iter"], True, accuracy)
+    return {"name": name, "iters": state.history[-1]["iter"], "val_loss": state.history[-1]["val"],
+            "seconds": round(state.elapsed, 1), "n_params": n_params, "accuracy": accuracy["accuracy"]}
