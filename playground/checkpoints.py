@@ -18,6 +18,7 @@ import hashlib
 import importlib
 import json
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -135,47 +136,85 @@ def config_from_dict(cls: type, values: dict) -> Any:
     return cls(**values)
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Write to a temporary file beside `path`, then rename: a crash never leaves half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp makes files private; checkpoints are for everyone to read
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_json(path: Path, obj: Any) -> None:
-    def write(tmp: str) -> None:
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2, ensure_ascii=False)
-            f.write("\n")
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+        f.write("\n")
 
-    _atomic_write(path, write)
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be used: a file missing, damaged or not what its card records. The message
+    names the file and the command that rebuilds it."""
 
 
 def save(path: str | Path, *, kind: str, config: Any, card: dict, model: Any = None, tokenizer: Any = None) -> Path:
-    """Write a checkpoint folder. card.json goes last, so a folder with a card is complete."""
+    """Write a checkpoint folder as one step: every file goes into a staging folder beside it, card.json last
+    with the sha256 of each other file, and the staging folder is then renamed into place (an interrupted
+    save leaves the previous checkpoint, or nothing; never a mix of two)."""
     path = Path(path)
     _config_class(kind)  # fail before writing anything if the kind is unknown
-    _write_json(path / "config.json", {"kind": kind, "format": FORMAT, "config": dataclasses.asdict(config)})
-    if tokenizer is not None:
-        _atomic_write(path / "tokenizer.json", lambda tmp: tokenizer.save(tmp))
-    if model is not None:
-        from safetensors.torch import save_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.saving-"))
+    try:
+        _write_json(staging / "config.json", {"kind": kind, "format": FORMAT, "config": dataclasses.asdict(config)})
+        if tokenizer is not None:
+            tokenizer.save(str(staging / "tokenizer.json"))
+        if model is not None:
+            from safetensors.torch import save_file
 
-        # a model adapted from a pretrained base ships only what training changed (its `trained_state`)
-        module = importlib.import_module(KINDS[kind][0])
-        source = module.trained_state(model) if hasattr(module, "trained_state") else model.state_dict()
-        # clone() drops views and shared storage (tied embeddings) that safetensors refuses
-        state = {k: v.detach().cpu().contiguous().clone() for k, v in source.items()}
-        _atomic_write(path / "model.safetensors", lambda tmp: save_file(state, tmp, metadata={"kind": kind}))
-    _write_json(path / "card.json", card)
+            # a model adapted from a pretrained base ships only what training changed (its `trained_state`)
+            module = importlib.import_module(KINDS[kind][0])
+            source = module.trained_state(model) if hasattr(module, "trained_state") else model.state_dict()
+            # clone() drops views and shared storage (tied embeddings) that safetensors refuses
+            state = {k: v.detach().cpu().contiguous().clone() for k, v in source.items()}
+            save_file(state, str(staging / "model.safetensors"), metadata={"kind": kind})
+        files = {f.name: sha256_file(f) for f in sorted(staging.iterdir())}
+        _write_json(staging / "card.json", {**card, "files": files})
+        for f in staging.iterdir():
+            os.chmod(f, 0o644)  # mkdtemp makes things private; checkpoints are for everyone to read
+        os.chmod(staging, 0o755)
+        _replace_folder(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return path
+
+
+def _replace_folder(new: Path, path: Path) -> None:
+    """Put folder `new` at `path`. A rename is atomic; replacing an existing folder takes two (the old one
+    moved aside, the new one moved in), then the old one is deleted."""
+    if not path.exists():
+        os.rename(new, path)
+        return
+    old = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.old-"))
+    os.rename(path, old / path.name)
+    os.rename(new, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def verify(path: Path, card: dict) -> None:
+    """Every file the card lists has the sha256 it records (a card without `files`, from before they were
+    recorded, is taken on trust)."""
+    for name, digest in card.get("files", {}).items():
+        file = path / name
+        if not file.is_file():
+            raise CheckpointError(f"{file} is missing{_rebuild(card)}")
+        if sha256_file(file) != digest:
+            raise CheckpointError(f"{file} is damaged: its sha256 is not the one card.json records{_rebuild(card)}")
+
+
+def _rebuild(card: dict) -> str:
+    command = card.get("command")
+    return f". Rebuild it with: {command}" if command else ". Restore it from the repository (git checkout models/)."
+
+
+def _read_json(file: Path, card: dict) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CheckpointError(f"{file} is missing{_rebuild(card)}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CheckpointError(f"{file} is damaged ({err}){_rebuild(card)}") from None
 
 
 def resolve(name_or_dir: str | Path) -> Path:
@@ -193,33 +232,55 @@ def resolve(name_or_dir: str | Path) -> Path:
 
 
 def load(name_or_dir: str | Path, device: str | None = "cpu") -> Checkpoint:
-    """Load a checkpoint folder: config, card, tokenizer and (for model kinds) the weights, in eval mode."""
+    """Load a checkpoint folder: config, card, tokenizer and (for model kinds) the weights, in eval mode.
+    Every file is checked against the sha256 its card records; a missing or damaged file raises a
+    CheckpointError that names it and the command that rebuilds it."""
     path = resolve(name_or_dir)
-    meta = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    kind = meta["kind"]
-    config_cls, model_cls = _config_class(kind)
-    config = config_from_dict(config_cls, meta["config"])
-    card_path = path / "card.json"
-    card = json.loads(card_path.read_text(encoding="utf-8")) if card_path.is_file() else {}
-
-    tokenizer = None
-    if (path / "tokenizer.json").is_file():
-        from tokenizers import Tokenizer
-
-        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
-
-    model = None
-    if model_cls is not None:
-        from safetensors.torch import load_file
-
-        state = load_file(str(path / "model.safetensors"), device="cpu")
-        if isinstance(model_cls, type):
-            model = model_cls(config)
-            model.load_state_dict(state)
-        else:  # a loader function: the model is rebuilt around a pretrained base (kind "minilm-mlm")
-            model = model_cls(config, state)
-        model.to(resolve_device(device)).eval()
+    card = _read_json(path / "card.json", {})
+    if not isinstance(card, dict):
+        raise CheckpointError(f"{path / 'card.json'} is damaged: not a JSON object")
+    verify(path, card)
+    meta = _read_json(path / "config.json", card)
+    try:
+        kind = meta["kind"]
+        config_cls, model_cls = _config_class(kind)
+        config = config_from_dict(config_cls, meta["config"])
+    except (KeyError, TypeError, ValueError) as err:
+        raise CheckpointError(f"{path / 'config.json'} is not a checkpoint config ({err}){_rebuild(card)}") from None
+    tokenizer = _load_tokenizer(path, card) if (path / "tokenizer.json").is_file() else None
+    model = _load_model(path, card, config, model_cls, device) if model_cls is not None else None
     return Checkpoint(name=path.name, path=path, kind=kind, config=config, card=card, tokenizer=tokenizer, model=model)
+
+
+def _load_tokenizer(path: Path, card: dict) -> Any:
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path / "tokenizer.json"))
+    except Exception as err:  # the tokenizers library raises a bare Exception for a malformed file
+        raise CheckpointError(f"{path / 'tokenizer.json'} is damaged ({err}){_rebuild(card)}") from None
+
+
+def _load_model(path: Path, card: dict, config: Any, model_cls: Any, device: str | None) -> Any:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    file = path / "model.safetensors"
+    if not file.is_file():
+        raise CheckpointError(f"{file} is missing{_rebuild(card)}")
+    try:
+        state = load_file(str(file), device="cpu")
+    except SafetensorError as err:
+        raise CheckpointError(f"{file} is damaged ({err}){_rebuild(card)}") from None
+    if isinstance(model_cls, type):
+        model = model_cls(config)
+        try:
+            model.load_state_dict(state)
+        except RuntimeError as err:
+            raise CheckpointError(f"{file} does not fit config.json ({str(err)[:300]}){_rebuild(card)}") from None
+    else:  # a loader function: the model is rebuilt around a pretrained base (kind "minilm-mlm")
+        model = model_cls(config, state)
+    return model.to(resolve_device(device)).eval()
 
 
 @lru_cache(maxsize=None)
@@ -234,7 +295,7 @@ def available(kind: str | None = None) -> list[str]:
     """Names of the complete checkpoints shipped in models/, optionally of one kind."""
     names = []
     for folder in sorted(MODELS_DIR.glob("*/")):
-        if not (folder / "card.json").is_file():
+        if folder.name.startswith(".") or not (folder / "card.json").is_file():  # a save in progress
             continue
         if kind is None or json.loads((folder / "config.json").read_text(encoding="utf-8"))["kind"] == kind:
             names.append(folder.name)

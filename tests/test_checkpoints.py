@@ -82,3 +82,85 @@ def test_no_temporary_files_are_left(tmp_path):
     checkpoints.save(tmp_path / "c", kind="tokenizer", config=checkpoints.TokenizerConfig("char", 100), card={},
                      tokenizer=tok)
     assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["card.json", "config.json", "tokenizer.json"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Damaged, missing and half-written checkpoints
+
+
+@pytest.fixture
+def saved(tiny_kind, tmp_path):
+    """A tiny checkpoint whose card names the command that made it."""
+    torch.manual_seed(0)
+    checkpoints.save(tmp_path / "m", kind="tiny", config=TinyConfig(), model=TinyModel(TinyConfig()),
+                     card={"steps": 1, "command": "python -m playground.train tiny --seed=0"})
+    return tmp_path / "m"
+
+
+def test_the_card_records_the_sha256_of_every_other_file(saved):
+    files = json.loads((saved / "card.json").read_text())["files"]
+    assert set(files) == {"config.json", "model.safetensors"}
+    assert all(checkpoints.sha256_file(saved / name) == digest for name, digest in files.items())
+
+
+def overwrite(file, offset: int, data: bytes) -> None:
+    with open(file, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+@pytest.mark.parametrize("damage", [
+    pytest.param(lambda d: overwrite(d / "model.safetensors", 200, b"\x7f" * 4), id="weights-bytes-changed"),
+    pytest.param(lambda d: (d / "model.safetensors").write_bytes(b"\x10\x00"), id="weights-truncated"),
+    pytest.param(lambda d: (d / "model.safetensors").unlink(), id="weights-missing"),
+    pytest.param(lambda d: (d / "config.json").write_text('{"kind": "ti'), id="config-truncated"),
+    pytest.param(lambda d: (d / "config.json").write_bytes(b"\xff\xfe\x00"), id="config-not-utf8"),
+])
+def test_a_damaged_or_missing_file_is_named_with_the_command_that_rebuilds_it(saved, damage):
+    damage(saved)
+    with pytest.raises(checkpoints.CheckpointError) as err:
+        checkpoints.load(saved)
+    message = str(err.value)
+    assert str(saved) in message and "python -m playground.train tiny --seed=0" in message
+    assert any(name in message for name in ("model.safetensors", "config.json"))
+
+
+@pytest.mark.parametrize("card", ["", "{", "[1, 2]", None], ids=["empty", "truncated", "not-an-object", "missing"])
+def test_a_damaged_or_missing_card_is_named(saved, card):
+    if card is None:
+        (saved / "card.json").unlink()
+    else:
+        (saved / "card.json").write_text(card)
+    with pytest.raises(checkpoints.CheckpointError, match="card.json"):
+        checkpoints.load(saved)
+
+
+def test_a_file_that_does_not_fit_its_config_is_named(saved, tiny_kind):
+    meta = json.loads((saved / "config.json").read_text())
+    meta["config"]["n_out"] = 5
+    card = json.loads((saved / "card.json").read_text())
+    (saved / "config.json").write_text(json.dumps(meta))
+    card["files"]["config.json"] = checkpoints.sha256_file(saved / "config.json")  # consistent card, wrong shapes
+    (saved / "card.json").write_text(json.dumps(card))
+    with pytest.raises(checkpoints.CheckpointError, match="does not fit config.json"):
+        checkpoints.load(saved)
+
+
+def test_an_interrupted_save_leaves_the_previous_checkpoint_whole(saved, monkeypatch):
+    before = {p.name: p.read_bytes() for p in saved.iterdir()}
+
+    def crash(path):
+        raise KeyboardInterrupt  # killed while the new files are written
+
+    with monkeypatch.context() as patch, pytest.raises(KeyboardInterrupt):
+        patch.setattr(checkpoints, "sha256_file", crash)
+        checkpoints.save(saved, kind="tiny", config=TinyConfig(), card={"steps": 2}, model=TinyModel(TinyConfig()))
+    assert {p.name: p.read_bytes() for p in saved.iterdir()} == before
+    assert [p.name for p in saved.parent.iterdir()] == ["m"], "no staging folder is left behind"
+    assert checkpoints.load(saved).card["steps"] == 1
+
+
+def test_a_new_save_replaces_the_whole_folder(saved, tiny_kind):
+    checkpoints.save(saved, kind="tiny", config=TinyConfig(), card={"steps": 2})  # no weights this time
+    assert sorted(p.name for p in saved.iterdir()) == ["card.json", "config.json"]
+    assert [p.name for p in saved.parent.iterdir()] == ["m"]
