@@ -92,7 +92,8 @@ def test_bf16_mixed_precision_trains(bigram_kind, tiny_corpus, tmp_path):
     result = train.main(["bigram", "--corpus", tiny_corpus, "--out", str(tmp_path), "--dtype=bfloat16"])
     assert result["history"][-1]["val"] < result["history"][0]["val"] - 0.5
     assert json.loads((tmp_path / "bigram-tiny" / "card.json").read_text())["train_config"]["dtype"] == "bfloat16"
-    with pytest.raises(AssertionError, match="dtype must be float32 or bfloat16"):
+    assert json.loads((tmp_path / "bigram-tiny" / "card.json").read_text())["matmul_dtype"] == "bfloat16"
+    with pytest.raises(AssertionError, match="dtype must be auto, float32 or bfloat16"):
         lm.LMTrainConfig(dtype="float16")
 
 
@@ -148,3 +149,38 @@ def test_loss_estimate_stacks_the_same_batches(tiny_corpus, monkeypatch, logits_
         each = [model(*data.get_batch(ids, 8, 4, g, "cpu"))[1].item() for _ in range(5)]
         assert got[split] == pytest.approx(sum(each) / 5, abs=1e-5)
     assert got["train"] != pytest.approx(got["val"], abs=1e-3)  # the splits are different batches
+
+
+def test_dtype_auto_is_bfloat16_only_where_the_hardware_runs_it(monkeypatch):
+    from playground.training import loop
+
+    monkeypatch.setattr(loop, "native_bf16", lambda device: False)
+    dtype, notice = loop.matmul_dtype("auto", "cpu")
+    assert dtype == "float32" and "float32" in notice
+    assert loop.matmul_dtype("float32", "cpu") == ("float32", None)
+    assert loop.matmul_dtype("bfloat16", "cpu")[0] == "bfloat16"  # asked for: kept (fit warns)
+    monkeypatch.setattr(loop, "native_bf16", lambda device: True)
+    assert loop.matmul_dtype("auto", "cpu") == ("bfloat16", None)
+
+
+def test_native_bf16_reads_the_cpu_flags(monkeypatch, tmp_path):
+    import torch
+
+    from playground.training import loop
+
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    for flags, native in (("fpu avx2 fma", False), ("fpu avx512f avx512_bf16", True), ("avx2 amx_bf16 amx_tile", True)):
+        cpuinfo = tmp_path / "cpuinfo"
+        cpuinfo.write_text(f"flags\t\t: {flags}\n")
+        real_path = loop.Path
+        monkeypatch.setattr(loop, "Path", lambda p, real=real_path: real(cpuinfo) if p == "/proc/cpuinfo" else real(p))
+        assert loop.native_bf16("cpu") is native, flags
+        monkeypatch.setattr(loop, "Path", real_path)
+
+
+def test_the_default_dtype_of_every_lm_recipe_is_auto():
+    from playground import train
+
+    recipes = {name: kind.train_config for name, kind in train.KINDS.items() if hasattr(kind, "train_config")}
+    assert {"gpt", "rnn", "lstm", "gru"} <= set(recipes)
+    assert {name: cfg.dtype for name, cfg in recipes.items()} == {name: "auto" for name in recipes}

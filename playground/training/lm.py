@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -40,15 +41,16 @@ class LMTrainConfig:
     target_val_loss: float = 0.0    # stop once the validation estimate reaches this; 0: never (the training race)
     max_seconds: float = 0.0        # stop after this much training wall time; 0: no limit
     threads: int = 0                # torch.set_num_threads; 0 leaves PyTorch's default (one per core)
-    dtype: str = "float32"          # matmul precision: float32, or bfloat16 autocast (fp32 weights and optimizer;
-                                    # 3x faster matmuls on CPUs with AMX, and on recent GPUs)
+    dtype: str = "auto"             # matmul precision: float32, bfloat16 autocast (fp32 weights and optimizer; 3x
+                                    # faster matmuls on CPUs with AMX and on recent GPUs, ~35x slower where emulated),
+                                    # or auto: bfloat16 where the hardware runs it natively (loop.native_bf16)
 
     def __post_init__(self):
         assert self.max_iters >= 1, f"max_iters={self.max_iters} must be at least 1"
         assert self.batch_size >= 1 and self.block_size >= 1, "batch_size and block_size must be positive"
         assert 0 <= self.min_lr <= self.learning_rate, f"min_lr={self.min_lr} must lie in [0, learning_rate]"
         assert self.eval_interval >= 1 and self.eval_iters >= 1, "eval_interval and eval_iters must be positive"
-        assert self.dtype in ("float32", "bfloat16"), f"dtype must be float32 or bfloat16, not {self.dtype!r}"
+        assert self.dtype in ("auto", "float32", "bfloat16"), f"dtype must be auto, float32 or bfloat16, not {self.dtype!r}"
 
 
 @dataclass(frozen=True)
@@ -101,6 +103,9 @@ def train_lm(model, data, cfg: LMTrainConfig, run, *, kind: str, model_config: A
         f"batch_size={cfg.batch_size} must divide among {dist_info.world} processes")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
+    dtype, notice = loop.matmul_dtype(cfg.dtype, device)
+    if notice and dist_info.main:
+        print(notice, file=sys.stderr)
     torch.manual_seed(run.seed)
     raw_model = model.to(device)
     optimizer = loop.make_optimizer(model, cfg, device)
@@ -126,7 +131,7 @@ def train_lm(model, data, cfg: LMTrainConfig, run, *, kind: str, model_config: A
         card = {
             "kind": kind, "corpus": data.corpus, "steps": it,
             "tokens_seen": it * cfg.batch_size * cfg.block_size, "wall_time_s": round(state.elapsed, 1),
-            "device": device, "processes": dist_info.world, "n_params": n_params,
+            "device": device, "matmul_dtype": dtype, "processes": dist_info.world, "n_params": n_params,
             "train_loss": round(losses["train"], 4), "val_loss": round(losses["val"], 4),
             "val_bits_per_token": round(losses["val"] / math.log(2), 4),
             "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed,
@@ -137,7 +142,7 @@ def train_lm(model, data, cfg: LMTrainConfig, run, *, kind: str, model_config: A
 
     model.train()
     settings = loop.Loop(cfg.max_iters, cfg.eval_interval, cfg.grad_clip, cfg.max_seconds,
-                         bf16=cfg.dtype == "bfloat16", desc=name)
+                         bf16=dtype == "bfloat16", desc=name)
     loop.fit(model, optimizer, step, settings, evaluate=evaluate, save=save, lr=lambda it, _: loop.learning_rate(it, cfg),
              stop_when=lambda _: cfg.target_val_loss > 0 and losses["val"] <= cfg.target_val_loss,
              state=state, resume_dir=run.out / f".{name}.resume", resume=run.resume, rngs=[generator],
