@@ -90,6 +90,31 @@ def estimate_loss(model, data, cfg: LMTrainConfig, device: str, seed: int) -> di
     return out
 
 
+HELD_OUT_PROTOCOL = ("the whole held-out split (the last 10% of the corpus) in non-overlapping windows of block_size "
+                     "tokens, each predicted from the window's own start (no context carried across windows); the "
+                     "mean next-token loss over every predicted token, in nats")
+
+
+def held_out_loss(model, ids: torch.Tensor, block_size: int, device: str = "cpu", windows_per_forward: int = 64) -> dict:
+    """The loss over the whole held-out split, as cards report it beside the training-time estimate (which
+    reads `eval_iters` random batches): HELD_OUT_PROTOCOL."""
+    n = (len(ids) - 1) // block_size
+    assert n >= 1, f"{len(ids)} held-out tokens are too few for block_size={block_size}"
+    x = ids[: n * block_size].view(n, block_size)
+    y = ids[1: n * block_size + 1].view(n, block_size)
+    was_training = model.training
+    model.eval()
+    total = 0.0
+    with torch.inference_mode():
+        for i in range(0, n, windows_per_forward):
+            _, loss = model(x[i:i + windows_per_forward].to(device), y[i:i + windows_per_forward].to(device))
+            total += loss.item() * len(x[i:i + windows_per_forward])  # every window has block_size tokens
+    model.train(was_training)
+    loss = total / n
+    return {"loss": round(loss, 4), "bits_per_token": round(loss / math.log(2), 4), "windows": n,
+            "block_size": block_size, "tokens": n * block_size, "protocol": HELD_OUT_PROTOCOL}
+
+
 def train_lm(model, data, cfg: LMTrainConfig, run, *, kind: str, model_config: Any, name: str,
              extra_card: dict | None = None) -> dict:
     """Train a language model with the `forward(idx, targets) -> (logits, loss)` contract; write
@@ -137,6 +162,8 @@ def train_lm(model, data, cfg: LMTrainConfig, run, *, kind: str, model_config: A
             "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed,
             "command": run.command, **(extra_card or {}),
         }
+        if final:  # the estimate above reads eval_iters batches; the card reports the whole split too
+            card["held_out"] = held_out_loss(raw_model, data.val, cfg.block_size, device)
         checkpoints.save(run.out / name, kind=kind, config=model_config, card=card, model=raw_model,
                          tokenizer=data.tokenizer)
 
