@@ -160,7 +160,7 @@ def mask_logits(model, idx: torch.Tensor, masks: list[int], fast: bool | None = 
     if fast is None:
         fast = type(model) is BertForPreTraining
     if fast:
-        h, _, _ = model.bert(idx)                                        # (1, T, C)
+        h, _ = model.bert(idx)                                           # (1, T, C)
         return model.mlm(h[0, masks], model.bert.embeddings.tok.weight)  # (n_masks, V): the tied decoder
     logits, _ = model(idx)                                               # (1, T, V)
     return logits[0, masks]
@@ -314,7 +314,7 @@ def input_representation(model, tokenizer, text_a: str, text_b: str | None, max_
         h0 = emb.ln(total)                                           # (T, C): normalised, the first block's input
         nsp = None
         if getattr(model, "nsp", None) is not None:
-            _, pooled, _ = model.bert(idx, seg)                       # (1, C): tanh(h_L[CLS] W_p + b_p)
+            _, pooled = model.bert(idx, seg)                          # (1, C): tanh(h_L[CLS] W_p + b_p)
             p = model.nsp(pooled).softmax(dim=-1)[0]                  # (2,): IsNext (0), NotNext (1)
             nsp = {"IsNext": float(p[0]), "NotNext": float(p[1])}
     return {"tokens": [tokenizer.id_to_token(i) for i in ids], "ids": ids, "segments": segments,
