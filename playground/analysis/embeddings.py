@@ -500,7 +500,7 @@ def sentence_embeddings(sentences: list[str], pooling: str = "mean", batch_size:
         chunk = [sentences[i] for i in order[s : s + batch_size]]
         ids, mask, cut = encode_batch(m.tokenizer, chunk, m.max_tokens)
         with torch.inference_mode():
-            h, _, _ = m.model(ids, attention_mask=mask)                # (B, T, C)
+            h, _ = m.model(ids, attention_mask=mask)                   # (B, T, C)
             e = torch.nn.functional.normalize(pool(h, mask, pooling), dim=-1)
         out.append(e.numpy()), cuts.extend(cut)
     X = np.concatenate(out) if out else np.zeros((0, m.model.config.n_embd), np.float32)
