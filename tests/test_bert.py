@@ -66,12 +66,12 @@ def test_attention_rows_sum_to_one_padding_gets_exactly_zero_and_manual_equals_s
     model = BertEncoder(TINY).eval()
     idx, segments, mask = batch()
     with torch.no_grad():
-        h_fast, pooled_fast, none = model(idx, segments, mask)
-        h, pooled, found = model(idx, segments, mask, internals="qkv")
-    assert none is None
+        h_fast, pooled_fast = model(idx, segments, mask)
+        h, pooled, found = model(idx, segments, mask, return_internals=True)
     torch.testing.assert_close(h, h_fast, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(pooled, pooled_fast, atol=1e-5, rtol=1e-5)
     for layer in found["layers"]:
+        assert set(layer) == {"q", "k", "v", "scores", "attn"}
         att = layer["attn"]  # (B, nh, T, T)
         assert att.shape == (3, TINY.n_head, 11, 11)
         torch.testing.assert_close(att.sum(-1), torch.ones(3, TINY.n_head, 11))
@@ -101,7 +101,7 @@ def test_parity_from_transformers_bert_for_masked_lm():
     with torch.no_grad():
         ref = hf_model(input_ids=idx, token_type_ids=segments, attention_mask=mask, output_hidden_states=True,
                        output_attentions=True)
-        logits, _, found = ours(idx, segments, mask, internals="attn")
+        logits, _, found = ours(idx, segments, mask, return_internals=True)
     keep = mask.bool()
     for mine, theirs in zip(found["hidden_states"], ref.hidden_states):
         torch.testing.assert_close(mine[keep], theirs[keep], atol=1e-5, rtol=1e-5)
@@ -120,7 +120,7 @@ def test_parity_to_transformers_both_heads_and_the_encoder():
     idx, segments, mask = batch(seed=1)
     keep = mask.bool()
     with torch.no_grad():
-        logits, _, found = ours(idx, segments, mask, internals="attn")
+        logits, _, found = ours(idx, segments, mask, return_internals=True)
         mlm = hf.bert_to_hf(ours)
         ref = mlm(input_ids=idx, token_type_ids=segments, attention_mask=mask)
         torch.testing.assert_close(logits[keep], ref.logits[keep], atol=1e-5, rtol=1e-5)
@@ -128,7 +128,7 @@ def test_parity_to_transformers_both_heads_and_the_encoder():
         ref = pre(input_ids=idx, token_type_ids=segments, attention_mask=mask)
         torch.testing.assert_close(found["nsp_logits"], ref.seq_relationship_logits, atol=1e-5, rtol=1e-5)
         encoder = hf.bert_to_hf(ours.bert)
-        h, pooled, _ = ours.bert(idx, segments, mask)
+        h, pooled = ours.bert(idx, segments, mask)
         ref = encoder(input_ids=idx, token_type_ids=segments, attention_mask=mask)
         torch.testing.assert_close(h[keep], ref.last_hidden_state[keep], atol=1e-5, rtol=1e-5)
         torch.testing.assert_close(pooled, ref.pooler_output, atol=1e-5, rtol=1e-5)
@@ -171,7 +171,7 @@ def test_minilm_loads_without_transformers_and_matches_transformers_bert_model(m
     reference = BertModel.from_pretrained(str(minilm_dir()), attn_implementation="eager").eval()
     with torch.no_grad():
         ref = reference(input_ids=idx, token_type_ids=seg, output_hidden_states=True, output_attentions=True)
-        h, pooled, found = ours(idx, seg, internals="attn")
+        h, pooled, found = ours(idx, seg, return_internals=True)
     for mine, theirs in zip(found["hidden_states"], ref.hidden_states):
         torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
     for layer, theirs in zip(found["layers"], ref.attentions):

@@ -167,7 +167,7 @@ def hand_pooled(bert_encoder, tok, sentences, pooling, max_tokens, normalize=Tru
     for s in sentences:
         ids, mask, _ = emb.encode_batch(tok, [s], max_tokens)
         with torch.inference_mode():
-            h, _, _ = bert_encoder(ids, attention_mask=mask)                   # (1, T, C)
+            h, _ = bert_encoder(ids, attention_mask=mask)                      # (1, T, C)
             e = emb.pool(h, mask, pooling)
             rows.append((torch.nn.functional.normalize(e, dim=-1) if normalize else e)[0].numpy())
     return np.stack(rows)

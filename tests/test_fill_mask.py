@@ -89,7 +89,7 @@ def test_several_masks_are_each_predicted_from_the_same_input(model, tok):
     # the sequence of mask 1 keeps mask 2 hidden, and the other way round (the pipeline's format)
     assert all("[MASK]" in r["sequence"] and "[CLS]" in r["sequence"] for row in both for r in row)
     # the first mask's scores are those of one forward pass on the text with both masks
-    ids = core.encode(tok, text, 32).ids
+    ids = core.encode(tok, text, 32)[0].ids
     with torch.inference_mode():
         p = model(torch.tensor([ids]))[0][0, ids.index(tok.token_to_id("[MASK]"))].softmax(-1)
     assert both[0][0]["score"] == pytest.approx(float(p.max()), abs=1e-6)
@@ -100,9 +100,9 @@ def test_several_masks_are_each_predicted_from_the_same_input(model, tok):
 
 def test_glued_punctuation_and_other_spellings_of_the_mask(model, tok):
     for text in ("the [MASK].", "[MASK], the cat", "the[MASK]cat", "the [mask].", "the <mask>.", "the [ Mask ]."):
-        enc = core.encode(tok, text, 32)
-        assert len(enc.masks) == 1, text
-    assert core.encode(tok, "the [MASK].", 32).ids == core.encode(tok, "the [mask].", 32).ids
+        _, masks, _ = core.encode(tok, text, 32)
+        assert len(masks) == 1, text
+    assert core.encode(tok, "the [MASK].", 32)[0].ids == core.encode(tok, "the [mask].", 32)[0].ids
     assert core.normalise_masks("a [mask] b <MASK> c [MASK]") == ("a [MASK] b [MASK] c [MASK]", 2)
     seq = core.fill_mask(model, tok, "the [MASK].", 1)[0]["sequence"]
     assert seq.endswith(".") and not seq.endswith(" .")  # the decoder glues punctuation back
@@ -120,8 +120,9 @@ def test_long_text_is_cut_around_the_masks_with_a_notice(model, tok):
     notices: list[str] = []
     out = core.fill_mask(model, tok, long, 3, notices=notices)
     assert len(out) == 3 and any("reads at most 30" in n for n in notices)
-    enc = core.encode(tok, long, 32)
-    assert len(enc.ids) == 32 and len(enc.masks) == 1 and 8 <= enc.masks[0] <= 24  # centred, not at an edge
+    enc, masks, _ = core.encode(tok, long, 32)
+    assert len(enc.ids) == 32 and len(masks) == 1 and 8 <= masks[0] <= 24  # centred, not at an edge
+    assert enc.tokens[0] == "[CLS]" and enc.tokens[-1] == "[SEP]" and enc.n_cut == len(tok.encode(long, add_special_tokens=False).ids) - 30
     far = "[MASK] " + "the cat sat " * 30 + "[MASK]"
     notices = []
     assert len(core.fill_mask(model, tok, far, 2, notices=notices)) == 2  # the first mask; one list
@@ -259,7 +260,7 @@ def test_panel_handlers(tab):
 
 
 def test_the_head_at_the_masks_only_gives_the_full_forward_s_numbers(model, tok):
-    idx = torch.tensor([core.encode(tok, "the [MASK] sat on the [MASK] mat", 32).ids])
+    idx = torch.tensor([core.encode(tok, "the [MASK] sat on the [MASK] mat", 32)[0].ids])
     masks = [i for i, t in enumerate(idx[0].tolist()) if t == tok.token_to_id("[MASK]")]
     with torch.inference_mode():
         torch.testing.assert_close(core.mask_logits(model, idx, masks, fast=True),

@@ -59,8 +59,9 @@ def test_written_out_attention_equals_sdpa(model):
     fast, _ = model(idx)
     slow, _, internals = model(idx, return_internals=True)
     torch.testing.assert_close(slow, fast, atol=1e-5, rtol=1e-5)
-    assert len(internals) == CONFIG.n_layer
-    for layer in internals:
+    assert set(internals) == {"layers"} and len(internals["layers"]) == CONFIG.n_layer
+    for layer in internals["layers"]:
+        assert set(layer) == {"q", "k", "v", "scores", "attn"}
         att, q, k, v, scores = layer["attn"], layer["q"], layer["k"], layer["v"], layer["scores"]
         assert att.shape == (2, CONFIG.n_head, 12, 12)
         torch.testing.assert_close(att.sum(-1), torch.ones(2, CONFIG.n_head, 12))  # rows sum to 1

@@ -120,10 +120,12 @@ def test_prepare_ids_repeats_cuts_and_names_unknown_characters():
     from playground.training.data import char_tokenizer
 
     tok = char_tokenizer("abc d")
-    ids, chars, notices = introspect.prepare_ids(tok, "ab", 7)
-    assert len(ids) == 8 and "".join(chars).startswith("ab ab") and "repeated" in notices[0]
-    ids, chars, notices = introspect.prepare_ids(tok, "abz" * 10, 5)
-    assert len(ids) == 6 and any("z" in n for n in notices) and any("first 6" in n for n in notices)
+    steps = introspect.prepare_ids(tok, "ab", 7)
+    assert len(steps.ids) == 8 and "".join(steps.chars).startswith("ab ab") and "repeated" in steps.notices[0]
+    assert steps.spans[:4] == [(0, 1), (1, 2), (-1, -1), (0, 1)]   # the space between copies is not in the text
+    steps = introspect.prepare_ids(tok, "abz" * 10, 5)
+    assert len(steps.ids) == 6 and any("z" in n for n in steps.notices) and any("first 6" in n for n in steps.notices)
+    assert steps.spans == [(t, t + 1) for t in range(5)]
     with pytest.raises(ValueError, match="empty"):
         introspect.prepare_ids(tok, "", 5)
 

@@ -41,8 +41,8 @@ def assert_same(ours: GPT, theirs):
         fast, _ = ours(x)
     torch.testing.assert_close(logits, out.logits, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(fast, out.logits, atol=1e-5, rtol=1e-5)
-    assert len(out.attentions) == len(internals)
-    for layer, theirs_att in zip(internals, out.attentions):
+    assert len(out.attentions) == len(internals["layers"])
+    for layer, theirs_att in zip(internals["layers"], out.attentions):
         torch.testing.assert_close(layer["attn"], theirs_att, atol=1e-5, rtol=1e-5)
 
 

@@ -197,7 +197,7 @@ def test_adapter_checkpoint_round_trip_reproduces_the_logits(tiny_base, tmp_path
         labels = torch.full_like(idx, -100)
         labels[0, 2] = idx[0, 2]
         _, with_loss = loaded(idx, labels=labels)
-        _, _, found = loaded(idx, internals="attn")
+        _, _, found = loaded(idx, return_internals=True)
     torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
     assert loss is None and with_loss is not None and found["nsp_logits"] is None
     assert len(found["layers"]) == 2 and found["layers"][0]["attn"].shape == (2, 2, 9, 9)

@@ -106,7 +106,8 @@ def test_lstm_variants_peephole_and_coupled():
     coupled = RecurrentEncoder("lstm", 3, 4, coupled=True)
     assert coupled.cells[0].weight_ih.shape == (12, 3)   # three blocks: f, g, o
     _, _, internals = coupled(x, return_internals=True)
-    torch.testing.assert_close(internals[0]["i"], 1 - internals[0]["f"])
+    gates = internals["layers"][0]["gates"]
+    torch.testing.assert_close(gates["i"], 1 - gates["f"])
 
 
 def test_lm_contract_loss_at_init_and_step_matches_forward():
@@ -173,3 +174,22 @@ def test_reorder_cache_keeps_the_chosen_rows():
     _, expected = model.step(idx[index])
     for a, b in zip(picked, expected):
         torch.testing.assert_close(a, b, **TOL)
+
+
+def test_internals_have_the_same_keys_for_every_cell():
+    """One contract: internals["layers"][i] is {"h", "c", "gates"}; c_t for the LSTM only."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, 3)
+    for kind, gate_names in (("rnn", {"a"}), ("lstm", {"i", "f", "g", "o"}), ("gru", {"r", "z", "n"})):
+        encoder = RecurrentEncoder(kind, 3, 4, num_layers=2, bidirectional=True)
+        out, _, internals = encoder(x, return_internals=True)
+        assert len(internals["layers"]) == 4, kind            # 2 layers x 2 directions
+        for l, layer in enumerate(internals["layers"]):
+            assert set(layer) == {"h", "c", "gates"} and set(layer["gates"]) == gate_names, kind
+            assert len(layer["h"]) == 5 and layer["gates"][next(iter(gate_names))].shape == (2, 5, 4)
+            assert (layer["c"] is None) == (kind != "lstm")
+        last = internals["layers"][2:]                          # the top layer, forward and reversed
+        torch.testing.assert_close(out, torch.cat([torch.stack(d["h"], dim=1) for d in last], dim=-1))
+        model = RecurrentLM(RecurrentConfig(cell=kind, vocab_size=7, n_embd=3, hidden_size=4))
+        *_, found = model(torch.zeros(1, 4, dtype=torch.long), return_internals=True)
+        assert set(found) == {"layers"} and set(found["layers"][0]) == {"h", "c", "gates"}

@@ -27,10 +27,24 @@ import torch
 import torch.nn.functional as F
 
 from playground import checkpoints
-from playground.nets import hf
-from playground.nets.bert import pair_encoding
+from playground.nets import bert, hf
+from playground.nets.bert import Encoded
 
-MAX_TOKENS = 512  # BERT's positions; longer input is cut with a notice
+MAX_TOKENS = 512       # BERT's positions; longer input is cut with a notice
+HEATMAP_MAX = 128      # a longer input's heatmap is pooled to 128 x 128 blocks
+THUMB_MAX = 48         # model view thumbnails: at most 48 x 48 pixels per head
+EDGE_BUDGET = 12_000   # head view: at most about this many lines per layer
+MIN_WEIGHT = 0.02      # head view: weaker links are not drawn (invisible at that opacity anyway)
+JSON_FULL_MAX = 128    # the JSON carries the T x T matrix up to this length, the top keys per query beyond
+ALL_LAYERS_MAX = 64    # "every layer and head" in the JSON only for inputs this short
+STEPS_MAX = 48         # "inside one head" runs on the first 48 tokens (its panels are T x T and T x d_k)
+SPECIAL = {"[CLS]", "[SEP]"}
+SCALES = {"paper": "1/√d_k (the paper)", "none": "1 (no scaling)"}
+
+
+class AttentionError(ValueError):
+    """Input the views cannot show (nothing the vocabulary knows, too long for every head in the JSON):
+    the message says what to do."""
 
 
 @dataclass
@@ -50,16 +64,6 @@ class AttentionModel:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
-@dataclass
-class Encoded:
-    tokens: list[str]         # one label per position
-    ids: list[int]
-    segments: list[int]       # 0 for sentence A (and [CLS]), 1 for sentence B
-    n_cut: int = 0            # tokens dropped to fit max_tokens
-    spans: list[tuple[int, int]] = field(default_factory=list)  # characters of sentence A per position; (-1, -1)
-                                                                # for specials and sentence B
-
-
 @lru_cache(maxsize=None)
 def load_minilm() -> AttentionModel:
     """Loaded once per process: the Embeddings tab reads the same encoder (read-only)."""
@@ -69,51 +73,68 @@ def load_minilm() -> AttentionModel:
                           model, tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head, c.n_embd // c.n_head)
 
 
-def load_gpt(name: str = "gpt-shakespeare") -> AttentionModel | None:
-    """Our GPT, when its checkpoint is shipped and its forward returns attention; else None."""
+def _shipped(name_or_dir: str) -> checkpoints.Checkpoint | None:
+    """The checkpoint, or None when there is none by that name (not trained yet): the tab lists the others."""
     try:
-        ckpt = checkpoints.shared(name)
-        model, c = ckpt.model, ckpt.config
-        with torch.inference_mode():
-            *_, internals = model(torch.zeros(1, 2, dtype=torch.long), return_internals=True)
-        assert internals[0]["attn"].shape == (1, c.n_head, 2, 2)
-    except Exception:  # not trained yet, or a model without introspection: the tab lists MiniLM only
+        checkpoints.resolve(name_or_dir)
+    except FileNotFoundError:
         return None
+    return checkpoints.shared(name_or_dir)
+
+
+def load_gpt(name: str = "gpt-shakespeare") -> AttentionModel | None:
+    """Our GPT, when its checkpoint is shipped; else None."""
+    ckpt = _shipped(name)
+    if ckpt is None:
+        return None
+    c = ckpt.config
     return AttentionModel("gpt", f"our GPT ({name}: characters, causal, {c.n_layer} × {c.n_head} heads)", "gpt",
-                          model, ckpt.tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head,
+                          ckpt.model, ckpt.tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head,
                           c.n_embd // c.n_head)
 
 
 def load_bert(name: str = "bert-english") -> AttentionModel | None:
-    """Our small BERT pre-trained from scratch (playground/mlm.py), when its checkpoint is shipped; else
-    None. Only its encoder runs here (the MLM head is not needed to show attention)."""
-    try:
-        ckpt = checkpoints.shared(name)
-        encoder, c = ckpt.model.bert, ckpt.config
-        assert ckpt.tokenizer.token_to_id("[CLS]") is not None and ckpt.tokenizer.token_to_id("[SEP]") is not None
-    except Exception:  # not trained yet: the tab lists the other models
+    """Our small BERT pre-trained from scratch (playground/training/bert.py), when its checkpoint is shipped;
+    else None. Only its encoder runs here (the MLM head is not needed to show attention)."""
+    ckpt = _shipped(name)
+    if ckpt is None:
         return None
+    missing = [t for t in ("[CLS]", "[SEP]") if ckpt.tokenizer.token_to_id(t) is None]
+    if missing:
+        raise ValueError(f"{name}'s tokenizer has no {' and no '.join(missing)}: it is not a BERT vocabulary")
+    c = ckpt.config
     return AttentionModel("bert", f"our BERT ({name}: pre-trained here from scratch, {c.n_layer} × {c.n_head} heads)",
-                          "bert", encoder, ckpt.tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head,
-                          c.n_embd // c.n_head)
+                          "bert", ckpt.model.bert, ckpt.tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer,
+                          c.n_head, c.n_embd // c.n_head)
 
 
 def encode(m: AttentionModel, text_a: str, text_b: str | None = None) -> Encoded:
-    """BERT: [CLS] A [SEP] (B [SEP]) with segment ids; GPT: the characters of A (B is not used).
-    Cut to the model's positions, keeping the start."""
-    if m.family == "gpt":
-        encoding = m.tokenizer.encode(text_a)
-        ids = encoding.ids[: m.max_tokens]
-        return Encoded([m.tokenizer.id_to_token(i) for i in ids], ids, [0] * len(ids), len(encoding.ids) - len(ids),
-                       [tuple(o) for o in encoding.offsets[: len(ids)]])
-    encoding_a = m.tokenizer.encode(text_a, add_special_tokens=False)
-    b = None if text_b is None else m.tokenizer.encode(text_b, add_special_tokens=False).ids
-    ids, segments, cut = pair_encoding(m.tokenizer.token_to_id("[CLS]"), m.tokenizer.token_to_id("[SEP]"),
-                                       encoding_a.ids, b, max_len=m.max_tokens)
-    kept_a = segments.count(0) - 2                         # [CLS] A [SEP]: the A tokens that fit
-    none = (-1, -1)
-    spans = [none] + [tuple(o) for o in encoding_a.offsets[:kept_a]] + [none] * (len(ids) - kept_a - 1)
-    return Encoded([m.tokenizer.id_to_token(i) for i in ids], ids, segments, cut, spans)
+    """BERT: [CLS] A [SEP] (B [SEP]) with segment ids (`bert.encode`); GPT: the characters of A (B is not
+    used). Cut to the model's positions, keeping the start."""
+    if m.family == "bert":
+        return bert.encode(m.tokenizer, text_a, text_b, max_len=m.max_tokens)
+    encoding = m.tokenizer.encode(text_a)
+    ids = encoding.ids[: m.max_tokens]
+    return Encoded([m.tokenizer.id_to_token(i) for i in ids], ids, [0] * len(ids), len(encoding.ids) - len(ids),
+                   [tuple(o) for o in encoding.offsets[: len(ids)]])
+
+
+def prepare(m: AttentionModel, text: str, text_b: str, notices: list[str], max_tokens: int | None = None) -> Encoded:
+    """The input of every view: a pair for a BERT when `text_b` is not blank, cut to the model's positions
+    (and to `max_tokens`), with a notice for each thing left out."""
+    if m.family == "gpt" and text_b.strip():
+        notices.append("The GPT reads one text (causal, no segments): the second sentence is ignored.")
+    enc = encode(m, text, text_b if m.family == "bert" and text_b.strip() else None)
+    if not enc.ids:
+        raise AttentionError(f"None of these characters is in the vocabulary of {m.label}; try plain English text.")
+    if enc.n_cut:
+        notices.append(f"The input is longer than {m.max_tokens} tokens: {enc.n_cut:,} tokens were cut "
+                       f"(the model has {m.max_tokens} positions).")
+    if max_tokens is not None and len(enc.ids) > max_tokens:
+        notices.append(f"This view runs on the first {max_tokens} tokens of {len(enc.ids)} (its panels grow as T²).")
+        enc = Encoded(enc.tokens[:max_tokens], enc.ids[:max_tokens], enc.segments[:max_tokens], enc.n_cut,
+                      enc.spans[:max_tokens])
+    return enc
 
 
 def attention(m: AttentionModel, enc: Encoded) -> tuple[np.ndarray, ...]:
@@ -125,7 +146,7 @@ def attention(m: AttentionModel, enc: Encoded) -> tuple[np.ndarray, ...]:
         if key in m._cache:
             m._cache.move_to_end(key)
             return m._cache[key]
-    A = tuple(layer["attn"][0].numpy() for layer in _layers(m, enc, "attn"))  # L x (H, T, T)
+    A = tuple(layer["attn"][0].numpy() for layer in _layers(m, enc))  # L x (H, T, T)
     for a in A:
         a.setflags(write=False)
     with m._lock:
@@ -136,22 +157,20 @@ def attention(m: AttentionModel, enc: Encoded) -> tuple[np.ndarray, ...]:
 
 
 def head_internals(m: AttentionModel, enc: Encoded, layer: int, head: int) -> dict[str, np.ndarray]:
-    """Inside one head: q, k, v (T, d_k) and the scaled scores q k^T / sqrt(d_k) (T, T), from the
-    model's own written-out attention (not recomputed here)."""
-    d = _layers(m, enc, "qkv")[layer]
+    """Inside one head: q, k, v (T, d_k), the scaled scores q k^T / sqrt(d_k) (T, T) and the weights,
+    from the model's own written-out attention (not recomputed here)."""
+    d = _layers(m, enc)[layer]
     return {name: d[name][0, head].numpy().copy() for name in ("q", "k", "v", "scores", "attn")}
 
 
-def _layers(m: AttentionModel, enc: Encoded, internals: str) -> list[dict]:
-    """Each layer's internals for one input: "attn" (the probabilities) or "qkv" (also q, k, v and the
-    scaled scores). Our GPT always returns all of them."""
+def _layers(m: AttentionModel, enc: Encoded) -> list[dict]:
+    """Each layer's internals for one input (q, k, v, scores, attn): the one contract of every net,
+    `forward(..., return_internals=True)`, whose last element holds them."""
     idx = torch.tensor([enc.ids], dtype=torch.long)
+    segments = {} if m.family == "gpt" else {"token_type_ids": torch.tensor([enc.segments], dtype=torch.long)}
     with torch.inference_mode():
-        if m.family == "gpt":
-            *_, layers = m.model(idx, return_internals=True)
-            return layers
-        _, _, found = m.model(idx, torch.tensor([enc.segments], dtype=torch.long), internals=internals)
-        return found["layers"]
+        *_, internals = m.model(idx, **segments, return_internals=True)  # a GPT has no segments
+    return internals["layers"]
 
 
 def softmax_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, scale: float) -> dict[str, np.ndarray]:
@@ -229,3 +248,111 @@ def cosine_matrix(X: np.ndarray) -> np.ndarray:
     """(n, d) -> (n, n) cosine similarities between the rows."""
     unit = X / np.linalg.norm(X, axis=1, keepdims=True).clip(min=1e-12)
     return unit @ unit.T
+
+
+# ---------------------------------------------------------------------------------------------
+# What each view of the tab shows, as plain data (the figures are drawn from it)
+
+
+@dataclass
+class View:
+    """The head view, the model view and the heatmap of one layer (and head), and the endpoint's JSON."""
+
+    enc: Encoded
+    causal: bool                     # a GPT: the heatmap's upper triangle is masked
+    A_layer: np.ndarray              # (H, T, T): every head of the layer
+    edges: list[tuple[int, int, int, float]]  # the head view's lines (see `top_edges`)
+    edge_note: str                   # how many lines per token were drawn ("" when all of them)
+    thumbs: np.ndarray               # (L, H, n, n): every head, max-pooled to at most THUMB_MAX
+    thumb_factor: int                # tokens per thumbnail pixel
+    heat: np.ndarray                 # the heatmap's matrix: the shown tokens, pooled to at most HEATMAP_MAX
+    heat_keep: list[int]             # the positions the heatmap shows ([CLS] and [SEP] may be hidden)
+    heat_factor: int                 # tokens per heatmap cell (1: none pooled)
+    title: str
+    data: dict                       # the `attention` endpoint's JSON
+
+
+def view(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str, hide_special: bool,
+         detail: str, notices: list[str]) -> View:
+    """Every head of every layer on the text (or pair); `head` an index, "mean" or "max"; `detail` "head"
+    (the JSON holds one T x T matrix) or "all" (every layer and head, short inputs only)."""
+    enc = prepare(m, text, text_b, notices)
+    T = len(enc.ids)
+    if detail == "all" and T > ALL_LAYERS_MAX:
+        raise AttentionError(f"Every layer and head is returned for inputs up to {ALL_LAYERS_MAX} tokens "
+                             f"(this one has {T}: {m.n_layer * m.n_head * T * T:,} numbers); ask for one head instead.")
+    A = attention(m, enc)                          # L x (H, T, T)
+    M = aggregate(A[layer], head)                  # (T, T)
+
+    k = max(1, min(T, EDGE_BUDGET // (m.n_head * T)))
+    edges = top_edges(A[layer], k, MIN_WEIGHT)
+    note = (f"{T} tokens: each token's {k} strongest link{'s' if k > 1 else ''} per head "
+            f"(weight ≥ {MIN_WEIGHT}) are drawn." if k < T else "")
+    pooled_layers = [pool(a, THUMB_MAX, "max") for a in A]
+    thumbs, factor = np.stack([p for p, _ in pooled_layers]), pooled_layers[0][1]  # (L, H, n, n)
+
+    keep = list(range(T))
+    if hide_special:
+        keep = [i for i, t in enumerate(enc.tokens) if t not in SPECIAL] or keep
+        if len(keep) < T:
+            notices.append("[CLS] and [SEP] are hidden; the weights are not renormalised, so rows sum to less than 1.")
+    heat, f = pool(M[np.ix_(keep, keep)], HEATMAP_MAX)
+    head_name = f"head {head}" if isinstance(head, int) else f"{head} over the {m.n_head} heads"
+    title = f"Layer {layer}, {head_name}"
+    if f > 1:
+        title += f" (blocks of {f} × {f} tokens averaged: {len(keep)} tokens)"
+    data = {"model": m.key, "tokens": enc.tokens, "segments": enc.segments, "n_tokens": T, "layers": m.n_layer,
+            "heads": m.n_head, "layer": layer, "head": head, "notices": notices, **_attention_json(A, M, detail)}
+    return View(enc, m.family == "gpt", A[layer], edges, note, thumbs, factor, heat, keep, f, title, data)
+
+
+def _attention_json(A: tuple[np.ndarray, ...], M: np.ndarray, detail: str) -> dict:
+    """Every layer and head, or the chosen (T, T), or for a long input each query's 8 strongest keys:
+    aggregated here, so 512 tokens never ship L x H x T^2 numbers."""
+    if detail == "all":
+        return {"attention_format": "layer × head × query × key", "attention": np.round(np.stack(A), 5).tolist()}
+    if len(M) <= JSON_FULL_MAX:
+        return {"attention_format": "query × key", "attention": np.round(M, 5).tolist()}
+    top = np.argsort(-M, axis=1)[:, :8]
+    return {"attention_format": "top keys per query: [[key, weight], ...] (the 8 strongest; long input)",
+            "attention": [[[int(j), round(float(M[i, j]), 5)] for j in row] for i, row in enumerate(top)]}
+
+
+def steps(m: AttentionModel, text: str, text_b: str, layer: int, head: int, scale: str,
+          notices: list[str]) -> tuple[dict, dict[str, np.ndarray]]:
+    """One head from the inside, on the first STEPS_MAX tokens: softmax_steps at the chosen scale ("paper":
+    1/sqrt(d_k), "none": 1), checked against the model's own weights, and the saturation sweep (the mean
+    largest weight per row and sigma(1 - sigma) there, as the factor goes from 0.01 to 4). Returns the
+    `attention_steps` endpoint's JSON and the arrays behind the figures: q, k, v and `softmax_steps`'."""
+    enc = prepare(m, text, text_b, notices, max_tokens=STEPS_MAX)
+    inside = head_internals(m, enc, layer, head)
+    q, k, v = inside["q"], inside["k"], inside["v"]
+    d_k = q.shape[1]
+    factor = 1 / math.sqrt(d_k) if scale == "paper" else 1.0
+    causal = m.family == "gpt"
+    chosen = softmax_steps(q, k, v, causal, factor)
+    paper = softmax_steps(q, k, v, causal, 1 / math.sqrt(d_k))
+    check = float(np.abs(paper["probs"] - inside["attn"]).max())  # our recomputation against the model's own weights
+    sweep = list(np.geomspace(0.01, 4.0, 40))
+    maxp, grads = [], []
+    for c in sweep:
+        top = softmax_steps(q, k, v, causal, c)["probs"].max(axis=1)
+        maxp.append(float(top.mean()))
+        grads.append(float((top * (1 - top)).mean()))
+    data = {"model": m.key, "tokens": enc.tokens, "layer": layer, "head": head, "d_k": d_k, "scale": factor,
+            "causal": causal, "attention": np.round(chosen["probs"], 5).tolist(),
+            "max_abs_difference_to_model": check,
+            "sweep": {"factor": sweep, "mean_max_weight": maxp, "mean_gradient_at_max": grads}}
+    return data, {"q": q, "k": k, "v": v, **chosen}
+
+
+def positional(minilm: AttentionModel, n: int, d: int) -> tuple[dict, dict[str, np.ndarray]]:
+    """The sinusoidal PE (n, d), its dot products between positions (n, n), and the cosines between
+    MiniLM's first n learned position vectors (n, n): trained, not computed. Returns the
+    `positional_encoding` endpoint's JSON and the three arrays."""
+    pe = sinusoidal_pe(n, d)
+    dots = pe @ pe.T                                                                  # (n, n)
+    learned = cosine_matrix(minilm.model.embeddings.pos.weight[:n].detach().numpy())  # (n, n)
+    data = {"n_positions": n, "d_model": d, "pe": np.round(pe, 4).tolist(), "dot_products": np.round(dots, 3).tolist(),
+            "minilm_position_cosine": np.round(learned, 3).tolist()}
+    return data, {"pe": pe, "dot_products": dots, "learned": learned}

@@ -382,7 +382,7 @@ class Encoder:
 
     key: str
     label: str
-    model: torch.nn.Module      # bert.BertEncoder: forward(idx, token_type_ids, attention_mask, internals)
+    model: torch.nn.Module      # bert.BertEncoder: forward(idx, token_type_ids, attention_mask, return_internals)
     tokenizer: object           # its WordPiece tokenizers.Tokenizer
     n_layer: int
     max_tokens: int             # positions the encoder has, [CLS] and [SEP] included (capped at 256)
@@ -431,7 +431,7 @@ def contextual(word: str, sentences: list[str], layer: int, model: str = "minilm
             continue
         idx = torch.tensor([[m.tokenizer.token_to_id("[CLS]"), *ids, m.tokenizer.token_to_id("[SEP]")]])
         with torch.inference_mode():
-            _, _, internals = m.model(idx, internals="attn")
+            _, _, internals = m.model(idx, return_internals=True)
         h = internals["hidden_states"][layer][0]                       # (T, C)
         positions = [p + 1 for p in found[0]]                          # +1: [CLS] comes first
         vectors.append(h[positions].mean(0).numpy())
@@ -500,7 +500,7 @@ def sentence_embeddings(sentences: list[str], pooling: str = "mean", batch_size:
         chunk = [sentences[i] for i in order[s : s + batch_size]]
         ids, mask, cut = encode_batch(m.tokenizer, chunk, m.max_tokens)
         with torch.inference_mode():
-            h, _, _ = m.model(ids, attention_mask=mask)                # (B, T, C)
+            h, _ = m.model(ids, attention_mask=mask)                   # (B, T, C)
             e = torch.nn.functional.normalize(pool(h, mask, pooling), dim=-1)
         out.append(e.numpy()), cuts.extend(cut)
     X = np.concatenate(out) if out else np.zeros((0, m.model.config.n_embd), np.float32)
@@ -547,7 +547,7 @@ class BertTokenEmbeddings(torch.nn.Module):
     tokenize = preprocess  # the name sentence-transformers < 6 calls
 
     def forward(self, features: dict[str, torch.Tensor], **kwargs) -> dict[str, torch.Tensor]:
-        h, _, _ = self.encoder(features["input_ids"], features.get("token_type_ids"), features["attention_mask"])
+        h, _ = self.encoder(features["input_ids"], features.get("token_type_ids"), features["attention_mask"])
         features["token_embeddings"] = h                        # (B, T, C)
         return features
 

@@ -31,6 +31,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from playground.nets import bert
+from playground.nets.bert import Encoded
 from playground.text import MASK, words as text_words
 
 MASK_SPELLINGS = re.compile(r"\[\s*mask\s*\]|<\s*mask\s*>", re.IGNORECASE)  # what we read as a mask
@@ -86,19 +89,11 @@ def n_positions(model) -> int:
     return int(model.bert.embeddings.pos.num_embeddings)
 
 
-@dataclass
-class Encoded:
-    ids: list[int]                 # [CLS] window [SEP]
-    masks: list[int]               # positions of [MASK] in ids
-    n_tokens: int                  # tokens of the whole text (no specials)
-    window: tuple[int, int]        # the text's tokens kept: [start, end)
-    notices: list[str] = field(default_factory=list)
-
-
-def encode(tokenizer, text: str, max_tokens: int) -> Encoded:
-    """[CLS] text [SEP], cut to `max_tokens` around the masks: the window is centred on the masks
-    when they all fit; when they span more than the window, it starts at the first mask and the masks
-    past its end are named in a notice."""
+def encode(tokenizer, text: str, max_tokens: int) -> tuple[Encoded, list[int], list[str]]:
+    """[CLS] text [SEP] (`bert.encode`), cut to `max_tokens` around the masks: the window is centred on
+    the masks when they all fit; when they span more than the window, it starts at the first mask and the
+    masks past its end are named in a notice. Returns the encoding, the positions of its masks, and the
+    notices."""
     ids_of = special_ids(tokenizer)
     for name in ("[CLS]", "[SEP]", "[MASK]"):
         if name not in ids_of:
@@ -114,7 +109,7 @@ def encode(tokenizer, text: str, max_tokens: int) -> Encoded:
     room = max_tokens - 2
     assert room >= 1, f"max_tokens {max_tokens} leaves no room between [CLS] and [SEP]"
     n = len(tokens)
-    start, end = 0, n
+    start = 0
     if n > room:
         first, last = where[0], where[-1]
         if last - first < room:  # every mask fits: centre them
@@ -130,9 +125,8 @@ def encode(tokenizer, text: str, max_tokens: int) -> Encoded:
         if lost:
             notices.append(f"{len(lost)} of the {len(where)} masks lie beyond that window and are not predicted; "
                            "put the masks closer together or shorten the text.")
-    ids = [ids_of["[CLS]"]] + tokens[start:end] + [ids_of["[SEP]"]]
-    masks = [i for i, t in enumerate(ids) if t == mask_id]
-    return Encoded(ids, masks, n, (start, end), notices)
+    enc = bert.encode(tokenizer, text, max_len=max_tokens, start=start)
+    return enc, [i for i, t in enumerate(enc.ids) if t == mask_id], notices
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,7 +154,7 @@ def mask_logits(model, idx: torch.Tensor, masks: list[int], fast: bool | None = 
     if fast is None:
         fast = type(model) is BertForPreTraining
     if fast:
-        h, _, _ = model.bert(idx)                                        # (1, T, C)
+        h, _ = model.bert(idx)                                           # (1, T, C)
         return model.mlm(h[0, masks], model.bert.embeddings.tok.weight)  # (n_masks, V): the tied decoder
     logits, _ = model(idx)                                               # (1, T, V)
     return logits[0, masks]
@@ -187,14 +181,13 @@ def predict(model, tokenizer, text: str, top_k: int = 5, max_tokens: int | None 
     """One forward pass; at each mask, the softmax over the vocabulary and its top_k (clamped to the
     vocabulary's size, with a notice). With `max_masks`, only the first max_masks masks get an answer
     (and a notice says so); every mask still stays [MASK] in the input the model reads."""
-    enc = encode(tokenizer, text, max_tokens or n_positions(model))
-    notices = enc.notices
-    if max_masks is not None and len(enc.masks) > max_masks:
-        notices.append(f"The text has {len(enc.masks)} masks; predictions are shown for the first {max_masks}.")
-        enc.masks = enc.masks[:max_masks]
+    enc, masks, notices = encode(tokenizer, text, max_tokens or n_positions(model))
+    if max_masks is not None and len(masks) > max_masks:
+        notices.append(f"The text has {len(masks)} masks; predictions are shown for the first {max_masks}.")
+        masks = masks[:max_masks]
     idx = torch.tensor([enc.ids], dtype=torch.long)                # (1, T)
     with torch.inference_mode():
-        logits = mask_logits(model, idx, enc.masks, fast)          # (n_masks, V)
+        logits = mask_logits(model, idx, masks, fast)              # (n_masks, V)
         probs = logits.float().softmax(dim=-1)                     # (n_masks, V): p(x_i | input) at each mask
         V = probs.size(-1)
         k = int(top_k)
@@ -203,7 +196,7 @@ def predict(model, tokenizer, text: str, top_k: int = 5, max_tokens: int | None 
             k = V
         assert k >= 1, f"top_k must be at least 1, not {top_k}"
         values, indices = probs.topk(k, dim=-1)                    # (n_masks, k)
-    return Prediction(enc.ids, enc.masks, values.numpy(), indices.numpy(), notices)
+    return Prediction(enc.ids, masks, values.numpy(), indices.numpy(), notices)
 
 
 def pipeline_format(tokenizer, pred: Prediction) -> list:
@@ -295,15 +288,11 @@ def input_representation(model, tokenizer, text_a: str, text_b: str | None, max_
     """[CLS] A [SEP] B [SEP] as BERT reads it: ids, segment ids and positions, and the three
     embeddings from the model's own tables, E_tok[x_t], E_seg[s_t], E_pos[t], with their sum and the
     LayerNorm of the sum (what the first block receives, h_0). With an NSP head, p(IsNext), p(NotNext)."""
-    from playground.nets.bert import pair_encoding
-
-    ids_of = special_ids(tokenizer)
-    a = tokenizer.encode(text_a, add_special_tokens=False).ids
-    b = tokenizer.encode(text_b, add_special_tokens=False).ids if text_b else None
-    if not a:
+    pair = bool(text_b) and bool(tokenizer.encode(text_b, add_special_tokens=False).ids)  # B has a token
+    enc = bert.encode(tokenizer, text_a, text_b if pair else None, max_len=max_tokens or n_positions(model))
+    if enc.segments.count(0) == 2:                                   # [CLS] [SEP]: nothing of A
         raise FillMaskError("Sentence A is empty (or has no token the vocabulary knows).")
-    ids, segments, cut = pair_encoding(ids_of["[CLS]"], ids_of["[SEP]"], a, b or None,
-                                       max_len=max_tokens or n_positions(model))
+    ids, segments, cut = enc.ids, enc.segments, enc.n_cut
     emb = model.bert.embeddings
     idx = torch.tensor([ids])                                        # (1, T)
     seg = torch.tensor([segments])                                   # (1, T)
@@ -314,10 +303,10 @@ def input_representation(model, tokenizer, text_a: str, text_b: str | None, max_
         h0 = emb.ln(total)                                           # (T, C): normalised, the first block's input
         nsp = None
         if getattr(model, "nsp", None) is not None:
-            _, pooled, _ = model.bert(idx, seg)                       # (1, C): tanh(h_L[CLS] W_p + b_p)
+            _, pooled = model.bert(idx, seg)                          # (1, C): tanh(h_L[CLS] W_p + b_p)
             p = model.nsp(pooled).softmax(dim=-1)[0]                  # (2,): IsNext (0), NotNext (1)
             nsp = {"IsNext": float(p[0]), "NotNext": float(p[1])}
     return {"tokens": [tokenizer.id_to_token(i) for i in ids], "ids": ids, "segments": segments,
-            "positions": list(range(len(ids))), "n_cut": cut, "pair": b is not None and len(b) > 0,
+            "positions": list(range(len(ids))), "n_cut": cut, "pair": pair,
             "token_embedding": e_tok.numpy(), "segment_embedding": e_seg.numpy(),
             "position_embedding": e_pos.numpy(), "sum": total.numpy(), "layer_norm": h0.numpy(), "nsp": nsp}

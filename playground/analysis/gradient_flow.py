@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -41,26 +42,41 @@ def activation_derivative(name: str, a: torch.Tensor) -> torch.Tensor:
     return (a > 0).to(a.dtype)   # ReLU; 0 at a = 0, as autograd has it
 
 
-def prepare_ids(tokenizer, text: str, length: int) -> tuple[list[int], list[str], list[str]]:
-    """`length` + 1 character ids: the text repeated or cut to fit (the last one is the target of L_T).
-    Returns ids, the characters, and notices for the user."""
+@dataclass
+class Steps:
+    """The characters a network reads, one per time step, and where each one is in the user's text."""
+
+    ids: list[int]                   # T + 1 ids: the last one is the target of L_T
+    chars: list[str]                 # T + 1 characters
+    spans: list[tuple[int, int]]     # steps 1..T: (start, end) in the text; (-1, -1) for the space between copies
+    notices: list[str]               # for the user: repeated, cut, unknown characters
+
+
+def prepare_ids(tokenizer, text: str, length: int) -> Steps:
+    """`length` + 1 character ids: the text repeated (a space between copies, unless it ends with one) or
+    cut to fit."""
     notices = []
     if not text:
         raise ValueError("the text is empty: type a sentence (or a few characters) to run through the networks")
     need = length + 1
+    period = need                    # characters before the text starts again
     if len(text) < need:
         reps = math.ceil(need / len(text))
         notices.append(f"The text has {len(text)} characters; repeated {reps}× to fill {length} steps.")
-        text = (text + " ") * reps if not text.endswith(" ") else text * reps
-    elif len(text) > need:
-        notices.append(f"The text has {len(text):,} characters; using the first {need} ({length} steps + the target).")
-    chars = list(text[:need])
+        period = len(text) if text.endswith(" ") else len(text) + 1
+        text_repeated = (text + " ") * reps if not text.endswith(" ") else text * reps
+    else:
+        text_repeated = text
+        if len(text) > need:
+            notices.append(f"The text has {len(text):,} characters; using the first {need} ({length} steps + the target).")
+    chars = list(text_repeated[:need])
+    spans = [(t % period, t % period + 1) if t % period < len(text) else (-1, -1) for t in range(length)]
     vocab = tokenizer.get_vocab()
     unknown = sorted({ch for ch in chars if ch not in vocab})
     if unknown:
         notices.append(f"Characters the model never saw read as [UNK]: {' '.join(unknown[:20])}")
     unk = vocab.get("[UNK]", 0)
-    return [vocab.get(ch, unk) for ch in chars], chars, notices
+    return Steps([vocab.get(ch, unk) for ch in chars], chars, spans, notices)
 
 
 def rescale_recurrent(model: RecurrentLM, sigma: float) -> None:
@@ -130,6 +146,36 @@ def gradient_flow(model: RecurrentLM, ids: list[int], *, sigma: float | None = N
     if sigma is not None:
         rescale_recurrent(m, sigma)
 
+    x, layer, loss, raw = _backward_from_last_step(m, ids, clip)
+    T = x.shape[1]
+    finite = math.isfinite(loss)
+    nan = np.full(T, np.nan)   # overflow: nothing to show, said so by the status
+
+    def norms(tensors) -> np.ndarray:
+        return np.array([np.nan if h.grad is None else h.grad.norm().item() for h in tensors]) if finite else nan
+
+    grad_norms = norms(layer["h"])
+    out = {
+        "cell": config.cell, "T": T, "loss": loss, "clip": clip, "fresh": fresh,
+        "activation": cell.nonlinearity if config.cell == "rnn" else None,
+        "grad_norms": grad_norms,
+        "grad_norms_raw": np.array(raw["h"]) if finite else nan,
+        "x_grad_norms": x.grad[0].norm(dim=-1).numpy() if finite and x.grad is not None else nan,
+    }
+    if config.cell == "lstm":
+        out["cell_grad_norms"] = norms(layer["c"])
+    out["status"], out["message"] = _status(grad_norms, loss)
+    with torch.no_grad():
+        out["rates"] = _rates(cell, config.cell, layer, grad_norms, out.get("cell_grad_norms"))
+        shown = {**layer["gates"], "c": None if layer["c"] is None else torch.stack(layer["c"], dim=1)}  # c: (1, T, H)
+        out["gates"] = {name: shown[name][0, :, :units].numpy() for name in GATES_SHOWN[config.cell]}
+    return out
+
+
+def _backward_from_last_step(m: RecurrentLM, ids: list[int], clip: float):
+    """Run the model on ids[:-1] with its internals, back-propagate L_T and record |dL_T/dh_t| (and
+    |dL_T/dc_t|) as the gradient arrives, before clipping. Returns the input x (1, T, m) (its gradient
+    filled in), the layer's internals, the loss and the raw norms."""
     idx = torch.tensor(ids[:-1]).unsqueeze(0)                               # (1, T)
     target = torch.tensor(ids[-1:])                                          # (1,)
     T = idx.shape[1]
@@ -146,59 +192,54 @@ def gradient_flow(model: RecurrentLM, ids: list[int], *, sigma: float | None = N
 
     with torch.enable_grad():
         x = m.wte(idx).requires_grad_()                                      # (1, T, m): the leaf we differentiate
-        out, _, layers = m.encoder(x, return_internals=True)
+        out, _, internals = m.encoder(x, return_internals=True)
         logits = m.lm_head(out[:, -1])                                       # (1, V): only step T's prediction
-        layer = layers[0]
-        for t, h_t in enumerate(layer["h"]):
-            h_t.retain_grad()
-            h_t.register_hook(hook("h", t))
-        for t, c_t in enumerate(layer.get("c", [])):
-            c_t.retain_grad()
-            c_t.register_hook(hook("c", t))
+        layer = internals["layers"][0]
+        for kind in ("h", "c"):
+            for t, state in enumerate(layer[kind] or []):                    # c is None but for the LSTM
+                state.retain_grad()
+                state.register_hook(hook(kind, t))
         loss = F.cross_entropy(logits, target)                               # L_T: the last step only
         if math.isfinite(loss.item()):
             loss.backward()
+    return x, layer, loss.item(), raw
 
-    def norms(tensors) -> np.ndarray:
-        return np.array([np.nan if h.grad is None else h.grad.norm().item() for h in tensors])
 
-    finite = math.isfinite(loss.item())
-    nan = np.full(T, np.nan)   # overflow: nothing to show, said so by the status
-    grad_norms = norms(layer["h"]) if finite else nan
-    out = {
-        "cell": config.cell, "T": T, "loss": loss.item(), "clip": clip, "fresh": fresh,
-        "activation": cell.nonlinearity if config.cell == "rnn" else None,
-        "grad_norms": grad_norms,
-        "grad_norms_raw": np.array(raw["h"]) if finite else nan,
-        "x_grad_norms": x.grad[0].norm(dim=-1).numpy() if finite and x.grad is not None else nan,
-    }
-    if config.cell == "lstm":
-        out["cell_grad_norms"] = norms(layer["c"]) if finite else nan
-    out["status"], out["message"] = _status(grad_norms, loss.item())
+def _rates(cell, kind: str, layer: dict, grad_norms: np.ndarray, cell_grad_norms: np.ndarray | None) -> dict:
+    """Theory: the per-step factor of the direct path back in time, beside the measured one."""
+    rates = {"measured": fit_rate(grad_norms)}
+    gates = layer["gates"]
+    if kind == "rnn":
+        s = torch.linalg.svdvals(cell.weight_hh.float()).double()         # singular values, largest first
+        d = activation_derivative(cell.nonlinearity, gates["a"][0])         # phi'(a_t) (T, H)
+        gamma, rms = d.mean().item(), s.square().mean().sqrt().item()      # rms singular value = |W|_F / sqrt(n)
+        rates.update(sigma_max=s[0].item(), sigma_rms=rms, mean_activation_derivative=gamma,
+                     max_activation_derivative=d.max().item(),
+                     predicted=gamma * rms,                   # a typical direction: E|W^T D g| ~ gamma |W|_F/sqrt(n)
+                     bound=d.max().item() * s[0].item(),     # the worst direction (Pascanu et al. 2013)
+                     theory="mean φ′(a_t) × rms singular value of W_hh (bound: max φ′ × σ_max)")
+    elif kind == "lstm":
+        rates.update(predicted=gates["f"].mean().item(), theory="mean f_t, since ∂c_t/∂c_{t-1} = diag(f_t)",
+                     measured_cell=fit_rate(cell_grad_norms))
+    else:
+        rates.update(predicted=gates["z"].mean().item(),
+                     theory="mean z_t, the direct term diag(z_t) of ∂h_t/∂h_{t-1} (the other term is ignored)")
+    return rates
 
-    # -- theory: the per-step factor of the direct path back in time
-    with torch.no_grad():
-        rates = {"measured": fit_rate(grad_norms)}
-        if config.cell == "rnn":
-            W_hh = cell.weight_hh
-            s = torch.linalg.svdvals(W_hh.float()).double()                 # singular values, largest first
-            d = activation_derivative(cell.nonlinearity, layer["a"][0])      # phi'(a_t) (T, H)
-            gamma, rms = d.mean().item(), s.square().mean().sqrt().item()    # rms singular value = |W|_F / sqrt(n)
-            rates.update(sigma_max=s[0].item(), sigma_rms=rms, mean_activation_derivative=gamma,
-                         max_activation_derivative=d.max().item(),
-                         predicted=gamma * rms,                   # a typical direction: E|W^T D g| ~ gamma |W|_F/sqrt(n)
-                         bound=d.max().item() * s[0].item(),     # the worst direction (Pascanu et al. 2013)
-                         theory="mean φ′(a_t) × rms singular value of W_hh (bound: max φ′ × σ_max)")
-        elif config.cell == "lstm":
-            rates.update(predicted=layer["f"].mean().item(), theory="mean f_t, since ∂c_t/∂c_{t-1} = diag(f_t)",
-                         measured_cell=fit_rate(out["cell_grad_norms"]))
-        else:
-            rates.update(predicted=layer["z"].mean().item(), theory="mean z_t, the direct term diag(z_t) of ∂h_t/∂h_{t-1} (the other term is ignored)")
-        out["rates"] = rates
-        if config.cell == "lstm":
-            layer = {**layer, "c": torch.stack(layer["c"], dim=1)}            # (1, T, H)
-        out["gates"] = {name: layer[name][0, :, :units].numpy() for name in GATES_SHOWN[config.cell]}
-    return out
+
+def compare(models: dict[str, RecurrentLM], tokenizer, text: str, length: int, *, fresh: bool = False,
+            sigma: float | None = None, activation: str = "tanh", clip: float = 0.0, units: int = 32,
+            notices: list[str] = ()) -> tuple[dict, Steps]:
+    """The gradient-flow endpoint's data: the text as `length` steps, then `gradient_flow` through each
+    model (keyed by cell), as JSON. `notices` are the caller's, listed before the text's. Returns the data
+    and the steps (their characters and where they are in the text)."""
+    steps = prepare_ids(tokenizer, text, length)
+    cells = {key: to_json(gradient_flow(model, steps.ids, sigma=sigma, activation=activation, clip=clip,
+                                        fresh=fresh, units=units)) for key, model in models.items()}
+    data = {"text": "".join(steps.chars), "chars": steps.chars, "T": length, "weights": "fresh" if fresh else "trained",
+            "sigma_max": sigma, "activation": activation, "clip": clip, "notices": [*notices, *steps.notices],
+            "cells": cells}
+    return data, steps
 
 
 def _rounded(a: np.ndarray, digits: int) -> list:

@@ -89,16 +89,27 @@ def _cache_step(model, idx: torch.Tensor, cache, use_cache: bool, seen: torch.Te
     return model(window)[0][:, -1], None
 
 
+def step_record(d: Distribution, token: int, cutoffs: bool = True) -> dict:
+    """One decoding step as the app reports it: {token, prob, p_model, top: [[token, prob], ...], entropy,
+    n_top_k, n_top_p, top_k_cutoff, top_p_cutoff}. `prob` is the chosen token's probability in the
+    distribution it was drawn from, `p_model` in the proposed one; `top` lists the proposed distribution's
+    most probable tokens; the cut-offs are the smallest probability still kept by top-k and by top-p
+    (0 with `cutoffs` False: nothing was cut, e.g. a beam)."""
+    top_p_values, top_ids = d.probs.topk(min(TOP_SHOWN, d.probs.numel()))
+    ranked = d.probs.sort(descending=True).values
+    return {
+        "token": token, "prob": float(d.kept[token]), "p_model": float(d.probs[token]),
+        "top": [[int(i), float(p)] for i, p in zip(top_ids, top_p_values)],
+        "entropy": d.entropy, "n_top_k": d.n_top_k, "n_top_p": d.n_top_p,
+        "top_k_cutoff": float(ranked[d.n_top_k - 1]) if cutoffs else 0.0,
+        "top_p_cutoff": float(ranked[d.n_top_p - 1]) if cutoffs else 0.0,
+    }
+
+
 @torch.no_grad()
 def stream(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = 0,
            top_p: float = 1.0, seed: int | None = None, use_cache: bool = True) -> Iterator[dict]:
-    """Sample one sequence (idx is (1, T) or (T,)), yielding each step as it is made:
-    {token, prob, top: [[token, prob], ...], entropy, n_top_k, n_top_p, top_k_cutoff, top_p_cutoff}.
-
-    `prob` is the chosen token's probability in the distribution it was drawn from; `top` lists the
-    proposed distribution's most probable tokens; the cut-offs are the smallest probability still
-    kept by top-k and by top-p.
-    """
+    """Sample one sequence (idx is (1, T) or (T,)), yielding each step as it is made (`step_record`)."""
     idx = idx.view(1, -1)
     assert idx.size(1) > 0, "generation needs a prompt of at least one token"
     generator = _generator(seed)
@@ -107,14 +118,7 @@ def stream(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1
         logits, cache = _cache_step(model, new, cache, use_cache, seen)
         d = distribution(logits[0], temperature, top_k, top_p)
         token = int(torch.multinomial(d.kept, 1, generator=generator)) if temperature > 0 else int(d.kept.argmax())
-        top_p_values, top_ids = d.probs.topk(min(TOP_SHOWN, d.probs.numel()))
-        ranked = d.probs.sort(descending=True).values
-        yield {
-            "token": token, "prob": float(d.kept[token]), "p_model": float(d.probs[token]),
-            "top": [[int(i), float(p)] for i, p in zip(top_ids, top_p_values)],
-            "entropy": d.entropy, "n_top_k": d.n_top_k, "n_top_p": d.n_top_p,
-            "top_k_cutoff": float(ranked[d.n_top_k - 1]), "top_p_cutoff": float(ranked[d.n_top_p - 1]),
-        }
+        yield step_record(d, token)
         new = torch.tensor([[token]], dtype=torch.long, device=idx.device)
         seen = torch.cat([seen, new], dim=1)
 
@@ -164,6 +168,23 @@ def beam_search(model, idx: torch.Tensor, max_new_tokens: int, beam_width: int =
         new = token[:, None] if cache is not None else seen
     beams = [(seen[i], float(scores[i])) for i in range(seen.size(0))]
     return seen[:1], float(scores[0]), beams
+
+
+@torch.no_grad()
+def beam_steps(model, idx: torch.Tensor, max_new_tokens: int, beam_width: int = 4) -> tuple[list[dict], float,
+                                                                                             list[tuple]]:
+    """`beam_search`, then the best beam replayed one token at a time: the model's distribution at each
+    of its steps as `step_record`s (nothing sampled, so nothing cut). Returns the steps, the best beam's
+    log-probability and every final beam as (ids, log p)."""
+    idx = idx.view(1, -1)
+    best, logp, beams = beam_search(model, idx, max_new_tokens, beam_width)
+    steps = []
+    logits, cache = model.step(idx)
+    for token in best[0, idx.size(1):].tolist():
+        p = torch.softmax(logits[0, -1].float(), dim=-1)
+        steps.append(step_record(Distribution(p, p, p.numel(), p.numel()), token, cutoffs=False))
+        logits, cache = model.step(torch.tensor([[token]]), cache)
+    return steps, logp, beams
 
 
 @torch.no_grad()

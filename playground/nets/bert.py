@@ -19,7 +19,7 @@ MLM with 15% selected and 80/10/10 replacement, NSP, GELU); Hendrycks & Gimpel 2
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn as nn
@@ -60,10 +60,10 @@ class SelfAttention(nn.Module):
         self.proj = nn.Linear(config.n_embd, config.n_embd)   # W^O
         self.dropout = config.dropout
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None, internals: str | None = None):
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None, return_internals: bool = False):
         """x (B, T, C); key_mask (B, T) bool, True for real tokens. Returns MultiHead(x) (B, T, C) and,
-        when `internals` is "attn", a dict with the probabilities `attn` (B, nh, T, T); when "qkv",
-        also q, k, v (B, nh, T, hs) and the scaled scores q k^T / sqrt(d_k) before the mask."""
+        with `return_internals`, this layer's q, k, v (B, nh, T, hs), the scaled scores
+        q k^T / sqrt(d_k) before the mask and the probabilities attn (B, nh, T, T) (else None)."""
         B, T, C = x.shape
         nh, hs = self.n_head, C // self.n_head
         q = self.query(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
@@ -71,17 +71,17 @@ class SelfAttention(nn.Module):
         v = self.value(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         allowed = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, T): broadcast over heads, queries
         dropout_p = self.dropout if self.training else 0.0
-        found = None
-        if internals is None:
+        layer = None
+        if not return_internals:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)  # fast path
         else:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)  # (B, nh, T, T): q k^T / sqrt(d_k)
             masked = scores if allowed is None else scores.masked_fill(~allowed, float("-inf"))
             att = F.softmax(masked, dim=-1)                     # padding keys get exactly 0
             y = F.dropout(att, dropout_p, self.training) @ v    # (B, nh, T, hs)
-            found = dict(attn=att) if internals == "attn" else dict(q=q, k=k, v=v, scores=scores, attn=att)
+            layer = dict(q=q, k=k, v=v, scores=scores, attn=att)
         y = y.transpose(1, 2).contiguous().view(B, T, C)        # Concat(head_1..head_h): (B, T, C)
-        return self.proj(y), found
+        return self.proj(y), layer
 
 
 class FeedForward(nn.Module):
@@ -107,11 +107,11 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None, internals: str | None = None):
-        a, found = self.attn(x, key_mask, internals)
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None, return_internals: bool = False):
+        a, layer = self.attn(x, key_mask, return_internals)
         x = self.ln_1(x + self.drop(a))              # post-norm: the sum is normalised (GPT-2 normalises the input)
         x = self.ln_2(x + self.drop(self.mlp(x)))
-        return x, found
+        return x, layer
 
 
 @dataclass
@@ -159,28 +159,27 @@ class BertEncoder(nn.Module):
             self.apply(_init_weights)
 
     def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, internals: str | None = None):
+                attention_mask: torch.Tensor | None = None, return_internals: bool = False):
         """idx (B, T) token ids; token_type_ids (B, T) segments (default all A); attention_mask (B, T),
         1 for real tokens and 0 for padding (default all real).
 
-        Returns h_L (B, T, C), pooled (B, C) and, when `internals` is "attn" or "qkv", a dict with
-        `hidden_states` (L + 1 tensors (B, T, C): h_0 .. h_L) and `layers` (one dict per layer, see
-        `SelfAttention.forward`); otherwise None.
+        Returns h_L (B, T, C) and pooled (B, C); with `return_internals`, a third element:
+        {"layers": one dict per layer (q, k, v, scores, attn: see `SelfAttention.forward`),
+        "hidden_states": L + 1 tensors (B, T, C), h_0 .. h_L}.
         """
         B, T = idx.shape
         assert T <= self.config.n_positions, f"{T} tokens do not fit the {self.config.n_positions} positions"
-        assert internals in (None, "attn", "qkv"), f"internals must be None, 'attn' or 'qkv', not {internals!r}"
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(idx)
         key_mask = None if attention_mask is None else attention_mask.bool()  # (B, T)
         x = self.embeddings(idx, token_type_ids)  # (B, T, C)
         hidden, layers = [x], []
         for block in self.blocks:
-            x, found = block(x, key_mask, internals)
+            x, layer = block(x, key_mask, return_internals)
             hidden.append(x)
-            layers.append(found)
+            layers.append(layer)
         pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, C): the [CLS] position
-        return x, pooled, (dict(hidden_states=hidden, layers=layers) if internals else None)
+        return (x, pooled, dict(layers=layers, hidden_states=hidden)) if return_internals else (x, pooled)
 
 
 class MLMHead(nn.Module):
@@ -219,15 +218,15 @@ class BertForPreTraining(nn.Module):
 
     def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None,
-                next_sentence_label: torch.Tensor | None = None, internals: str | None = None):
+                next_sentence_label: torch.Tensor | None = None, return_internals: bool = False):
         """idx (B, T) with some tokens replaced (by [MASK], a random token, or kept) -> (logits (B, T, V), loss).
 
         labels (B, T): the original token where a position was selected, -100 elsewhere; the loss is
         the mean cross-entropy over the selected positions, plus the NSP cross-entropy when
-        next_sentence_label (B,) is given. With `internals` ("attn" or "qkv"), a third element: the
-        encoder's internals plus `nsp_logits` (B, 2).
+        next_sentence_label (B,) is given. With `return_internals`, a third element: the encoder's
+        internals (see `BertEncoder.forward`) and `nsp_logits` (B, 2), None without an NSP head.
         """
-        h, pooled, found = self.bert(idx, token_type_ids, attention_mask, internals)
+        h, pooled, *internals = self.bert(idx, token_type_ids, attention_mask, return_internals)  # internals: [] or [dict]
         logits = self.mlm(h, self.bert.embeddings.tok.weight)  # (B, T, V)
         nsp_logits = None if self.nsp is None else self.nsp(pooled)  # (B, 2)
         loss = None
@@ -237,8 +236,8 @@ class BertForPreTraining(nn.Module):
             assert self.nsp is not None, "this model has no next-sentence-prediction head (model.nsp is None)"
             nsp_loss = F.cross_entropy(nsp_logits, next_sentence_label.view(-1))
             loss = nsp_loss if loss is None else loss + nsp_loss  # BERT's objective: the sum of the two
-        if internals:
-            return logits, loss, {**found, "nsp_logits": nsp_logits}
+        if return_internals:
+            return logits, loss, {**internals[0], "nsp_logits": nsp_logits}
         return logits, loss
 
 
@@ -264,3 +263,30 @@ def pair_encoding(cls_id: int, sep_id: int, ids_a: list[int], ids_b: list[int] |
         ids += ids_b + [sep_id]
         segments += [1] * (len(ids_b) + 1)
     return ids, segments, cut
+
+
+@dataclass
+class Encoded:
+    """A text as BERT reads it: [CLS] A [SEP] (B [SEP])."""
+
+    tokens: list[str]             # one label per position
+    ids: list[int]
+    segments: list[int]           # 0 for [CLS], A and its [SEP]; 1 for B and its [SEP]
+    n_cut: int = 0                # tokens of A and B left out to fit max_len
+    spans: list[tuple[int, int]] = field(default_factory=list)  # characters of A per position; (-1, -1) for
+                                                                # the special tokens and sentence B
+
+
+def encode(tokenizer, text_a: str, text_b: str | None = None, max_len: int | None = None, start: int = 0) -> Encoded:
+    """`tokenizer` (a WordPiece `tokenizers.Tokenizer` with [CLS] and [SEP]) reads A and B without special
+    tokens; A's first `start` tokens are left out (a window into a long text, fill-in's), then
+    `pair_encoding` adds [CLS] and [SEP]s and cuts to max_len."""
+    encoding_a = tokenizer.encode(text_a, add_special_tokens=False)
+    ids_a, offsets_a = encoding_a.ids[start:], encoding_a.offsets[start:]
+    ids_b = None if text_b is None else tokenizer.encode(text_b, add_special_tokens=False).ids
+    ids, segments, cut = pair_encoding(tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]"),
+                                       ids_a, ids_b, max_len=max_len)
+    kept_a = segments.count(0) - 2                         # [CLS] A [SEP]: the A tokens that fit
+    none = (-1, -1)
+    spans = [none] + [tuple(o) for o in offsets_a[:kept_a]] + [none] * (len(ids) - kept_a - 1)
+    return Encoded([tokenizer.id_to_token(i) for i in ids], ids, segments, start + cut, spans)

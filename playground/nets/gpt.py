@@ -63,10 +63,11 @@ class CausalSelfAttention(nn.Module):
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None,
-                internals: dict | None = None):
+                return_internals: bool = False):
         """x (B, T, C) are the new positions; `past` the keys and values of the earlier ones.
-        Returns y (B, T, C) and the keys and values of all positions (for a KV cache). When
-        `internals` is a dict, q, k, v, the scaled scores and the probabilities are put in it."""
+        Returns y (B, T, C), the keys and values of all positions (for a KV cache), and, with
+        `return_internals`, this layer's q, k, v (B, nh, T, hs), the scaled scores q k^T / sqrt(d_k)
+        before the mask and the probabilities (B, nh, T, T_all) from the written-out path (else None)."""
         B, T, C = x.shape
         nh, hs = self.n_head, C // self.n_head
         q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
@@ -80,7 +81,8 @@ class CausalSelfAttention(nn.Module):
         T_past = T_all - T
         # query i sits at position T_past + i and may look at keys 0 .. T_past + i
         dropout_p = self.dropout if self.training else 0.0
-        if internals is None:
+        layer = None
+        if not return_internals:
             allowed = None if T_past == 0 else torch.ones(T, T_all, dtype=torch.bool, device=x.device).tril(T_past)
             y = _sdpa(q, k, v, allowed, dropout_p)
         else:
@@ -88,9 +90,9 @@ class CausalSelfAttention(nn.Module):
             allowed = torch.ones(T, T_all, dtype=torch.bool, device=x.device).tril(diagonal=T_past)
             att = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)  # masked entries are exactly 0
             y = F.dropout(att, dropout_p, self.training) @ v         # (B, nh, T, hs)
-            internals.update(q=q, k=k, v=v, scores=scores, attn=att)
+            layer = dict(q=q, k=k, v=v, scores=scores, attn=att)
         y = y.transpose(1, 2).contiguous().view(B, T, C)            # Concat(head_1..head_h): (B, T, C)
-        return self.resid_dropout(self.c_proj(y)), (k, v)
+        return self.resid_dropout(self.c_proj(y)), (k, v), layer
 
 
 class MLP(nn.Module):
@@ -118,11 +120,11 @@ class Block(nn.Module):
         self.ln_2 = LayerNorm(config.n_embd, config.layer_norm_eps, config.bias)
         self.mlp = MLP(config)
 
-    def forward(self, x, past=None, internals=None):
-        a, kv = self.attn(self.ln_1(x), past, internals)
+    def forward(self, x, past=None, return_internals: bool = False):
+        a, kv, layer = self.attn(self.ln_1(x), past, return_internals)
         x = x + a                     # pre-norm (GPT-2), not the post-norm of Vaswani et al. 2017
         x = x + self.mlp(self.ln_2(x))
-        return x, kv
+        return x, kv, layer
 
 
 @dataclass
@@ -178,37 +180,35 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
-    def _run(self, idx: torch.Tensor, pos0: int, past: list | None, internals: list | None):
-        """The blocks over new tokens idx (B, T) at positions pos0.. : logits (B, T, V) and each layer's k, v."""
+    def _run(self, idx: torch.Tensor, pos0: int, past: list | None, return_internals: bool = False):
+        """The blocks over new tokens idx (B, T) at positions pos0.. : logits (B, T, V), each layer's
+        k, v, and each layer's internals (None without `return_internals`)."""
         B, T = idx.shape
         assert pos0 + T <= self.config.n_positions, (
             f"positions up to {pos0 + T} do not fit the context of {self.config.n_positions} tokens")
         pos = torch.arange(pos0, pos0 + T, dtype=torch.long, device=idx.device)       # (T,)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C)
-        kvs = []
+        kvs, layers = [], []
         for i, block in enumerate(self.transformer.h):
-            layer = {} if internals is not None else None
-            x, kv = block(x, None if past is None else past[i], layer)
+            x, kv, layer = block(x, None if past is None else past[i], return_internals)
             kvs.append(kv)
-            if internals is not None:
-                internals.append(layer)
+            layers.append(layer)
         x = self.transformer.ln_f(x)
         logits = F.linear(x, self.transformer.wte.weight)  # tied output embedding: (B, T, V)
-        return logits, kvs
+        return logits, kvs, layers
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_internals: bool = False):
         """idx (B, T) token ids -> (logits (B, T, V), mean cross-entropy against targets (B, T) or None).
 
-        With `return_internals`, a third element: one dict per layer with q, k, v (B, nh, T, hs),
-        the scaled scores q k^T / sqrt(d_k) before the mask, and the attention probabilities
-        (B, nh, T, T), computed by the written-out path.
+        With `return_internals`, a third element: {"layers": one dict per layer with q, k, v
+        (B, nh, T, hs), the scaled scores q k^T / sqrt(d_k) before the mask, and the attention
+        probabilities attn (B, nh, T, T)}, computed by the written-out path.
         """
-        internals = [] if return_internals else None
-        logits, _ = self._run(idx, 0, None, internals)
+        logits, _, layers = self._run(idx, 0, None, return_internals)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-        return (logits, loss, internals) if return_internals else (logits, loss)
+        return (logits, loss, {"layers": layers}) if return_internals else (logits, loss)
 
     def step(self, idx: torch.Tensor, cache: dict | None = None):
         """Incremental decoding: idx (B, T_new) are the new tokens only. Returns logits (B, T_new, V)
@@ -220,10 +220,10 @@ class GPT(nn.Module):
         """
         seen = idx if cache is None else torch.cat([cache["idx"], idx], dim=1)  # (B, T_seen)
         if cache is not None and seen.size(1) <= self.config.n_positions:
-            logits, kvs = self._run(idx, cache["idx"].size(1), cache["kv"], None)
+            logits, kvs, _ = self._run(idx, cache["idx"].size(1), cache["kv"])
         else:
             window = seen[:, -self.config.n_positions:]
-            logits, kvs = self._run(window, 0, None, None)
+            logits, kvs, _ = self._run(window, 0, None)
             logits = logits[:, -idx.size(1):]
             seen = window
         return logits, {"idx": seen, "kv": kvs}

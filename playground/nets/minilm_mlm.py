@@ -188,7 +188,7 @@ def load_adapted(config: MiniLMMLMConfig, state: dict[str, torch.Tensor]) -> Ber
 def masked_logits(model: BertForPreTraining, input_ids: torch.Tensor, labels: torch.Tensor):
     """The MLM head at the selected positions only: (logits (N, V), gold (N,)) for the N positions
     with a label. input_ids, labels (B, T); no padding (every window is full)."""
-    h, _, _ = model.bert(input_ids)                                # (B, T, C)
+    h, _ = model.bert(input_ids)                                   # (B, T, C)
     selected = labels != IGNORE_INDEX                              # (B, T)
     logits = model.mlm(h[selected], model.bert.embeddings.tok.weight)  # (N, V): 15% of the positions
     return logits, labels[selected]

@@ -247,10 +247,11 @@ class RecurrentEncoder(nn.Module):
     def forward(self, x, state=None, return_internals: bool = False, fused: bool | None = None):
         """x (B, T, I) -> out (B, T, D*H), state [, internals].
 
-        internals (only with return_internals) is one dict per (layer, direction), index l*D + d, with
-        "h": the list of the T tensors h_t (B, H) themselves, nodes of the autograd graph, so their gradients can
-        be read with retain_grad(); for the LSTM also "c" likewise; and each gate stacked as (B, T, H)
-        ("a" for the Elman cell: the pre-activation). Time runs forward in these lists for both directions.
+        internals (only with return_internals) is {"layers": one dict per (layer, direction), index l*D + d},
+        each with the same keys for every cell: "h", the list of the T tensors h_t (B, H) themselves, nodes of
+        the autograd graph, so their gradients can be read with retain_grad(); "c", likewise the LSTM's c_t
+        (None for the other cells); "gates", each gate by its name stacked as (B, T, H) (the Elman cell has
+        none and gives its pre-activation "a" instead). Time runs forward in these lists for both directions.
         """
         B, T, _ = x.shape
         if state is None:
@@ -281,15 +282,12 @@ class RecurrentEncoder(nn.Module):
                 finals.append(s)
                 outs.append(torch.stack(hs, dim=1))                 # (B, T, H)
                 if return_internals:
-                    record = {"h": hs}
-                    if self.kind == "lstm":
-                        record["c"] = cs
-                    for name in gates[0]:
-                        record[name] = torch.stack([g[name] for g in gates], dim=1)   # (B, T, H)
-                    internals.append(record)
+                    internals.append({"h": hs, "c": cs if self.kind == "lstm" else None,
+                                      "gates": {name: torch.stack([g[name] for g in gates], dim=1)  # (B, T, H)
+                                                for name in gates[0]}})
             layer_in = torch.cat(outs, dim=-1) if self.D == 2 else outs[0]        # (B, T, D*H)
         if return_internals:
-            return layer_in, self._stack_states(finals), internals
+            return layer_in, self._stack_states(finals), {"layers": internals}
         return layer_in, self._stack_states(finals)
 
     def _fused(self, x, state):
@@ -361,7 +359,8 @@ class RecurrentLM(nn.Module):
         return sum(p.numel() for p in params)
 
     def forward(self, idx, targets=None, state=None, return_internals: bool = False):
-        """idx (B, T) -> logits (B, T, V), loss (mean cross-entropy, or None) [, internals]."""
+        """idx (B, T) -> logits (B, T, V), loss (mean cross-entropy, or None) [, internals: the encoder's,
+        {"layers": [{"h", "c", "gates"}, ...]}, see `RecurrentEncoder.forward`]."""
         x = self.wte(idx)                                                     # (B, T, m)
         if return_internals:
             out, state, internals = self.encoder(x, state, return_internals=True)
@@ -372,7 +371,7 @@ class RecurrentLM(nn.Module):
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         if return_internals:
-            return logits, loss, {"x": x, "layers": internals, "state": state}
+            return logits, loss, internals
         return logits, loss
 
     @torch.no_grad()

@@ -200,7 +200,7 @@ def pretraining_losses(model: BertForPreTraining, batch: PairBatch, masking: Mas
     BERT's run_pretraining.py gathers them): ~15% of the (B, T, V) logits, the same mean cross-entropy.
     Returns (mlm_loss, nsp_loss or None, logits (N, V) of the N selected positions, their labels (N,),
     nsp_logits (B, 2))."""
-    h, pooled, _ = model.bert(masking.input_ids, batch.token_type_ids, batch.attention_mask)  # (B, T, C), (B, C)
+    h, pooled = model.bert(masking.input_ids, batch.token_type_ids, batch.attention_mask)  # (B, T, C), (B, C)
     selected = masking.labels != IGNORE_INDEX                                    # (B, T)
     logits = model.mlm(h[selected], model.bert.embeddings.tok.weight)           # (N, V)
     labels = masking.labels[selected]                                            # (N,)

@@ -8,8 +8,6 @@ fast and light in the browser.
 
 from __future__ import annotations
 
-import math
-
 import gradio as gr
 import numpy as np
 
@@ -20,15 +18,6 @@ from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_
 # Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped)
 MODELS = {m.key: m for m in (att.load_minilm(), att.load_gpt(), att.load_bert()) if m is not None}
 DEFAULT_MODEL = "minilm"
-HEATMAP_MAX = 128      # a longer input's heatmap is pooled to 128 x 128 blocks
-THUMB_MAX = 48         # model view thumbnails: at most 48 x 48 pixels per head
-EDGE_BUDGET = 12_000   # head view: at most about this many lines per layer
-MIN_WEIGHT = 0.02      # head view: weaker links are not drawn (invisible at that opacity anyway)
-JSON_FULL_MAX = 128    # the JSON carries the T x T matrix up to this length, the top keys per query beyond
-ALL_LAYERS_MAX = 64    # "every layer and head" in the JSON only for inputs this short
-STEPS_MAX = 48         # "inside one head" runs on the first 48 tokens (its panels are T x T and T x d_k)
-SPECIAL = {"[CLS]", "[SEP]"}
-SCALES = {"paper": "1/√d_k (the paper)", "none": "1 (no scaling)"}
 PE_MAX_POSITIONS, PE_MAX_DIM = 128, 256  # the PE figure and its JSON carry (n x d) + 2 (n x n) numbers
 
 
@@ -36,27 +25,14 @@ PE_MAX_POSITIONS, PE_MAX_DIM = 128, 256  # the PE figure and its JSON carry (n x
 # Handlers
 
 
-def _inputs(text, text_b, model_key, notices: list[str], max_tokens: int | None = None):
+def _inputs(text, text_b, model_key, notices: list[str]) -> tuple[att.AttentionModel, str, str]:
     if model_key not in MODELS:
         raise gr.Error(f"Unknown model {model_key!r}; choose from {', '.join(MODELS)}.")
-    m = MODELS[model_key]
     text = text_input(text, notices)
     if not text.strip():
         raise gr.Error("Type a sentence above to see its attention.")
     text_b = text_input(text_b, notices) if text_b is not None else ""
-    if m.family == "gpt" and text_b.strip():
-        notices.append("The GPT reads one text (causal, no segments): the second sentence is ignored.")
-    pair = m.family == "bert" and text_b.strip() != ""
-    enc = att.encode(m, text, text_b if pair else None)
-    if not enc.ids:
-        raise gr.Error(f"None of these characters is in the vocabulary of {m.label}; try plain English text.")
-    if enc.n_cut:
-        notices.append(f"The input is longer than {m.max_tokens} tokens: {enc.n_cut:,} tokens were cut "
-                       f"(the model has {m.max_tokens} positions).")
-    if max_tokens is not None and len(enc.ids) > max_tokens:
-        notices.append(f"This view runs on the first {max_tokens} tokens of {len(enc.ids)} (its panels grow as T²).")
-        enc = att.Encoded(enc.tokens[:max_tokens], enc.ids[:max_tokens], enc.segments[:max_tokens])
-    return m, enc
+    return MODELS[model_key], text, text_b
 
 
 def _head(head, m: att.AttentionModel, notices: list[str]) -> int | str:
@@ -68,59 +44,25 @@ def _head(head, m: att.AttentionModel, notices: list[str]) -> int | str:
 def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hide_special=False, detail="head"):
     """Every head of every layer on the sentence (or pair): head view, model view, heatmap, data."""
     notices: list[str] = []
-    m, enc = _inputs(text, text_b, model_key, notices)
+    m, text, text_b = _inputs(text, text_b, model_key, notices)
     layer = as_int(layer, "Layer", 0, m.n_layer - 1, notices)
     head = _head(head, m, notices)
     if detail not in ("head", "all"):
         raise gr.Error("Detail should be 'head' (one T × T matrix) or 'all' (every layer and head).")
-    T = len(enc.ids)
-    if detail == "all" and T > ALL_LAYERS_MAX:
-        raise gr.Error(f"Every layer and head is returned for inputs up to {ALL_LAYERS_MAX} tokens "
-                       f"(this one has {T}: {m.n_layer * m.n_head * T * T:,} numbers); ask for one head instead.")
-    A = att.attention(m, enc)                      # L x (H, T, T)
-    M = att.aggregate(A[layer], head)              # (T, T)
-    head_name = f"head {head}" if isinstance(head, int) else f"{head} over the {m.n_head} heads"
-
-    k = max(1, min(T, EDGE_BUDGET // (m.n_head * T)))
-    edges = att.top_edges(A[layer], k, MIN_WEIGHT)
-    note = (f"{T} tokens: each token's {k} strongest link{'s' if k > 1 else ''} per head "
-            f"(weight ≥ {MIN_WEIGHT}) are drawn." if k < T else "")
-    head_view = fa.head_view_html(enc.tokens, enc.segments, A[layer], edges, layer, note, spans=enc.spans)
-
-    pooled_layers = [att.pool(a, THUMB_MAX, "max") for a in A]
-    thumbs, factor = np.stack([p for p, _ in pooled_layers]), pooled_layers[0][1]  # (L, H, n, n)
-    model_view = fa.model_view_html(thumbs, (layer, head if isinstance(head, int) else -1), factor)
-
-    keep = list(range(T))
-    if hide_special:
-        keep = [i for i, t in enumerate(enc.tokens) if t not in SPECIAL] or keep
-        if len(keep) < T:
-            notices.append("[CLS] and [SEP] are hidden; the weights are not renormalised, so rows sum to less than 1.")
-    shown = M[np.ix_(keep, keep)]
-    pooled, f = att.pool(shown, HEATMAP_MAX)
-    title = f"Layer {layer}, {head_name}"
-    if f > 1:
-        title += f" (blocks of {f} × {f} tokens averaged: {len(keep)} tokens)"
-        heat_tokens = [enc.tokens[i] for i in keep]
-        heatmap = fa.heatmap_figure(heat_tokens, pooled, title, factor=f, causal=m.family == "gpt",
-                                    spans=[enc.spans[i] for i in keep])
+    try:
+        v = att.view(m, text, text_b, layer, head, bool(hide_special), detail, notices)
+    except att.AttentionError as err:
+        raise gr.Error(str(err)) from None
+    enc = v.enc
+    head_view = fa.head_view_html(enc.tokens, enc.segments, v.A_layer, v.edges, layer, v.edge_note, spans=enc.spans)
+    model_view = fa.model_view_html(v.thumbs, (layer, head if isinstance(head, int) else -1), v.thumb_factor)
+    if v.heat_factor > 1:
+        heatmap = fa.heatmap_figure([enc.tokens[i] for i in v.heat_keep], v.heat, v.title, factor=v.heat_factor,
+                                    causal=v.causal, spans=[enc.spans[i] for i in v.heat_keep])
     else:
-        heatmap = fa.heatmap_figure(enc.tokens, pooled, title, keep=keep, causal=m.family == "gpt", spans=enc.spans)
-
-    data = {"model": m.key, "tokens": enc.tokens, "segments": enc.segments, "n_tokens": T, "layers": m.n_layer,
-            "heads": m.n_head, "layer": layer, "head": head, "notices": notices}
-    if detail == "all":
-        data["attention_format"] = "layer × head × query × key"
-        data["attention"] = np.round(np.stack(A), 5).tolist()
-    elif T <= JSON_FULL_MAX:
-        data["attention_format"] = "query × key"
-        data["attention"] = np.round(M, 5).tolist()
-    else:
-        top = np.argsort(-M, axis=1)[:, :8]
-        data["attention_format"] = "top keys per query: [[key, weight], ...] (the 8 strongest; long input)"
-        data["attention"] = [[[int(j), round(float(M[i, j]), 5)] for j in row] for i, row in enumerate(top)]
+        heatmap = fa.heatmap_figure(enc.tokens, v.heat, v.title, keep=v.heat_keep, causal=v.causal, spans=enc.spans)
     warn(notices)
-    return head_view, model_view, heatmap, json_file(data, "attention"), data
+    return head_view, model_view, heatmap, json_file(v.data, "attention"), v.data
 
 
 def pick_head(evt: gr.SelectData):
@@ -132,43 +74,30 @@ def pick_head(evt: gr.SelectData):
 def attention_steps(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head=0, scale="paper"):
     """One head from the inside: Q, K, V, Q K^T, scaled and masked, softmax, output, and what the scale does."""
     notices: list[str] = []
-    m, enc = _inputs(text, text_b, model_key, notices, max_tokens=STEPS_MAX)
+    m, text, text_b = _inputs(text, text_b, model_key, notices)
     layer = as_int(layer, "Layer", 0, m.n_layer - 1, notices)
     head = _head(head, m, notices)
     if not isinstance(head, int):
         notices.append(f"Step by step needs one head; showing head 0 (not the {head}).")
         head = 0
-    if scale not in SCALES:
-        raise gr.Error(f"Scale should be one of {', '.join(SCALES)}.")
+    if scale not in att.SCALES:
+        raise gr.Error(f"Scale should be one of {', '.join(att.SCALES)}.")
+    try:
+        data, a = att.steps(m, text, text_b, layer, head, scale, notices)
+    except att.AttentionError as err:
+        raise gr.Error(str(err)) from None
     warn(notices)
-    inside = att.head_internals(m, enc, layer, head)
-    q, k, v = inside["q"], inside["k"], inside["v"]
-    d_k = q.shape[1]
-    factor = 1 / math.sqrt(d_k) if scale == "paper" else 1.0
-    causal = m.family == "gpt"
-    steps = att.softmax_steps(q, k, v, causal, factor)
-    paper = att.softmax_steps(q, k, v, causal, 1 / math.sqrt(d_k))
-    check = float(np.abs(paper["probs"] - inside["attn"]).max())  # our recomputation against the model's own weights
-    sweep = list(np.geomspace(0.01, 4.0, 40))
-    maxp, grads = [], []
-    for c in sweep:
-        p = att.softmax_steps(q, k, v, causal, c)["probs"]
-        top = p.max(axis=1)
-        maxp.append(float(top.mean()))
-        grads.append(float((top * (1 - top)).mean()))
-    text_scale = f"× 1/√{d_k}" if scale == "paper" else "× 1"
-    steps_fig = fa.steps_figure(enc.tokens, q, k, v, steps, text_scale)
-    sat_fig = fa.saturation_figure(sweep, maxp, grads, factor)
-    top = steps["probs"].max(axis=1)
-    summary = (f"Layer {layer}, head {head}, d_k = {d_k}, {len(enc.ids)} tokens, scale {SCALES[scale]}: "
-               f"the scaled scores have standard deviation {float(np.std(steps['scaled'])):.2f}; each row's largest "
-               f"weight is {float(top.mean()):.2f} on average (entropy {float(steps['entropy'].mean()):.2f} nats), "
+    d_k, sweep = data["d_k"], data["sweep"]
+    steps_fig = fa.steps_figure(data["tokens"], a["q"], a["k"], a["v"], a, f"× 1/√{d_k}" if scale == "paper" else "× 1")
+    sat_fig = fa.saturation_figure(sweep["factor"], sweep["mean_max_weight"], sweep["mean_gradient_at_max"],
+                                   data["scale"])
+    top = a["probs"].max(axis=1)
+    summary = (f"Layer {layer}, head {head}, d_k = {d_k}, {len(data['tokens'])} tokens, scale {att.SCALES[scale]}: "
+               f"the scaled scores have standard deviation {float(np.std(a['scaled'])):.2f}; each row's largest "
+               f"weight is {float(top.mean()):.2f} on average (entropy {float(a['entropy'].mean()):.2f} nats), "
                f"and σ(1 − σ) at that weight is {float((top * (1 - top)).mean()):.3f}. "
-               f"At the paper's scale this recomputation matches the model's own weights to {check:.1e}.")
-    data = {"model": m.key, "tokens": enc.tokens, "layer": layer, "head": head, "d_k": d_k, "scale": factor,
-            "causal": causal, "attention": np.round(steps["probs"], 5).tolist(),
-            "max_abs_difference_to_model": check,
-            "sweep": {"factor": sweep, "mean_max_weight": maxp, "mean_gradient_at_max": grads}}
+               f"At the paper's scale this recomputation matches the model's own weights to "
+               f"{data['max_abs_difference_to_model']:.1e}.")
     return summary, steps_fig, sat_fig, data
 
 
@@ -181,14 +110,8 @@ def positional_encoding(n_positions=64, d_model=128):
         d += 1
         notices.append(f"d_model must be even (sine and cosine pairs); using {d}.")
     warn(notices)
-    pe = att.sinusoidal_pe(n, d)
-    dots = pe @ pe.T                                                   # (n, n)
-    minilm = MODELS[DEFAULT_MODEL].model
-    learned = att.cosine_matrix(minilm.embeddings.pos.weight[:n].detach().numpy())  # (n, n), trained, not computed
-    fig = fa.positional_figure(pe, dots, learned, "MiniLM")
-    data = {"n_positions": n, "d_model": d, "pe": np.round(pe, 4).tolist(), "dot_products": np.round(dots, 3).tolist(),
-            "minilm_position_cosine": np.round(learned, 3).tolist()}
-    return fig, data
+    data, a = att.positional(MODELS[DEFAULT_MODEL], n, d)
+    return fa.positional_figure(a["pe"], a["dot_products"], a["learned"], "MiniLM"), data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,7 +195,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             gr.Markdown(PATTERNS_MD)
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 detail = gr.Radio([("the chosen head or aggregate (T × T)", "head"),
-                                   (f"every layer and head (L × H × T × T, up to {ALL_LAYERS_MAX} tokens)", "all")],
+                                   (f"every layer and head (L × H × T × T, up to {att.ALL_LAYERS_MAX} tokens)", "all")],
                                   value="head", label="What the JSON holds")
                 attn_file = gr.DownloadButton("Download JSON", size="sm")
                 attn_json = gr.JSON(label="attention")
@@ -282,7 +205,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 s_layer = gr.Slider(0, m0.n_layer - 1, value=0, step=1, label="Layer", scale=2)
                 s_head = gr.Dropdown([(f"head {h}", str(h)) for h in range(m0.n_head)], value="0", label="Head",
                                      scale=1)
-                scale = gr.Radio([(label, key) for key, label in SCALES.items()], value="paper",
+                scale = gr.Radio([(label, key) for key, label in att.SCALES.items()], value="paper",
                                  label="Scale of Q Kᵀ", scale=2)
             steps_summary = gr.Markdown(elem_id="attn-steps-summary")
             steps_plot = gr.Plot(label="Step by step")

@@ -275,34 +275,9 @@ EXAMPLES = ["The cat sat on the [MASK].", "Paris is the [MASK] of France.", "She
             "The [MASK] barked at the [MASK] all night.", "He was a [MASK] man, and [MASK] loved him."]
 
 
-def build(demo: gr.Blocks, shared: Shared) -> None:
-    """The tab's components and events; `sentence` is the text shared by every tab."""
-    sentence = shared.text  # the committed sentence (see Shared)
-    choices = [(_label(n), n) for n in names()]
-    gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
-    if not names():
-        gr.Markdown("**No masked-LM checkpoint is shipped yet** (models/minilm-mlm, models/bert-english): "
-                    "see the README, “Masked-LM fill-in”, to train one.")
-    with gr.Row():
-        with gr.Column(scale=3):
-            text = gr.Textbox(DEFAULT_TEXT, label="Text with [MASK]s (Enter to predict)", lines=1, max_lines=8,
-                              elem_id="fm-text")
-            with gr.Row():
-                run = gr.Button("Predict", variant="primary", elem_id="fm-run", scale=0)
-                follow = gr.Checkbox(True, label="Follow the sentence above: the word selected there becomes [MASK]",
-                                     elem_id="fm-follow")
-        with gr.Column(scale=2):
-            model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
-            top_k = gr.Slider(1, TOP_K_MAX, value=5, step=1, label="top_k")
-    gr.Examples(EXAMPLES, inputs=text, label="Examples")
-    gr.Markdown("**Click a word to mask it:**")
-    words = gr.HTML(fm.words_html(core.words(DEFAULT_TEXT)), elem_id="fm-words", js_on_load=fm.WORD_CLICK_JS)
-    filled = gr.HTML(elem_id="fm-filled", elem_classes=FIGURE)
-    plot = gr.Plot(label="Top-k per mask", elem_id="fm-plot")
-    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
-        fm_file = gr.DownloadButton("Download JSON", size="sm")
-        fm_json = gr.JSON(label="fill_mask")
-
+def _how_bert_was_trained(choices: list[tuple[str, str]]) -> dict:
+    """The accordion "How BERT was trained": masking, the input representation and NSP, the models' cards.
+    Returns its components by name."""
     with gr.Accordion("How BERT was trained", open=False):
         with gr.Tabs():
             with gr.Tab("Masking: 15% and 80 / 10 / 10") as masking_tab:
@@ -335,6 +310,57 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 c_plot = gr.Plot(label="From the models' cards")
                 with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                     c_json = gr.JSON(label="mlm_cards")
+    return dict(masking_tab=masking_tab, m_text=m_text, m_seed=m_seed, m_whole=m_whole, m_run=m_run, m_view=m_view,
+                m_json=m_json, pair_tab=pair_tab, p_a=p_a, p_b=p_b, p_model=p_model, p_table=p_table,
+                p_label=p_label, p_summary=p_summary, p_plot=p_plot, p_file=p_file, p_json=p_json,
+                cards_tab=cards_tab, c_table=c_table, c_plot=c_plot, c_json=c_json)
+
+
+def _how_bert_was_trained_events(c: dict, model: gr.Dropdown) -> None:
+    """The accordion's events; masking uses the tokenizer of the tab's chosen `model`."""
+    m_inputs, m_outputs = [c["m_text"], model, c["m_seed"], c["m_whole"]], [c["m_view"], c["m_json"]]
+    gr.on([c["masking_tab"].select, c["m_seed"].submit, c["m_whole"].change, c["m_text"].submit], masking,
+          inputs=m_inputs, outputs=m_outputs, api_name="mlm_masking", trigger_mode="always_last",
+          show_progress="minimal")
+    c["m_run"].click(lambda s: min(int(s or 0) + 1, MAX_SEED), inputs=c["m_seed"], outputs=c["m_seed"],
+                     api_visibility="private", queue=False).then(
+        masking, inputs=m_inputs, outputs=m_outputs, api_visibility="private", show_progress="minimal")
+    gr.on([c["pair_tab"].select, c["p_a"].submit, c["p_b"].submit, c["p_model"].change], input_representation,
+          inputs=[c["p_a"], c["p_b"], c["p_model"]],
+          outputs=[c["p_table"], c["p_plot"], c["p_label"], c["p_summary"], c["p_file"], c["p_json"]],
+          api_name="input_representation", trigger_mode="always_last", show_progress="minimal")
+    gr.on([c["cards_tab"].select], model_cards, outputs=[c["c_plot"], c["c_table"], c["c_json"]],
+          api_name="mlm_cards", show_progress="minimal")
+
+def build(demo: gr.Blocks, shared: Shared) -> None:
+    """The tab's components and events; `sentence` is the text shared by every tab."""
+    sentence = shared.text  # the committed sentence (see Shared)
+    choices = [(_label(n), n) for n in names()]
+    gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
+    if not names():
+        gr.Markdown("**No masked-LM checkpoint is shipped yet** (models/minilm-mlm, models/bert-english): "
+                    "see the README, “Masked-LM fill-in”, to train one.")
+    with gr.Row():
+        with gr.Column(scale=3):
+            text = gr.Textbox(DEFAULT_TEXT, label="Text with [MASK]s (Enter to predict)", lines=1, max_lines=8,
+                              elem_id="fm-text")
+            with gr.Row():
+                run = gr.Button("Predict", variant="primary", elem_id="fm-run", scale=0)
+                follow = gr.Checkbox(True, label="Follow the sentence above: the word selected there becomes [MASK]",
+                                     elem_id="fm-follow")
+        with gr.Column(scale=2):
+            model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
+            top_k = gr.Slider(1, TOP_K_MAX, value=5, step=1, label="top_k")
+    gr.Examples(EXAMPLES, inputs=text, label="Examples")
+    gr.Markdown("**Click a word to mask it:**")
+    words = gr.HTML(fm.words_html(core.words(DEFAULT_TEXT)), elem_id="fm-words", js_on_load=fm.WORD_CLICK_JS)
+    filled = gr.HTML(elem_id="fm-filled", elem_classes=FIGURE)
+    plot = gr.Plot(label="Top-k per mask", elem_id="fm-plot")
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
+        fm_file = gr.DownloadButton("Download JSON", size="sm")
+        fm_json = gr.JSON(label="fill_mask")
+
+    panels = _how_bert_was_trained(choices)
 
     shared.remember("fm", text=text, model=model, top_k=top_k, follow=follow)
     inputs = [text, model, top_k]
@@ -356,14 +382,4 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
           show_progress="hidden").then(fill_mask, inputs=inputs, outputs=outputs, api_visibility="private",
                                        show_progress="minimal")
 
-    gr.on([masking_tab.select, m_seed.submit, m_whole.change, m_text.submit], masking,
-          inputs=[m_text, model, m_seed, m_whole], outputs=[m_view, m_json], api_name="mlm_masking",
-          trigger_mode="always_last", show_progress="minimal")
-    m_run.click(lambda s: min(int(s or 0) + 1, MAX_SEED), inputs=m_seed, outputs=m_seed, api_visibility="private",
-                queue=False).then(masking, inputs=[m_text, model, m_seed, m_whole], outputs=[m_view, m_json],
-                                  api_visibility="private", show_progress="minimal")
-    gr.on([pair_tab.select, p_a.submit, p_b.submit, p_model.change], input_representation, inputs=[p_a, p_b, p_model],
-          outputs=[p_table, p_plot, p_label, p_summary, p_file, p_json], api_name="input_representation",
-          trigger_mode="always_last", show_progress="minimal")
-    gr.on([cards_tab.select], model_cards, outputs=[c_plot, c_table, c_json], api_name="mlm_cards",
-          show_progress="minimal")
+    _how_bert_was_trained_events(panels, model)

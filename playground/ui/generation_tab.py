@@ -11,8 +11,7 @@ import torch
 from playground import checkpoints
 from playground.figures import generation as fgen
 from playground.figures.common import token_label
-from playground.analysis import focus
-from playground.analysis import sampling
+from playground.analysis import focus, generation, sampling
 from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn")   # every causal LM kind with `step`; the GPT first
@@ -98,41 +97,6 @@ def encode_prompt(ckpt: checkpoints.Checkpoint, prompt, notices: list[str]) -> t
     return "".join(text for _, text in kept), [i for i, _ in kept]
 
 
-def _token(ckpt, i: int) -> str:
-    return ckpt.tokenizer.id_to_token(i)
-
-
-def _named(ckpt, step: dict) -> dict:
-    """A sampling step with token strings in place of ids (the API's format), ids kept beside."""
-    return {**step, "id": step["token"], "token": _token(ckpt, step["token"]),
-            "top": [[_token(ckpt, i), round(p, 6)] for i, p in step["top"]],
-            "prob": round(step["prob"], 6), "p_model": round(step["p_model"], 6), "entropy": round(step["entropy"], 4)}
-
-
-def _beam_steps(ckpt, ids: list[int], width: int, max_new: int) -> tuple[list[dict], dict]:
-    """Beam search, then the model's distribution at each step of the best beam (for the same views)."""
-    model = ckpt.model
-    with torch.inference_mode():
-        best, logp, beams = sampling.beam_search(model, torch.tensor([ids]), max_new, beam_width=width)
-        greedy = sampling.generate(model, torch.tensor([ids]), max_new, temperature=0)
-        greedy_logp = float(sampling.sequence_log_prob(model, greedy)[0])
-        steps = []
-        logits, cache = model.step(torch.tensor([ids]))  # replay the best beam one token at a time
-        for token in best[0, len(ids):].tolist():
-            p = torch.softmax(logits[0, -1].float(), dim=-1)
-            top_p, top_i = p.topk(min(sampling.TOP_SHOWN, p.numel()))
-            nz = p[p > 0]
-            steps.append({"token": token, "prob": float(p[token]), "p_model": float(p[token]),
-                          "top": [[int(i), float(v)] for i, v in zip(top_i, top_p)],
-                          "entropy": float(-(nz * nz.log()).sum()), "n_top_k": p.numel(), "n_top_p": p.numel(),
-                          "top_k_cutoff": 0.0, "top_p_cutoff": 0.0})
-            logits, cache = model.step(torch.tensor([[token]]), cache)
-    info = {"beam_width": width, "log_prob": round(logp, 4), "greedy_log_prob": round(greedy_logp, 4),
-            "beams": [{"text": "".join(_token(ckpt, int(i)) for i in b[len(ids):]), "log_prob": round(s, 4)}
-                      for b, s in beams]}
-    return steps, info
-
-
 # ---------------------------------------------------------------------------------------------
 # Handlers
 
@@ -169,15 +133,14 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
                            f"(sampling strategies go up to {MAX_NEW_TOKENS:,}).")
             n = data["max_new_tokens"] = MAX_BEAM_TOKENS
             warn(notices[-1:])
-        steps, info = _beam_steps(ckpt, ids, width, n)
-        steps = [_named(ckpt, s) for s in steps]
+        steps, info = generation.beam(ckpt.model, ckpt.tokenizer, ids, width, n)
         data.update(steps=steps, text=text + "".join(s["token"] for s in steps), beam=info)
         yield view(steps, False)
         return
     steps: list[dict] = []
     shown = time.perf_counter()
     for step in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, **rule):
-        steps.append(_named(ckpt, step))
+        steps.append(generation.named(ckpt.tokenizer, step))
         if time.perf_counter() - shown > STREAM_EVERY and len(steps) < n:
             yield view(steps, True)
             shown = time.perf_counter()
@@ -214,7 +177,8 @@ def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top
             own.append(f"Perplexity over the last {context} tokens (the model's context).")
         with torch.inference_mode():
             ppl = sampling.perplexity(ckpt.model, torch.tensor([scored])) if len(scored) >= 2 else None
-        steps = [_named(ckpt, s) for s in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, **rule)]
+        steps = [generation.named(ckpt.tokenizer, s)
+                 for s in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, **rule)]
         title = f"{name}: prompt perplexity " + (f"{ppl:.2f}" if ppl is not None else "– (needs 2 or more characters)")
         views.append(fgen.generated_html(text, steps, notices=own, title=title))
         data["models"][name] = {"text": text + "".join(s["token"] for s in steps), "prompt_perplexity": ppl,
@@ -224,27 +188,20 @@ def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top
 
 
 def attention(text, model_name, layer, head):
-    """The GPT's causal attention over a text (the prompt and what was generated): one layer and head."""
+    """The GPT's causal attention over a text (the prompt and what was generated): one layer and head,
+    counted from 0 as in the Attention tab."""
     notices: list[str] = []
     ckpt = _model(model_name)
     if ckpt.kind != "gpt":
         raise gr.Error(f"{ckpt.name} is a recurrent model: it has no attention. Choose a GPT.")
     c = ckpt.config
-    layer = as_int(layer, "Layer", 1, c.n_layer, notices)
-    head = as_int(head, "Head", 1, c.n_head, notices)
-    text, ids = encode_prompt(ckpt, text, notices)
-    if len(ids) > c.n_positions:
-        notices.append(f"Showing the last {c.n_positions} tokens (the model's context).")
-        ids = ids[-c.n_positions:]
+    layer = as_int(layer, "Layer", 0, c.n_layer - 1, notices)
+    head = as_int(head, "Head", 0, c.n_head - 1, notices)
+    _, ids = encode_prompt(ckpt, text, notices)
+    data = generation.causal_attention(ckpt.name, ids, layer, head, notices)
     warn(notices)
-    with torch.inference_mode():
-        _, _, internals = ckpt.model(torch.tensor([ids]), return_internals=True)
-    att = internals[layer - 1]["attn"][0, head - 1]  # (T, T)
-    tokens = [_token(ckpt, i) for i in ids]
-    rows = [[round(float(v), 4) for v in row] for row in att]
-    title = f"{ckpt.name}: layer {layer}, head {head} ({len(ids)} tokens)"
-    return fgen.causal_attention_figure(tokens, rows, title), {"model": ckpt.name, "tokens": tokens,
-                                                                  "layer": layer, "head": head, "attention": rows}
+    title = f"{ckpt.name}: layer {layer}, head {head} ({len(data['tokens'])} tokens)"
+    return fgen.causal_attention_figure(data["tokens"], data["attention"], title), data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -316,10 +273,10 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         gr.Markdown(ATTENTION_MD)
         with gr.Row():
             att_model = gr.Dropdown(gpts, value=gpts[0][1] if gpts else None, label="GPT")
-            layer = gr.Slider(1, max((MODELS[n].config.n_layer for _, n in gpts), default=1), value=1, step=1,
-                              label="Layer")
-            head = gr.Slider(1, max((MODELS[n].config.n_head for _, n in gpts), default=1), value=1, step=1,
-                             label="Head")
+            layer = gr.Slider(0, max((MODELS[n].config.n_layer for _, n in gpts), default=1) - 1, value=0, step=1,
+                              label="Layer (from 0)")
+            head = gr.Slider(0, max((MODELS[n].config.n_head for _, n in gpts), default=1) - 1, value=0, step=1,
+                             label="Head (from 0)")
             att_run = gr.Button("Show attention", scale=0)
         att_text = gr.Textbox(DEFAULT_PROMPT, label="Text", lines=2, max_lines=6)
         att_plot = gr.Plot()

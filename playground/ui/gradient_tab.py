@@ -56,31 +56,17 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
     s = _number(sigma, "σ_max of W_hh", *introspect.SIGMA_RANGE, notices) if rescale else None
     theta = _number(clip, "Clipping threshold", 0.0, CLIP_MAX, notices)
     warn(notices)  # the values the user set and we changed: a toast; the text's notices go in the panel
-    ids, chars, text_notices = introspect.prepare_ids(TOKENIZER, text, T)
-
-    results = {}
-    for key in cells:
-        r = introspect.gradient_flow(MODELS[key].model, ids, sigma=s, activation=activation, clip=theta,
-                                     fresh=weights == "fresh", units=GATE_UNITS)
-        results[key] = introspect.to_json(r)
-    labels = {key: CELLS[key] for key in cells}
-    data = {"text": "".join(chars), "chars": chars, "T": T, "weights": weights, "sigma_max": s,
-            "activation": activation, "clip": theta, "notices": notices + text_notices, "cells": results}
-    gated = [key for key in cells if results[key]["gates"]]
-    gates_plots = [fg.gates_figure(results[key]["gates"], chars, CELLS[key]) if key in gated else None
-                   for key in ("lstm", "gru")]
-    return (fg.gradient_status_html(results, labels, text_notices),
-            fg.gradient_flow_figure(results, labels, chars, _sentence_spans(text, T)),
-            fg.gradient_strip_html(chars, results, labels),
+    data, steps = introspect.compare({key: MODELS[key].model for key in cells}, TOKENIZER, text, T,
+                                     fresh=weights == "fresh", sigma=s, activation=activation, clip=theta,
+                                     units=GATE_UNITS, notices=notices)
+    results, labels = data["cells"], {key: CELLS[key] for key in cells}
+    gates_plots = [fg.gates_figure(results[key]["gates"], steps.chars, CELLS[key])
+                   if key in results and results[key]["gates"] else None for key in ("lstm", "gru")]
+    return (fg.gradient_status_html(results, labels, steps.notices),
+            fg.gradient_flow_figure(results, labels, steps.chars, steps.spans),
+            fg.gradient_strip_html(steps.chars, results, labels),
             *[gr.update(value=fig, visible=fig is not None) for fig in gates_plots],
             json_file(data, "gradient-flow"), data)
-
-
-def _sentence_spans(text: str, T: int) -> list[tuple[int, int]]:
-    """The sentence's character at each step t = 1..T: introspect.prepare_ids repeats a short text with
-    a space between copies; (-1, -1) for that space."""
-    period = len(text) + (0 if text.endswith(" ") else 1) if len(text) < T + 1 else T + 1
-    return [(i % period, i % period + 1) if i % period < len(text) else (-1, -1) for i in range(T)]
 
 
 def _memory_views(result: dict, live: bool):
