@@ -133,10 +133,8 @@ def gradient_flow(model: RecurrentLM, ids: list[int], *, sigma: float | None = N
     """
     config = model.config
     assert config.num_layers == 1, "gradient flow is shown for one-layer models"
-    if fresh:
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            m = RecurrentLM(config)
+    if fresh:  # its own generator: the same answer whatever else the server is doing
+        m = RecurrentLM.seeded(config, torch.Generator().manual_seed(seed))
     else:
         m = copy.deepcopy(model)
     m = m.double().eval().requires_grad_(False)   # no weight gradients: only dL/dh_t and dL/dx_t are wanted

@@ -30,11 +30,11 @@ import torch.nn.functional as F
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
 
 
-def _uniform_(module: nn.Module, hidden_size: int) -> None:
+def _uniform_(module: nn.Module, hidden_size: int, generator: torch.Generator | None = None) -> None:
     """torch.nn's recurrent init: every parameter ~ U(-1/sqrt(H), 1/sqrt(H))."""
     k = 1.0 / math.sqrt(hidden_size)
     for p in module.parameters():
-        nn.init.uniform_(p, -k, k)
+        nn.init.uniform_(p, -k, k, generator=generator)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -346,13 +346,41 @@ class RecurrentLM(nn.Module):
                                         nonlinearity=config.nonlinearity, peephole=config.peephole,
                                         coupled=config.coupled)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
-        if config.cell == "lstm":
-            f = 0 if config.coupled else 1   # the forget rows: block 1 of (i, f, g, o), block 0 of (f, g, o)
-            H = config.hidden_size
-            with torch.no_grad():
-                for cell in self.encoder.cells:   # b_if + b_hf = forget_bias (torch.nn.LSTM's init would give ~0)
-                    cell.bias_ih[f * H:(f + 1) * H].fill_(config.forget_bias / 2)
-                    cell.bias_hh[f * H:(f + 1) * H].fill_(config.forget_bias / 2)
+        self._set_forget_bias()
+
+    @classmethod
+    def seeded(cls, config: RecurrentConfig, generator: torch.Generator) -> "RecurrentLM":
+        """A new model whose initial weights come from `generator` alone: the weights `torch.manual_seed(s)`
+        then `RecurrentLM(config)` would give, for a generator seeded with s, without reading or seeding the
+        process-wide generator (the app builds fresh models while other requests run)."""
+        with torch.device("meta"):   # no weights drawn yet
+            model = cls(config)
+        model.to_empty(device="cpu")
+        model.reset_parameters(generator)
+        return model
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """The initial weights, drawn in the order construction draws them: E ~ N(0, 1) (nn.Embedding), every
+        cell parameter ~ U(±1/√H), W_hy and b_y ~ U(±1/√H) (nn.Linear's kaiming_uniform with a = √5), then
+        the LSTM's forget bias."""
+        with torch.no_grad():
+            nn.init.normal_(self.wte.weight, generator=generator)
+            for cell in self.encoder.cells:
+                _uniform_(cell, self.config.hidden_size, generator)
+            nn.init.kaiming_uniform_(self.lm_head.weight, a=math.sqrt(5), generator=generator)
+            bound = 1.0 / math.sqrt(self.config.hidden_size)
+            nn.init.uniform_(self.lm_head.bias, -bound, bound, generator=generator)
+        self._set_forget_bias()
+
+    def _set_forget_bias(self) -> None:
+        if self.config.cell != "lstm":
+            return
+        f = 0 if self.config.coupled else 1   # the forget rows: block 1 of (i, f, g, o), block 0 of (f, g, o)
+        H = self.config.hidden_size
+        with torch.no_grad():
+            for cell in self.encoder.cells:   # b_if + b_hf = forget_bias (torch.nn.LSTM's init would give ~0)
+                cell.bias_ih[f * H:(f + 1) * H].fill_(self.config.forget_bias / 2)
+                cell.bias_hh[f * H:(f + 1) * H].fill_(self.config.forget_bias / 2)
 
     def num_params(self, recurrent_only: bool = False) -> int:
         params = self.encoder.parameters() if recurrent_only else self.parameters()

@@ -73,12 +73,11 @@ def _train_cell(cfg: MemoryConfig, cell: str, device: str,
                 progress: Callable[[float, str], None]) -> tuple[RecurrentLM, list]:
     """One cell trained on the task with training/loop.py; returns the model and its loss curve
     [[step, loss], ...] (every log_every steps and the last). The app calls this while serving, so
-    no global random state is touched: the weights are drawn under a forked torch RNG (the same
-    weights as seeding the global one), the batches from the experiment's own generator."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(cfg.seed)
-        model = RecurrentLM(RecurrentConfig(cell=cell, vocab_size=cfg.n_keys + cfg.n_noise, n_embd=cfg.n_embd,
-                                            hidden_size=cfg.hidden_size)).to(device)
+    no global random state is touched: the weights and the batches come from the experiment's own
+    generators (the weights are those that seeding the global generator would give)."""
+    config = RecurrentConfig(cell=cell, vocab_size=cfg.n_keys + cfg.n_noise, n_embd=cfg.n_embd,
+                             hidden_size=cfg.hidden_size)
+    model = RecurrentLM.seeded(config, torch.Generator().manual_seed(cfg.seed)).to(device)
     g = torch.Generator().manual_seed(cfg.seed)
     opt = torch.optim.Adam(model.parameters(), lr=cfg.learning_rate)
     curve: list = []
