@@ -337,15 +337,27 @@ def test_a_listed_model_loads_on_first_use_once_and_a_broken_one_says_so(tab, mo
 
     def shared(name):
         calls.append(name)
+        if name == "gone":
+            raise FileNotFoundError("no checkpoint 'gone'")
         if name == "broken":
-            raise FileNotFoundError("no model.safetensors")
+            raise tab.checkpoints.CheckpointError("models/broken/model.safetensors is damaged")
         return Checkpoint(name, None, "bert", model.config, {}, tok, model)
 
     monkeypatch.setattr(tab.checkpoints, "shared", shared)
-    monkeypatch.setattr(tab, "LISTED", ["fresh", "broken"])
+    monkeypatch.setattr(tab, "LISTED", ["fresh", "broken", "gone"])
     monkeypatch.setattr(tab, "FAST", {})
     *_, data = tab.fill_mask("the [MASK].", "fresh", 3)
     tab.fill_mask("the [MASK] sat.", "fresh", 3)
     assert len(data) == 3 and calls == ["fresh"] and tab.FAST["fresh"] is True
-    with pytest.raises(gr.Error, match="could not be loaded"):
+    with pytest.raises(gr.Error, match="broken cannot be used: models/broken/model.safetensors is damaged"):
         tab.fill_mask("the [MASK].", "broken", 3)
+    with pytest.raises(gr.Error, match="gone cannot be used"):
+        tab.fill_mask("the [MASK].", "gone", 3)
+
+
+def test_a_model_without_the_masked_lm_contract_is_refused_with_a_reason():
+    from tokenizers import Tokenizer, models
+
+    tok = Tokenizer(models.WordLevel({"[UNK]": 0, "[CLS]": 1, "[SEP]": 2}, unk_token="[UNK]"))  # no [MASK]
+    with pytest.raises(core.FillMaskError, match=r"no \[CLS\], \[MASK\] or \[SEP\]"):
+        core.check_model(None, tok)

@@ -44,6 +44,18 @@ class FillMaskError(ValueError):
     """Input the fill-in cannot answer (no mask, nothing left to read): the message says what to do."""
 
 
+def check_model(model, tokenizer) -> None:
+    """Refuse a model that does not keep the masked-LM contract: a vocabulary with [CLS], [MASK] and [SEP],
+    model(idx) -> (logits (B, T, V), loss), an encoder at model.bert with at least 8 positions."""
+    ids = [tokenizer.token_to_id(t) for t in ("[CLS]", "[MASK]", "[SEP]")]
+    if None in ids:
+        raise FillMaskError("its vocabulary has no [CLS], [MASK] or [SEP]")
+    with torch.inference_mode():
+        logits, _ = model(torch.tensor([ids]))
+    if logits.shape[:2] != (1, 3) or n_positions(model) < 8:
+        raise FillMaskError("its model does not keep the masked-LM contract: model(idx) -> (logits, loss)")
+
+
 # ---------------------------------------------------------------------------------------------
 # Reading the text
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from playground.nets.recurrent import RecurrentLM
+from playground.nets.recurrent import RecurrentLM, parameter_counts
 
 MAX_STEPS = 400          # longest sequence the gradient-flow view unrolls
 SIGMA_RANGE = (0.01, 10.0)   # allowed sigma_max(W_hh) when rescaling
@@ -269,3 +269,17 @@ def to_json(result: dict, digits: int = 4) -> dict:
         return v
 
     return clean(result)
+
+
+def model_table(models: dict) -> dict[str, dict]:
+    """Per shipped checkpoint (key -> checkpoints.Checkpoint): the parameter counts of nets/recurrent.py (ours,
+    torch.nn's and the lecture's formula) and its card's figures: the loss over the whole held-out split
+    (`held_out`; the training-time estimate `val_loss` for a card made before it was recorded) and the steps."""
+    table = {}
+    for key, ckpt in models.items():
+        card = ckpt.card
+        loss = card.get("held_out", {}).get("loss", card.get("val_loss", float("nan")))
+        table[key] = {**parameter_counts(ckpt.config), "n_params": ckpt.model.num_params(), "held_out_loss": loss,
+                      "held_out_bits": loss / math.log(2), "steps": card.get("steps", 0)}
+    return table
+

@@ -13,7 +13,6 @@ import threading
 
 import gradio as gr
 import numpy as np
-import torch
 
 from playground import checkpoints
 from playground.analysis import focus
@@ -53,15 +52,9 @@ def names() -> list[str]:
 
 
 def load_model(name: str) -> checkpoints.Checkpoint:
-    """A shipped masked-LM, loaded once and shared; it must keep the contract (a [MASK] vocabulary,
-    model(idx) -> (logits, loss), an encoder at model.bert)."""
+    """A shipped masked-LM, loaded once and shared, that keeps the contract (analysis/fill_mask.check_model)."""
     ckpt = checkpoints.shared(name)
-    tok, model = ckpt.tokenizer, ckpt.model
-    ids = [tok.token_to_id(t) for t in ("[CLS]", "[MASK]", "[SEP]")]
-    assert None not in ids, "its vocabulary has no [CLS], [MASK] or [SEP]"
-    with torch.inference_mode():
-        logits, _ = model(torch.tensor([ids]))
-    assert logits.shape[:2] == (1, 3) and core.n_positions(model) >= 8, "its model does not keep the MLM contract"
+    core.check_model(ckpt.model, ckpt.tokenizer)
     return ckpt
 
 
@@ -76,15 +69,15 @@ def _model(name) -> checkpoints.Checkpoint:
     if name in MODELS:
         return MODELS[name]
     if not names():
-        raise gr.Error("No masked-LM checkpoint is shipped yet: train one (README, “Masked-LM fill-in”).")
+        raise gr.Error("No masked-LM checkpoint is shipped yet: train one (docs/models.md, “Masked-LM fill-in”).")
     if name not in LISTED:
         raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(names())}.")
     with _LOADING:  # the first request loads it; a second one at the same time waits instead of loading twice
         if name not in MODELS:
             try:
                 ckpt = load_model(name)
-            except Exception as err:
-                raise gr.Error(f"The checkpoint {name} could not be loaded ({str(err)[:200]}).") from None
+            except (FileNotFoundError, checkpoints.CheckpointError, core.FillMaskError) as err:
+                raise gr.Error(f"The checkpoint {name} cannot be used: {str(err)[:400]}") from None
             FAST[name] = core.fast_path_agrees(ckpt.model, ckpt.tokenizer)
             MODELS[name] = ckpt
     return MODELS[name]
@@ -339,7 +332,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     if not names():
         gr.Markdown("**No masked-LM checkpoint is shipped yet** (models/minilm-mlm, models/bert-english): "
-                    "see the README, “Masked-LM fill-in”, to train one.")
+                    "see docs/models.md, “Masked-LM fill-in”, to train one.")
     with gr.Row():
         with gr.Column(scale=3):
             text = gr.Textbox(DEFAULT_TEXT, label="Text with [MASK]s (Enter to predict)", lines=1, max_lines=8,

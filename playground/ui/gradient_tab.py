@@ -7,9 +7,8 @@ import gradio as gr
 
 from playground import checkpoints
 from playground.figures import gradient_flow as fg
-from playground.analysis import gradient_flow as introspect
+from playground.analysis import gradient_flow as flow
 from playground.training import memory as memory_task
-from playground.nets import recurrent
 from playground.ui.common import FIGURE, LATEX, Shared, as_int, as_number, chosen, json_file, text_input, warn
 from playground.ui.gpu import gpu
 
@@ -17,7 +16,7 @@ CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
 ACTIVATIONS = ("tanh", "relu", "sigmoid")
 MODELS = {key: checkpoints.shared(f"{key}-shakespeare") for key in CELLS}  # loaded once, read-only
 TOKENIZER = MODELS["lstm"].tokenizer   # the three share Tiny Shakespeare's character vocabulary
-LENGTH_MAX = introspect.MAX_STEPS
+LENGTH_MAX = flow.MAX_STEPS
 CLIP_MAX = 1e6
 GATE_UNITS = 32
 MEMORY_K_MAX, MEMORY_STEPS_MAX = 100, 2000
@@ -53,10 +52,10 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
         raise gr.Error("Weights should be 'trained' or 'fresh'.")
     if activation not in ACTIVATIONS:
         raise gr.Error(f"Activation should be one of {', '.join(ACTIVATIONS)}.")
-    s = _number(sigma, "σ_max of W_hh", *introspect.SIGMA_RANGE, notices) if rescale else None
+    s = _number(sigma, "σ_max of W_hh", *flow.SIGMA_RANGE, notices) if rescale else None
     theta = _number(clip, "Clipping threshold", 0.0, CLIP_MAX, notices)
     warn(notices)  # the values the user set and we changed: a toast; the text's notices go in the panel
-    data, steps = introspect.compare({key: MODELS[key].model for key in cells}, TOKENIZER, text, T,
+    data, steps = flow.compare({key: MODELS[key].model for key in cells}, TOKENIZER, text, T,
                                      fresh=weights == "fresh", sigma=s, activation=activation, clip=theta,
                                      units=GATE_UNITS, notices=notices)
     results, labels = data["cells"], {key: CELLS[key] for key in cells}
@@ -105,16 +104,14 @@ def memory_experiment(max_k=30, steps=300, hidden_size=32, seed=0, progress=gr.P
 
 def _models_md() -> str:
     rows = []
-    for key, ck in MODELS.items():
-        counts, card = recurrent.parameter_counts(ck.config), ck.card
-        n, m = counts["n_hidden"], counts["m_input"]
-        rows.append(f"| {CELLS[key]} | {n} | {ck.model.num_params():,} | {counts['formula']} = "
-                    f"{counts['recurrent_formula']:,} | {counts['recurrent_torch']:,} | "
-                    f"{card.get('val_loss', float('nan')):.3f} | {card.get('val_bits_per_token', float('nan')):.2f} | "
-                    f"{card.get('steps', 0):,} |")
+    for key, model in flow.model_table({key: ck for key, ck in MODELS.items()}).items():
+        n, m = model["n_hidden"], model["m_input"]
+        rows.append(f"| {CELLS[key]} | {n} | {model['n_params']:,} | {model['formula']} = "
+                    f"{model['recurrent_formula']:,} | {model['recurrent_torch']:,} | "
+                    f"{model['held_out_loss']:.3f} | {model['held_out_bits']:.2f} | {model['steps']:,} |")
     return ("The trained weights: character-level language models on Tiny Shakespeare, sized to about the same "
             f"number of parameters (input m = {m}, a learned embedding; hidden n per cell).\n\n"
-            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count | validation loss (nats/char) "
+            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count | held-out loss (nats/char) "
             "| bits/char | steps |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) +
             "\n\nThe lecture counts four gates of weight $[(m+n) \\times n]$ and one bias each: $4(mn + n^2 + n)$ for the "
             "LSTM (three gates for the GRU, one for the Elman RNN). `torch.nn` (and our cells, which share its layout) "
