@@ -8,9 +8,18 @@ from playground.ui import patches
 
 patches.before_gradio()  # before gradio is imported: no telemetry, no hub, a faster import
 
-from playground.ui.demo import LAUNCH, build_demo  # noqa: E402
+from playground.ui.cache import prewarm  # noqa: E402
+from playground.ui.demo import LAUNCH, LONG_RUNNING, build_demo  # noqa: E402
 
 demo = build_demo()
 
+
+def serve(**launch) -> None:
+    """Serve the app: the answers to the page's initial values are computed in the background first thing,
+    so the first visitors (a lecture hall opening the link at once) are served from the cache."""
+    prewarm(demo, skip=LONG_RUNNING)
+    demo.launch(**{**LAUNCH, **launch})
+
+
 if __name__ == "__main__":
-    demo.launch(**LAUNCH)
+    serve()

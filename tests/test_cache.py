@@ -31,7 +31,7 @@ def counting(fn):
 
 def test_the_same_inputs_are_computed_once_and_different_ones_never_mixed(cache):
     fn = counting(lambda text, n=1: (text.upper() * n, {"n": n}))
-    wrapped = cache.wrap(fn, "shout", 2, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(fn, 2, (), threading.BoundedSemaphore(1))
     assert wrapped("a") == ("A", {"n": 1})
     assert wrapped("a") == ("A", {"n": 1}) and fn.calls == 1
     assert wrapped("b") == ("B", {"n": 1}) and wrapped("a", n=2) == ("AA", {"n": 2}) and fn.calls == 3
@@ -40,25 +40,32 @@ def test_the_same_inputs_are_computed_once_and_different_ones_never_mixed(cache)
 
 def test_the_oldest_answer_is_dropped_beyond_the_bound(cache):
     fn = counting(lambda x: x * 2)
-    wrapped = cache.wrap(fn, "double", 1, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(fn, 1, (), threading.BoundedSemaphore(1))
     for x in (1, 2, 3, 4, 1):
         assert wrapped(x) == 2 * x
     assert fn.calls == 5 and len(cache) == 3  # 1 was dropped when 4 came, so it was computed again
 
 
-def test_an_answer_of_another_api_name_or_model_version_is_not_served(cache):
-    a = cache.wrap(lambda x: ("a", x), "a", 1, (), threading.BoundedSemaphore(1))
-    b = cache.wrap(lambda x: ("b", x), "b", 1, (), threading.BoundedSemaphore(1))
-    assert a(1) == ("a", 1) and b(1) == ("b", 1)
-    key = cache.key("a", (1,), {})
+def test_two_handlers_never_share_answers_and_one_handler_behind_two_events_does(cache):
+    a = cache.wrap(lambda x: ("a", x), 1, (), threading.BoundedSemaphore(1))
+    b = cache.wrap(lambda x: ("b", x), 1, (), threading.BoundedSemaphore(1))  # another lambda of the same module
+    assert a(1) == ("a", 1) and b(1) == ("b", 1) and a(1) == ("a", 1)
+    shared = counting(lambda x: x + 1)
+    first = cache.wrap(shared, 1, (), threading.BoundedSemaphore(1))
+    second = cache.wrap(shared, 1, (), threading.BoundedSemaphore(1))  # e.g. /attention and /attention_1
+    assert first(1) == second(1) == 2 and shared.calls == 1
+
+
+def test_an_answer_of_another_model_version_is_not_served(cache):
+    key = cache.key("handler", (1,), {})
     cache.version = "another checkpoint"
-    assert cache.key("a", (1,), {}) != key
+    assert cache.key("handler", (1,), {}) != key
 
 
 def test_notices_are_shown_again_on_a_hit(cache, monkeypatch):
     shown = []
     monkeypatch.setattr(gr, "Warning", shown.append)
-    wrapped = cache.wrap(lambda x: common.warn([f"{x} is clamped"]) or x, "warns", 1, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(lambda x: common.warn([f"{x} is clamped"]) or x, 1, (), threading.BoundedSemaphore(1))
     wrapped(7)
     wrapped(7)
     assert shown == ["7 is clamped", "7 is clamped"]
@@ -69,13 +76,13 @@ def test_a_generator_answers_a_hit_with_its_last_output_only(cache):
         for i in range(n):
             yield f"step {i}"
 
-    wrapped = cache.wrap(steps, "steps", 1, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(steps, 1, (), threading.BoundedSemaphore(1))
     assert list(wrapped(3)) == ["step 0", "step 1", "step 2"]
     assert list(wrapped(3)) == ["step 2"]
 
 
 def test_state_outputs_are_copies_for_each_session(cache):
-    wrapped = cache.wrap(lambda: ("view", {"steps": [1, 2]}), "stateful", 2, (1,), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(lambda: ("view", {"steps": [1, 2]}), 2, (1,), threading.BoundedSemaphore(1))
     first = wrapped()
     second, third = wrapped(), wrapped()
     second[1]["steps"].append(3)
@@ -84,14 +91,14 @@ def test_state_outputs_are_copies_for_each_session(cache):
 
 def test_events_that_read_session_state_are_never_cached(cache):
     fn = counting(lambda state: state + 1)
-    wrapped = cache.wrap(fn, "reads_state", 1, (), threading.BoundedSemaphore(1), cacheable=False)
+    wrapped = cache.wrap(fn, 1, (), threading.BoundedSemaphore(1), cacheable=False)
     wrapped(1), wrapped(1)
     assert fn.calls == 2 and len(cache) == 0
 
 
 def test_an_answer_whose_download_file_is_gone_is_computed_again(cache):
     fn = counting(lambda: ("data", common.json_file({"x": 1}, "test")))
-    wrapped = cache.wrap(fn, "download", 2, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(fn, 2, (), threading.BoundedSemaphore(1))
     _, path = wrapped()
     assert wrapped()[1] == path and fn.calls == 1
     Path(path).unlink()
@@ -101,7 +108,7 @@ def test_an_answer_whose_download_file_is_gone_is_computed_again(cache):
 
 def test_a_hit_never_waits_for_a_worker_and_a_miss_does(cache):
     workers = threading.BoundedSemaphore(1)
-    wrapped = cache.wrap(lambda x: x, "wait", 1, (), workers)
+    wrapped = cache.wrap(lambda x: x, 1, (), workers)
     wrapped("cached")
     workers.acquire()  # a slow computation holds the only worker
     try:
@@ -122,7 +129,7 @@ def test_an_error_is_not_cached(cache):
         calls.append(x)
         raise gr.Error("bad input")
 
-    wrapped = cache.wrap(fails, "fails", 1, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(fails, 1, (), threading.BoundedSemaphore(1))
     for _ in range(2):
         with pytest.raises(gr.Error):
             wrapped(1)
@@ -138,3 +145,15 @@ def test_the_app_serves_a_repeated_request_from_the_cache_with_the_same_answer(c
     again = client.predict("The bank by the river.", api_name="/normalize")
     assert again[-1] == first[-1] != other[-1]
     assert app.demo.answers.hits > before
+
+
+def test_prewarm_answers_the_pages_initial_values():
+    """The served app computes the answers to its defaults at start: a request with the defaults is a hit."""
+    import app
+    from playground.ui.cache import prewarm
+
+    normalize = next(fn for fn in app.demo.fns.values() if fn.api_name == "normalize")
+    prewarm(app.demo, skip={fn.api_name for fn in app.demo.fns.values() if fn.api_name != "normalize"}).join(120)
+    hits = app.demo.answers.hits
+    normalize.fn(*[block.preprocess(block.postprocess(block.value)) for block in normalize.inputs])
+    assert app.demo.answers.hits == hits + 1

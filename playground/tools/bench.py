@@ -221,8 +221,7 @@ class served_app:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        code = (f"import app; app.demo.launch(**app.LAUNCH, server_name='127.0.0.1', server_port={port}, "
-                "quiet=True)")
+        code = f"import app; app.serve(server_name='127.0.0.1', server_port={port}, quiet=True)"
         self.child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL)
         url = f"http://127.0.0.1:{port}/"
         for _ in range(600):

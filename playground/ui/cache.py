@@ -3,8 +3,9 @@
 A lecture hall asks the same questions: the defaults, the tour's steps, the lecturer's example. Every
 event whose inputs hold no per-session state is a pure function of its inputs (seeded ones included:
 each seeded computation takes its own torch.Generator), so its answer can be served again to anyone who
-sends the same inputs, without waiting for a model. The key is the event's api_name, every input, and the
-fingerprint of the shipped checkpoints: two requests that differ in anything are never mixed.
+sends the same inputs, without waiting for a model. The key is the event's handler, every input, and the
+fingerprint of the shipped checkpoints: two requests that differ in anything are never mixed. `prewarm`
+computes the answers to the page's initial values when the app starts serving.
 
 What an answer carries besides its outputs is kept too: the notices the handler showed (replayed on a
 hit) and, for a generator, only its final output (a hit answers at once). Outputs that are per-session
@@ -60,11 +61,11 @@ class AnswerCache:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def key(self, api_name: str, args: tuple, kwargs: dict) -> bytes | None:
+    def key(self, handler: str, args: tuple, kwargs: dict) -> bytes | None:
         """The request's identity, or None when an input cannot be written down exactly (never cached)."""
         inputs = {k: v for k, v in kwargs.items() if not isinstance(v, gr.Progress)}  # progress is no input
         try:
-            return orjson.dumps([self.version, api_name, args, inputs], option=orjson.OPT_SERIALIZE_NUMPY)
+            return orjson.dumps([self.version, handler, args, inputs], option=orjson.OPT_SERIALIZE_NUMPY)
         except TypeError:
             return None
 
@@ -95,13 +96,14 @@ class AnswerCache:
     def __len__(self) -> int:
         return len(self._answers)
 
-    def wrap(self, fn, api_name: str, n_outputs: int, state: tuple[int, ...], workers: threading.Semaphore,
-             cacheable: bool = True):
+    def wrap(self, fn, n_outputs: int, state: tuple[int, ...], workers: threading.Semaphore, cacheable: bool = True):
         """`fn` answering from the cache when it can and otherwise computing under one of `workers`; the
         same signature (gradio reads it, e.g. for gr.Progress) and the same kind (function or generator).
         Not `cacheable` (it reads per-session state): always computed, under a worker all the same."""
+        handler = f"{fn.__module__}.{fn.__qualname__}@{id(fn)}"  # events that share a handler share its answers
+
         def key_of(args, kwargs) -> bytes | None:
-            return self.key(api_name, args, kwargs) if cacheable else None
+            return self.key(handler, args, kwargs) if cacheable else None
 
         def remember(outputs, notices: list[str]) -> Answer:
             values = (outputs,) if n_outputs == 1 else tuple(outputs)
@@ -128,6 +130,7 @@ class AnswerCache:
                 if last is not _DONE:
                     self.put(key, remember(last, notices))
 
+            cached_generator.cacheable = cacheable
             return cached_generator
 
         @functools.wraps(fn)
@@ -141,6 +144,7 @@ class AnswerCache:
             self.put(key, remember(outputs, notices))
             return outputs
 
+        cached.cacheable = cacheable
         return cached
 
 
@@ -158,3 +162,26 @@ def replay(answer: Answer, n_outputs: int):
 def _file_exists(output) -> bool:
     """A download file the app wrote must still be there (other outputs: nothing to check)."""
     return not common.is_download(output) or Path(output).is_file()
+
+
+def prewarm(demo: gr.Blocks, skip: set[str] = frozenset()) -> threading.Thread:
+    """Answer, in a background thread, every cached event for the values the page starts with (what each
+    browser sends when it loads the page, and what the API documents as defaults), so the first visitors
+    are served from the cache. Each computation takes a model worker like any request; an event that
+    fails on its defaults is skipped. `skip`: api_names not worth it (a minute of live training)."""
+    def run() -> None:
+        for fn in demo.fns.values():
+            if not getattr(fn.fn, "cacheable", False) or fn.api_name in skip:
+                continue
+            try:
+                args = [block.preprocess(block.postprocess(block.value)) for block in fn.inputs]
+                outputs = fn.fn(*args)
+                if inspect.isgenerator(outputs):
+                    for _ in outputs:
+                        pass
+            except Exception:  # noqa: BLE001 - a default the handler refuses is answered when asked
+                continue
+
+    thread = threading.Thread(target=run, name="prewarm", daemon=True)
+    thread.start()
+    return thread

@@ -103,7 +103,7 @@ def set_queues(demo: gr.Blocks) -> None:
         state = tuple(i for i, block in enumerate(fn.outputs) if isinstance(block, gr.State))
         reads_state = any(isinstance(block, gr.State) for block in fn.inputs)
         workers = training if fn.api_name in LONG_RUNNING else models
-        fn.fn = answers.wrap(fn.fn, fn.api_name or fn.name, len(fn.outputs), state, workers, not reads_state)
+        fn.fn = answers.wrap(fn.fn, len(fn.outputs), state, workers, cacheable=not reads_state)
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
     demo.queue(max_size=QUEUE_SIZE)
     demo.answers = answers  # hits and misses, for the bench and the tests
