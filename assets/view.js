@@ -59,6 +59,15 @@
   const linked = new URL(window.location.href).searchParams.get("tab") || "";
   if (linked.includes("/")) openSubTab(linked.split("/")[1], Date.now() + 30000);
 
+  // What a link got wrong (playground/ui/view.py refused or could not find it) leaves the address bar, so the
+  // next copy of the link is clean. A clamped number is rewritten by its component's change (`set`).
+  function drop(keys) {
+    if (!keys) return;
+    const url = new URL(window.location.href);
+    keys.split(",").forEach((key) => url.searchParams.delete(key));
+    if (url.href !== window.location.href) window.history.replaceState(null, "", url);
+  }
+
   function note(text) {
     let box = document.getElementById("copy-note");
     if (!box) {
@@ -132,5 +141,5 @@
     setTimeout(() => { pending = false; scaleAll(); }, 200);
   }).observe(document.documentElement, { childList: true, subtree: true });
 
-  window.playgroundView = { set, copy, lecture };
+  window.playgroundView = { set, copy, lecture, drop };
 })();

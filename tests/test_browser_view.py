@@ -40,6 +40,21 @@ def test_a_link_restores_tab_text_and_controls(fresh, app_url):
     assert "river" in page.locator("#attn-head-view").inner_text()
 
 
+def test_a_bad_link_says_what_it_could_not_follow_and_leaves_the_address_bar(fresh, app_url):
+    page = fresh
+    page.goto(f"{app_url}?tab=attention/nope&att.layer=99&att.head=zz&foo=1")
+    notice = page.locator("#link-notice")
+    page.wait_for_function("() => document.querySelector('#link-notice')?.innerText.includes('not followed')",
+                           timeout=30_000)
+    text = notice.inner_text()
+    for said in ("'nope'", "att.layer=99", "att.head='zz'", "foo"):
+        assert said in text, (said, text)
+    assert page.get_by_role("tab", name="Attention", exact=True).get_attribute("aria-selected") == "true"
+    page.wait_for_function("() => !new URLSearchParams(location.search).has('foo')", timeout=10_000)
+    params = query(page)
+    assert "foo" not in params and "att.head" not in params and params.get("att.layer", ["5"]) != ["99"]
+
+
 def test_a_link_opens_a_sub_tab_and_choosing_one_rewrites_the_link(fresh, app_url):
     page = fresh
     page.goto(f"{app_url}?tab=tokenization/normalisation")

@@ -47,13 +47,14 @@ def build_demo() -> gr.Blocks:
             focus=gr.Textbox("", visible=False, elem_id="focus"),
             restored=gr.Number(0, visible=False, elem_id="restored"))
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
+        link_notice = gr.HTML("", elem_id="link-notice")
         shared.remember("", text=shared.text, focus=shared.focus)
         tour_panel = tour.layout()
         with gr.Tabs(elem_id="tabs") as shared.tabs:
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
-        view.wire(demo, shared, lecture, copy)
+        view.wire(demo, shared, lecture, copy, link_notice)
         _wire_sentence(shared, chips)
         tour.wire(shared, *tour_panel)
     set_queues(demo)

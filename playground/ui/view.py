@@ -15,6 +15,7 @@ hidden. The figures are resized in the browser, so the handlers and the API stay
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -65,8 +66,11 @@ def coerce(component, raw: str, notices: list[str], key: str):
             number = math.nan
         if math.isfinite(number):
             low, high = getattr(component, "minimum", None), getattr(component, "maximum", None)
-            number = float(min(max(number, -math.inf if low is None else low), math.inf if high is None else high))
-            return int(number) if number.is_integer() else number
+            clamped = float(min(max(number, -math.inf if low is None else low), math.inf if high is None else high))
+            clamped = int(clamped) if clamped.is_integer() else clamped
+            if clamped != number:
+                notices.append(f"The link's {key}={raw[:30]} is out of range; using {clamped} ({low} to {high}).")
+            return clamped
     elif isinstance(component, gr.CheckboxGroup):
         allowed = {str(v): v for v in choice_values(component)}
         chosen = [allowed[part] for part in raw.split(",") if part in allowed]
@@ -84,25 +88,25 @@ def coerce(component, raw: str, notices: list[str], key: str):
     return gr.skip()
 
 
-def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button) -> None:
-    """Restore on load, rewrite the URL on change, copy the link, toggle lecture mode."""
+def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button, banner: gr.HTML) -> None:
+    """Restore on load (what a link got wrong is said in `banner` and dropped from the address bar), rewrite
+    the URL on change, copy the link, toggle lecture mode."""
     keys = list(shared.view)
     components = [shared.view[k] for k in keys]
     ids = tab_ids(shared.tabs)
     subs = sub_tab_ids(shared.tabs)
+    dropped = gr.Textbox("", visible=False, elem_id="link-dropped")
 
     def restore(request: gr.Request):
         params = dict(request.query_params) if request is not None else {}
         notices: list[str] = []
-        values = [coerce(c, params[k], notices, k) if k in params else gr.skip() for k, c in zip(keys, components)]
-        tab = params.get("tab")
-        top, _, sub = (tab or "").partition("/")  # the sub-tab is opened in the page (assets/view.js)
-        selected = gr.Tabs(selected=top) if top in ids else gr.skip()
-        if tab is not None and top not in ids:
-            notices.append(f"The link's tab {top!r} does not exist; choose from {', '.join(ids)}.")
-        elif sub and sub not in subs[top]:
-            notices.append(f"The link's sub-tab {sub!r} is not in {top}; "
-                           f"choose from {', '.join(subs[top]) or 'none: it has no sub-tabs'}.")
+        values, rejected = [], []
+        for key, component in zip(keys, components):
+            value = coerce(component, params[key], notices, key) if key in params else gr.skip()
+            if key in params and isinstance(value, type(gr.skip())):
+                rejected.append(key)
+            values.append(value)
+        selected, tab_rejected = _tab(params.get("tab"), ids, subs, notices)
         lecture_on = coerce(lecture, params["lecture"], notices, "lecture") if "lecture" in params else gr.skip()
         unknown = sorted(set(params) - set(keys) - {"tab", "lecture"})
         if unknown:
@@ -110,13 +114,40 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button)
         for notice in notices[:3]:
             gr.Warning(notice)
         restored = len(set(params) & set(keys)) > 0
-        return [*values, selected, lecture_on, gr.Number(value=1) if restored else gr.skip()]
+        drop = rejected + unknown + (["tab"] if tab_rejected else [])
+        return [*values, selected, lecture_on, gr.Number(value=1) if restored else gr.skip(),
+                notice_html(notices), ",".join(drop)]
 
-    demo.load(restore, outputs=[*components, shared.tabs, lecture, shared.restored], api_visibility="private",
-              queue=False)
+    demo.load(restore, outputs=[*components, shared.tabs, lecture, shared.restored, banner, dropped],
+              api_visibility="private", queue=False).then(
+        None, inputs=dropped, js="(keys) => window.playgroundView.drop(keys)")
     for key, component in [*zip(keys, components), ("lecture", lecture)]:
         default = json.dumps(component.value, ensure_ascii=False)
         component.change(None, inputs=[component],
                          js=f"(v) => window.playgroundView.set({json.dumps(key)}, v, {default})")
     lecture.change(None, inputs=[lecture], js="(on) => window.playgroundView.lecture(on)")
     copy.click(None, js="() => window.playgroundView.copy()")
+
+
+def _tab(tab: str | None, ids: list[str], subs: dict[str, list[str]], notices: list[str]):
+    """The link's `tab` ("top" or "top/sub") as the tabs' update, and whether it was refused (wholly or its
+    sub-tab). The sub-tab itself is opened in the page (assets/view.js)."""
+    if tab is None:
+        return gr.skip(), False
+    top, _, sub = tab.partition("/")
+    if top not in ids:
+        notices.append(f"The link's tab {top!r} does not exist; choose from {', '.join(ids)}.")
+        return gr.skip(), True
+    if sub and sub not in subs[top]:
+        notices.append(f"The link's sub-tab {sub!r} is not in {top}; "
+                       f"choose from {', '.join(subs[top]) or 'none: it has no sub-tabs'}.")
+        return gr.Tabs(selected=top), True
+    return gr.Tabs(selected=top), False
+
+
+def notice_html(notices: list[str]) -> str:
+    """What a link got wrong, shown above the tabs until the next link (every value escaped)."""
+    if not notices:
+        return ""
+    items = "".join(f"<li>{html.escape(n)}</li>" for n in notices[:8])
+    return f'<div class="notice link-notice"><b>This link was not followed exactly:</b><ul>{items}</ul></div>'
