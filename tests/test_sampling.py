@@ -172,3 +172,11 @@ def test_figures_of_a_step_draw_the_cutoffs_and_escape_text(gpt):
     page = fgen.generated_html("a<i>", named, selected=1)
     assert "<b>" not in page and "&lt;b&gt;" in page and "a&lt;i&gt;" in page
     assert page.count('class="gen-tok') == 3 and 'class="gen-tok sel" data-step="1"' in page
+
+
+def test_a_tiny_temperature_is_greedy_not_nan():
+    """Found by the fuzz test: z / 2.8e-215 overflowed to inf, and the probabilities became NaN."""
+    logits = torch.tensor([1.0, 3.0, 2.0, 3.0 - 1e-3])
+    for tau in (2.8e-215, 1e-30, 1e-6):
+        d = sampling.distribution(logits, temperature=tau)
+        assert torch.isfinite(d.kept).all() and d.kept.argmax() == 1 and d.kept[1] == pytest.approx(1.0)

@@ -53,7 +53,9 @@ def distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
         kept = torch.zeros_like(probs)
         kept[probs.argmax()] = 1.0
         return Distribution(probs, kept, 1, 1)
-    probs = F.softmax(logits / temperature, dim=-1)
+    # In float64 with z_max subtracted first (softmax does not change): a tiny tau (1e-215 is 0 in float32) then
+    # sends the other tokens to -inf and the best to 0, never z / tau to inf / nan
+    probs = F.softmax((logits.double() - logits.max()) / temperature, dim=-1).float()
     order = torch.argsort(probs, descending=True, stable=True)  # ties: the lower id first, reproducibly
     sorted_p = probs[order]
     k = V if top_k <= 0 or top_k >= V else top_k

@@ -261,6 +261,16 @@ class Loop:
     expected_iters: int = 0        # the bar's length when max_iters is None
 
 
+def _autocast(bf16: bool, device: str, warn: bool):
+    """bfloat16 autocast around the forward, or nothing; a warning where the hardware emulates bfloat16."""
+    if not bf16:
+        return contextlib.nullcontext()
+    if warn and not native_bf16(device):
+        print(f"warning: bfloat16 on {device} without native support is emulated: a step takes ~35x longer than in "
+              "float32 (--dtype=auto trains in bfloat16 only where the hardware has it)", file=sys.stderr)
+    return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+
+
 def fit(model, optimizer, step: Callable[[int], Any], loop: Loop, *,
         evaluate: Callable[[int, list, bool], dict | None], save: Callable[[int, bool], None] | None = None,
         lr: Callable[[int, float], float] | None = None, stop_when: Callable[[dict], bool] | None = None,
@@ -285,10 +295,7 @@ def fit(model, optimizer, step: Callable[[int], Any], loop: Loop, *,
     params = [p for p in model.parameters() if p.requires_grad]
     # mixed precision (Micikevicius et al. 2018): bf16 matmuls, fp32 weights, optimizer and loss; bf16 keeps
     # fp32's exponent range, so no loss scaling is needed
-    autocast = torch.autocast(torch.device(device).type, dtype=torch.bfloat16) if loop.bf16 else contextlib.nullcontext()
-    if loop.bf16 and dist_info.main and not native_bf16(device):
-        print(f"warning: bfloat16 on {device} without native support is emulated: a step takes ~35x longer than in "
-              "float32 (--dtype=auto trains in bfloat16 only where the hardware has it)", file=sys.stderr)
+    autocast = _autocast(loop.bf16, device, warn=dist_info.main)
     total = (loop.max_iters + 1) if loop.max_iters is not None else loop.expected_iters
     bar = tqdm(total=total, initial=start, desc=loop.desc, unit="step", disable=not (dist_info.main and loop.show))
     clock = time.perf_counter() - state.elapsed
