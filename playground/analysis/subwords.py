@@ -167,7 +167,6 @@ def trace(table: str | None, num_merges: int) -> dict:
     return bpe_trace(word_counts, num_merges)
 
 
-
 def segment(table: str | None, num_merges: int, text: str) -> dict:
     """The words of `text` (the first 50) segmented with the merges learned from `table`: an unseen
     word is still covered. The merges come along, so the answer reads on its own."""
