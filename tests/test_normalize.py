@@ -8,7 +8,7 @@ from playground.analysis import normalize
 
 
 def tokens(text, steps):
-    return normalize.normalize_steps(text, steps)[-1]["tokens"]
+    return normalize.apply(text, steps)["stages"][-1]["tokens"]
 
 
 def test_each_step():
@@ -20,18 +20,18 @@ def test_each_step():
 
 
 def test_stages_record_changes_and_removals():
-    stages = normalize.normalize_steps("The Dog and the dog.", ["lowercase", "stopwords"])
+    stages = normalize.apply("The Dog and the dog.", ["lowercase", "stopwords"])["stages"]
     assert [s["step"] for s in stages] == ["original", "lowercase", "stopwords"]
     assert stages[1]["changed"] == [0, 1] and stages[2]["removed"] == ["the", "and", "the"]
     assert stages[0]["n_types"] == 6 and stages[2]["n_types"] == 2  # The Dog and the dog . -> dog dog .
 
 
 def test_order_is_fixed_whatever_the_request_order():
-    assert [s["step"] for s in normalize.normalize_steps("x", ["stem", "lowercase"])] == ["original", "lowercase", "stem"]
+    assert [s["step"] for s in normalize.apply("x", ["stem", "lowercase"])["stages"]] == ["original", "lowercase", "stem"]
 
 
 def test_unknown_step_and_odd_input():
     with pytest.raises(ValueError, match="unknown"):
-        normalize.normalize_steps("x", ["uppercase"])
-    assert normalize.normalize_steps("", list(normalize.STEPS))[-1]["tokens"] == []
+        normalize.apply("x", ["uppercase"])
+    assert normalize.apply("", list(normalize.STEPS))["stages"][-1]["tokens"] == []
     assert tokens("مرحبا 👋 ¿qué?", ["punctuation"]) == ["مرحبا", "👋", "qué"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from playground.analysis import subwords
 from playground.analysis import tokenization as T
 from playground.text import clean_text
 from playground.training import tokenizers
@@ -27,7 +28,7 @@ def toks():
 @pytest.mark.parametrize("text", HARD_TEXTS)
 def test_byte_level_bpe_is_lossless_and_never_unknown(toks, text):
     enc = T.encode(toks["bpe"], text)
-    assert T.decode(toks["bpe"], enc["ids"]) == text
+    assert toks["bpe"].decode(enc["ids"], skip_special_tokens=False) == text
     assert enc["n_unknown"] == 0
     # the tokens' bytes, concatenated, are exactly the text's UTF-8 bytes
     assert b"".join(bytes.fromhex(b) for b in enc["bytes"]) == text.encode("utf-8")
@@ -38,7 +39,7 @@ def test_char_and_unigram_decode_back_text_they_know(toks, key):
     text = "It is a truth universally acknowledged, that a single man\nmust be in want of a wife."
     enc = T.encode(toks[key], text)
     assert enc["n_unknown"] == 0
-    assert T.decode(toks[key], enc["ids"]) == text
+    assert toks[key].decode(enc["ids"], skip_special_tokens=False) == text
 
 
 @pytest.mark.parametrize("key", list(T.SPECS))
@@ -102,6 +103,28 @@ def test_minilm_is_the_bert_base_uncased_vocabulary(toks):
     assert T.encode(tok, "Hello")["tokens"] == ["hello"]   # no [CLS]/[SEP], no padding to 128
 
 
+def test_compare_gives_every_chosen_tokenizer_in_the_order_chosen(toks):
+    notices = ["a notice about the input"]
+    [data] = T.compare(toks, "Hello there", ["unigram", "char", "bpe"], None, notices)
+    assert data["text"] == "Hello there" and data["n_chars"] == 11 and data["notices"] == notices
+    assert list(data["tokenizers"]) == ["unigram", "char", "bpe"]
+    for key, result in data["tokenizers"].items():
+        assert result == {"label": T.SPECS[key].label, **T.encode(toks[key], "Hello there")}
+
+
+def test_compare_shows_the_others_first_while_unigram_retrains(toks):
+    size = 350
+    assert not T.is_retrained("unigram", size)
+    first, last = T.compare(toks, "unaffable", ["unigram", "char", "wordpiece"], size, [])
+    assert list(first["tokenizers"]) == ["char", "wordpiece"] and "Retraining Unigram" in first["notices"][0]
+    assert list(last["tokenizers"]) == ["unigram", "char", "wordpiece"] and last["notices"] == []
+    assert last["tokenizers"]["char"]["label"] == T.SPECS["char"].label  # not retrainable: the shipped one
+    for key in ("unigram", "wordpiece"):
+        assert last["tokenizers"][key]["label"].endswith("retrained on the corpus sample at 350")
+        assert last["tokenizers"][key]["vocab_size"] <= size
+    assert len(list(T.compare(toks, "unaffable", ["unigram"], size, []))) == 1  # trained now: one answer
+
+
 def test_counts_and_chars_per_token(toks):
     enc = T.encode(toks["char"], "abcd")
     assert enc["n_tokens"] == 4 and enc["chars_per_token"] == 1.0
@@ -114,7 +137,7 @@ LECTURE = [("low", 5), ("lower", 2), ("newest", 6), ("widest", 3), ("highest", 2
 
 
 def test_bpe_first_pair_counts_by_hand():
-    trace = T.bpe_trace(LECTURE, 1)
+    trace = subwords.bpe_trace(LECTURE, 1)
     counts = {(a, b): n for a, b, n in trace["steps"][0]["pair_counts"]}
     # e s: newest 6 + widest 3 + highest 2 = 11; s t and t </w> likewise; l o: 5 + 2 = 7; w e: 2 + 6 = 8
     assert counts[("e", "s")] == 11 and counts[("s", "t")] == 11 and counts[("t", "</w>")] == 11
@@ -124,7 +147,7 @@ def test_bpe_first_pair_counts_by_hand():
 
 
 def test_bpe_merges_match_the_worked_example():
-    trace = T.bpe_trace(LECTURE, 5)
+    trace = subwords.bpe_trace(LECTURE, 5)
     assert [(m["pair"], m["count"]) for m in trace["merges"]] == [
         (["e", "s"], 11), (["es", "t"], 11), (["est", "</w>"], 11), (["l", "o"], 7), (["lo", "w"], 7)]
     assert trace["segmentation"]["low"] == ["low", "</w>"]
@@ -136,35 +159,53 @@ def test_bpe_merges_match_the_worked_example():
 
 
 def test_bpe_segments_an_unseen_word_with_learned_merges():
-    trace = T.bpe_trace(LECTURE, 5)
-    seg = T.bpe_segment("lowest", trace["merges"], trace["alphabet"])
+    trace = subwords.bpe_trace(LECTURE, 5)
+    seg = subwords.bpe_segment("lowest", trace["merges"], trace["alphabet"])
     assert seg["symbols"] == ["low", "est</w>"]
     assert [a["new_symbol"] for a in seg["applied"]] == ["es", "est", "est</w>", "lo", "low"]
-    assert T.bpe_segment("lowz", trace["merges"], trace["alphabet"])["unknown_chars"] == ["z"]
+    assert subwords.bpe_segment("lowz", trace["merges"], trace["alphabet"])["unknown_chars"] == ["z"]
 
 
 def test_bpe_ties_go_to_the_pair_counted_first():
-    trace = T.bpe_trace([("xy", 2), ("ab", 2)], 2)
+    trace = subwords.bpe_trace([("xy", 2), ("ab", 2)], 2)
     assert [m["pair"] for m in trace["merges"]] == [["x", "y"], ["xy", "</w>"]]
 
 
 def test_bpe_merges_do_not_overlap():
-    trace = T.bpe_trace([("aaa", 1)], 1)
+    trace = subwords.bpe_trace([("aaa", 1)], 1)
     assert trace["merges"][0]["pair"] == ["a", "a"] and trace["merges"][0]["count"] == 2
     assert trace["segmentation"]["aaa"] == ["aa", "a", "</w>"]
 
 
 def test_bpe_stops_when_every_word_is_one_symbol():
-    trace = T.bpe_trace([("a", 3)], 5)
+    trace = subwords.bpe_trace([("a", 3)], 5)
     assert len(trace["merges"]) == 1 and "stopped after 1" in trace["stopped"]
 
 
+def test_trace_reads_a_frequency_table_and_names_the_bad_line():
+    table = "\n".join(f"{word} {count}" for word, count in LECTURE)
+    assert subwords.trace(table, 5) == subwords.bpe_trace(LECTURE, 5)
+    with pytest.raises(ValueError, match=r"^Frequency table: line 2: .*'lower 2'\.$"):
+        subwords.trace("low 5\nlower two three", 5)
+
+
+def test_segment_covers_each_new_word_with_the_learned_merges():
+    table = "\n".join(f"{word} {count}" for word, count in LECTURE)
+    data = subwords.segment(table, 5, "lowest, Newer!")
+    assert data["merges"] == subwords.bpe_trace(LECTURE, 5)["merges"]
+    assert [w["word"] for w in data["words"]] == ["lowest", "Newer"]
+    assert data["words"][0]["symbols"] == ["low", "est</w>"] and data["words"][1]["unknown_chars"] == ["N"]
+    assert len(subwords.segment(table, 5, "a " * 80)["words"]) == subwords.MAX_SEGMENTED_WORDS
+    with pytest.raises(ValueError, match="Type one or more words"):
+        subwords.segment(table, 5, " ,; ")
+
+
 def test_parse_word_counts_sums_repeats_and_rejects_malformed_lines():
-    assert T.parse_word_counts("low 5\n\n# comment\nlow 2\nnew 1") == [("low", 7), ("new", 1)]
+    assert subwords.parse_word_counts("low 5\n\n# comment\nlow 2\nnew 1") == [("low", 7), ("new", 1)]
     for bad, message in [("", "empty"), ("low", "line 1"), ("low 5\nnew x", "line 2"), ("low -1", "line 1"),
                          ("l o w 5", "line 1"), ("low</w> 3", "</w>"), ("a 0", "whole number")]:
         with pytest.raises(ValueError, match=message):
-            T.parse_word_counts(bad)
+            subwords.parse_word_counts(bad)
 
 
 # --- WordPiece and Unigram explanations agree with the tokenizers ----------------------------
@@ -174,7 +215,7 @@ WORDS = "unaffable tokenization hyperparameters the Ünïcödé zorblaxian 12345
 
 @pytest.mark.parametrize("key", ["wordpiece", "minilm"])
 def test_wordpiece_explanation_reproduces_the_tokenizer(toks, key):
-    explained = T.wordpiece_explain(toks[key], WORDS)
+    explained = subwords.wordpiece_explain(toks[key], WORDS)
     pieces = [p for item in explained for p in item["pieces"]]
     assert pieces == T.encode(toks[key], WORDS)["tokens"]
     for item in explained:
@@ -185,12 +226,12 @@ def test_wordpiece_explanation_reproduces_the_tokenizer(toks, key):
 
 
 def test_wordpiece_unknown_word_is_one_unk(toks):
-    [item] = T.wordpiece_explain(toks["minilm"], "☃☄")
+    [item] = subwords.wordpiece_explain(toks["minilm"], "☃☄")
     assert item["unknown"] and item["pieces"] == ["[UNK]"]
 
 
 def test_unigram_best_segmentation_is_the_tokenizer_output(toks):
-    explained = T.unigram_explain(toks["unigram"], WORDS, n_best=4)
+    explained = subwords.unigram_explain(toks["unigram"], WORDS, n_best=4)
     best = [p for item in explained for p in item["segmentations"][0]["pieces"]]
     assert best == T.encode(toks["unigram"], WORDS)["tokens"]
     for item in explained:
@@ -199,6 +240,12 @@ def test_unigram_best_segmentation_is_the_tokenizer_output(toks):
         for seg in item["segmentations"]:
             assert seg["total"] == pytest.approx(sum(seg["log_probs"]), abs=1e-3)
             assert "".join(seg["pieces"]) == item["word"]
+
+
+def test_explain_gives_both_explanations(toks):
+    data = subwords.explain(toks["minilm"], toks["unigram"], "unaffable")
+    assert data == {"wordpiece": subwords.wordpiece_explain(toks["minilm"], "unaffable"),
+                    "unigram": subwords.unigram_explain(toks["unigram"], "unaffable")}
 
 
 # --- retraining on the sample, input hygiene ---------------------------------------------------

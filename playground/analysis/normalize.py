@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import unicodedata
 from functools import lru_cache
+
 from playground.text import words as text_words
 
 STEPS = ("lowercase", "punctuation", "stopwords", "stem")
@@ -36,6 +37,7 @@ all any both each few more most other some such no not only own same too very
 just also s t don't doesn't didn't isn't aren't wasn't weren't won't can't i'm it's
 """.split())
 
+
 def words(text: str) -> list[str]:
     """Words (with inner apostrophes: don't, o'clock) and single punctuation marks."""
     return [word for _, _, word in text_words(text, marks=True)]
@@ -56,9 +58,9 @@ def stem(word: str) -> str:
     return _porter().stemWord(word)
 
 
-def normalize_steps(text: str, steps: list[str] | tuple[str, ...]) -> list[dict]:
-    """Apply the chosen steps in the fixed order of STEPS; return every stage with its tokens, what
-    changed or was removed, and counts of tokens and distinct tokens (types)."""
+def apply(text: str, steps: list[str] | tuple[str, ...]) -> dict:
+    """Apply the chosen steps in the fixed order of STEPS: {"stages": every stage with its tokens, what
+    changed or was removed, and counts of tokens and distinct tokens (types)}."""
     unknown = set(steps) - set(STEPS)
     if unknown:
         raise ValueError(f"unknown normalisation step(s) {sorted(unknown)}; choose from {', '.join(STEPS)}")
@@ -81,4 +83,4 @@ def normalize_steps(text: str, steps: list[str] | tuple[str, ...]) -> list[dict]
     for stage in stages:
         stage["n_tokens"] = len(stage["tokens"])
         stage["n_types"] = len(set(stage["tokens"]))
-    return stages
+    return {"stages": stages}

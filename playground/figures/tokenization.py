@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from playground.figures.common import ACCENT, MUTED, PALETTE_SIZE, layout, token_label, visible
@@ -65,18 +66,20 @@ def _number(x: float | int | None, digits: int = 2) -> str:
     return f"{x:,}" if isinstance(x, int) else f"{x:,.{digits}f}"
 
 
-def tokens_html(text: str, results: dict[str, dict], labels: dict[str, str], notices: list[str] = ()) -> str:
-    """Every tokenizer's split of one text, one row each, with its counts and ids."""
-    rows = [f'<div class="notice">{html.escape(n)}</div>' for n in notices]
+def tokens_html(data: dict) -> str:
+    """Every tokenizer's split of one text, one row each, with its counts and ids (`data` as
+    analysis.tokenization.compare gives it)."""
+    text = data["text"]
+    rows = [f'<div class="notice">{html.escape(n)}</div>' for n in data["notices"]]
     if not text:
         rows.append('<div class="notice">Type or paste some text above to see how each tokenizer splits it.</div>')
-    for key, result in results.items():
+    for key, result in data["tokenizers"].items():
         stats = (f"{_number(result['n_tokens'])} tokens · {_number(result['chars_per_token'])} chars/token · "
                  f"{_number(result['n_unknown'])} unknown · vocabulary {_number(result['vocab_size'])}")
         ids = " ".join(str(i) for i in result["ids"])
         rows.append(
             f'<div class="tok-row" data-key="{html.escape(key)}">'
-            f'<div class="tok-head"><span class="tok-name">{html.escape(labels.get(key, key))}</span>'
+            f'<div class="tok-head"><span class="tok-name">{html.escape(result["label"])}</span>'
             f'<span class="tok-stats">{stats}</span></div>'
             f'<div class="tok-text" dir="auto">{token_spans_html(text, result)}</div>'
             f'<details class="tok-ids"><summary>ids</summary><code>{ids}</code></details></div>'
@@ -101,12 +104,13 @@ element.addEventListener('mouseleave', () => {
 """
 
 
-def token_count_figure(results: dict[str, dict], labels: dict[str, str]) -> go.Figure:
-    """Tokens needed for the same text by each tokenizer, with characters per token on hover."""
+def token_count_figure(results: dict[str, dict]) -> go.Figure:
+    """Tokens needed for the same text by each tokenizer (`results`: key -> its `encode` and label),
+    with characters per token on hover."""
     keys = list(results)
     fig = go.Figure(go.Bar(
         x=[results[k]["n_tokens"] for k in keys],
-        y=[labels.get(k, k) for k in keys],
+        y=[results[k]["label"] for k in keys],
         orientation="h",
         text=[f"{results[k]['n_tokens']} tokens, {_number(results[k]['chars_per_token'])} chars/token" for k in keys],
         textposition="auto",
@@ -119,8 +123,27 @@ def token_count_figure(results: dict[str, dict], labels: dict[str, str]) -> go.F
     return fig
 
 
+def tokens_table(data: dict) -> pd.DataFrame:
+    """One row per token of every tokenizer, with the characters it covers."""
+    text = data["text"]
+    rows = [
+        (r["label"], i, token_label(token), tid, start, end, token_label(text[start:end]), unk)
+        for r in data["tokenizers"].values()
+        for i, (token, tid, (start, end), unk) in enumerate(zip(r["tokens"], r["ids"], r["offsets"], r["unknown"]))
+    ]
+    return pd.DataFrame(rows, columns=["tokenizer", "#", "token", "id", "start", "end", "characters", "unknown"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Classic BPE, step by step
+
+
+def merges_table(trace: dict) -> pd.DataFrame:
+    """The merges learned by analysis.subwords.bpe_trace, in order."""
+    return pd.DataFrame(
+        [(m["step"], f"{m['pair'][0]} + {m['pair'][1]}", m["new_symbol"], m["count"]) for m in trace["merges"]],
+        columns=["step", "pair", "new symbol", "count"],
+    )
 
 
 def chips(symbols: list[str], highlight: str | None = None, classes: str = "chip") -> str:
