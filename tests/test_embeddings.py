@@ -179,6 +179,17 @@ def test_figures_have_one_trace_per_set_and_webgl():
     assert len(set(heat.data[0].x)) == 2 and list(heat.layout.yaxis.ticktext) == ["s", "s"]  # equal labels: two rows
 
 
+def test_titles_and_summaries_say_what_the_data_holds():
+    data = {"source": "minilm", "method": "pca", "dims": 3, "projection": {"explained_variance_ratio": [0.5, 0.2, 0.1]},
+            "points": [{"word": f"w{i}"} for i in range(25)], "neighbours": {f"w{i}": [] for i in range(20)}}
+    assert fe.word_space_title(data) == "25 words, minilm, PCA 3D (80% of the variance)"
+    assert fe.neighbours_caption(data).endswith("; the first 20 of 25 words (all are in the plot)")
+    assert fe.neighbours_caption({**data, "points": data["points"][:20]}).endswith("(the word itself first, at 1.00)")
+    md = fe.contextual_md({"word": "bank", "model": "minilm", "layer": 0}, np.array([[1, 0.3], [0.3, 1]]), False)
+    assert "input embeddings + positions" in md and "from 0.30 to 0.30" in md and "no vector for 'bank'" in md
+    assert "word order is gone" in fe.classic_md([(1, 2)], []) and "share no word" in fe.classic_md([], [(1, 3)])
+
+
 # ---------------------------------------------------------------------------------------------
 # Our BERT as a sentence_transformers.SentenceTransformer
 

@@ -129,7 +129,8 @@ def word_space_title(data: dict) -> str:
 
 
 def neighbours_caption(data: dict) -> str:
-    """Says when the neighbours table covers only the first words (a pop-up on every page load would nag)."""
+    """The neighbours table's caption; it says when the table covers only the first words (here, not in a
+    pop-up, which would nag on every page load)."""
     caption = f"Nearest neighbours by cosine in {data['source']} (the word itself first, at 1.00)"
     shown, n = len(data["neighbours"]), len(data["points"])
     if n > shown:

@@ -1,6 +1,6 @@
 """The BERT encoders the contextual and sentence views run (all-MiniLM-L6-v2 in our BERT encoder, the one the
 Attention tab loaded; our own BERT when its checkpoint is shipped), their padded batches and SBERT's pooling
-(Reimers & Gurevych 2019). Models are shared and only read, under torch.inference_mode()."""
+(Reimers & Gurevych 2019). The encoders are loaded once, shared and only read."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _bert_encoder(name: str = "bert-english") -> Encoder | None:
     try:
         ckpt = checkpoints.shared(name)
         model, c = ckpt.model.bert, ckpt.config
-    except Exception:  # not trained yet, or another layout: the tab offers MiniLM only
+    except Exception:  # not shipped, or another layout: the tab offers the other encoders and spaces
         return None
     return Encoder("bert", model, ckpt.tokenizer, c.n_layer, min(MAX_SENTENCE_TOKENS, c.n_positions))
 
