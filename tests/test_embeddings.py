@@ -1,6 +1,6 @@
-"""playground/embeddings.py: neighbours, analogies, projections, pooling, sentence embeddings against
-sentence-transformers, our BERT wrapped as a SentenceTransformer, contextual vectors, and the classic
-representations."""
+"""playground/analysis/embeddings/: neighbours, analogies, the word-space view, projections, pooling, sentence
+embeddings against sentence-transformers, our BERT wrapped as a SentenceTransformer, contextual vectors, and
+the classic representations."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 import torch
 
-from playground.analysis import embeddings as emb
+from playground import checkpoints
+from playground.analysis.embeddings import EmbeddingError, classic, contextual, encoders, projection, sbert, sentences
+from playground.analysis.embeddings import words as ws
 from playground.figures import embeddings as fe
 
 
-def planted_space() -> emb.WordSpace:
+def planted_space() -> ws.WordSpace:
     """Four directions: gender, royalty, youth, and one for unrelated words."""
     words = ["king", "queen", "man", "woman", "prince", "princess", "boy", "girl", "table"]
     g, r, y, o = np.eye(4, dtype=np.float32)
@@ -20,75 +22,93 @@ def planted_space() -> emb.WordSpace:
     rng = np.random.default_rng(0)
     X = np.stack(rows) + 0.01 * rng.normal(size=(len(rows), 4)).astype(np.float32)
     vocab = {w: i for i, w in enumerate(words)}
-    return emb.WordSpace("planted", "planted", vocab, X.astype(np.float32), np.arange(len(words)))
+    return ws.WordSpace("planted", vocab, X.astype(np.float32), np.arange(len(words)))
 
 
 def test_neighbours_of_a_vector_include_itself_first():
     space = planted_space()
     for word, row in space.vocab.items():
-        found = emb.neighbours(space, space.vectors[row], k=3)
+        found = ws.neighbours(space, space.vectors[row], k=3)
         assert found[0][0] == word and found[0][1] == pytest.approx(1.0, abs=1e-5)
         assert [s for _, s in found] == sorted((s for _, s in found), reverse=True)
-    assert emb.neighbours(space, space.vectors[0], k=3, exclude=("king",))[0][0] != "king"
+    assert ws.neighbours(space, space.vectors[0], k=3, exclude=("king",))[0][0] != "king"
 
 
 def test_analogy_on_planted_vectors_excludes_the_inputs():
     space = planted_space()
-    out = emb.analogy(space, "king", "man", "woman", k=3)
-    assert out["answers"][0]["word"] == "queen"
+    out = ws.analogy(space, "king", "man", "woman", [], k=3)
+    assert out["answers"][0]["word"] == "queen" and out["source"] == "planted"
     assert not {"king", "man", "woman"} & {a["word"] for a in out["answers"]}
-    assert emb.analogy(space, "prince", "boy", "girl")["answers"][0]["word"] == "princess"
-    unknown = emb.analogy(space, "king", "man", "xyzzy")
-    assert unknown["unknown"] == ["xyzzy"] and unknown["answers"] == []
+    assert ws.analogy(space, "prince", "boy", "girl", [])["answers"][0]["word"] == "princess"
+    with pytest.raises(EmbeddingError, match="Not in planted's vocabulary: xyzzy"):
+        ws.analogy(space, "king", "man", "xyzzy", [])
+    with pytest.raises(EmbeddingError, match="must be different"):
+        ws.analogy(space, "king", "King", "woman", [])
 
 
 def test_lookup_reports_unknown_and_duplicate_words():
-    found = emb.lookup(planted_space(), ["King", "king", "zebra", " ", "queen"])
+    found = ws.lookup(planted_space(), ["King", "king", "zebra", " ", "queen"])
     assert found.words == ["king", "queen"] and found.unknown == ["zebra"] and found.duplicates == ["king"]
     assert found.vectors.shape == (2, 4)
+
+
+def test_word_view_places_known_words_in_their_sets_and_names_the_others():
+    notices = []
+    given = ["king", "Queen", "man", "zebra", "king", "woman"]
+    groups = ["royal", "royal", "people", "people", "people", "people"]
+    v = ws.view(planted_space(), given, groups, "pca", 2, notices)
+    assert v.words == ["king", "queen", "man", "woman"] and v.groups == ["royal", "royal", "people", "people"]
+    assert v.coords.shape == (4, 2) and v.vectors.shape == (4, 4)
+    points = v.data["points"]
+    assert [p["word"] for p in points] == v.words and set(points[0]) == {"word", "set", "x", "y"}
+    assert v.data["unknown"] == ["zebra"] and v.data["duplicates"] == ["king"] and v.data["notices"] is notices
+    assert v.data["neighbours"]["king"][0] == ["king", pytest.approx(1.0, abs=1e-4)]
+    assert any("zebra" in n for n in notices) and any("more than once" in n for n in notices)
+    with pytest.raises(EmbeddingError, match="at least three different known words"):
+        ws.view(planted_space(), ["king", "zebra", "king"], ["x"] * 3, "pca", 2, [])
 
 
 @pytest.mark.parametrize("dims", [2, 3])
 def test_pca_shapes_variance_and_distances(dims):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(50, 3)) @ np.diag([5.0, 2.0, 0.5])
-    Y, ratio = emb.pca(X.astype(np.float32), dims)
+    Y, ratio = projection.pca(X.astype(np.float32), dims)
     assert Y.shape == (50, dims) and np.all(np.diff(ratio) <= 1e-6) and ratio.sum() <= 1 + 1e-6
     assert np.allclose(Y.mean(0), 0, atol=1e-4)
     if dims == 3:  # all components kept: pairwise distances are preserved
         d = lambda Z: np.linalg.norm(Z[:, None] - Z[None], axis=-1)  # noqa: E731
         assert np.allclose(d(Y), d(X), atol=1e-3)
     wide = rng.normal(size=(5, 40)).astype(np.float32)   # fewer points than dimensions: the SVD branch
-    assert emb.pca(wide, dims)[0].shape == (5, dims)
+    assert projection.pca(wide, dims)[0].shape == (5, dims)
 
 
 def test_tsne_shape_and_cache():
     rng = np.random.default_rng(2)
     X = rng.normal(size=(30, 8)).astype(np.float32)
-    Y, info = emb.project(X, "tsne", 2, cache_key=("test", 30))
+    Y, info = projection.project(X, "tsne", 2, cache_key=("test", 30))
     assert Y.shape == (30, 2) and info["method"] == "tsne" and not info["cached"]
-    Y2, info2 = emb.project(X, "tsne", 2, cache_key=("test", 30))
+    Y2, info2 = projection.project(X, "tsne", 2, cache_key=("test", 30))
     assert info2["cached"] and np.array_equal(Y, Y2)
     with pytest.raises(AssertionError, match="at least 3 points"):
-        emb.project(X[:2], "pca", 2)
+        projection.project(X[:2], "pca", 2)
 
 
 def test_pooling_strategies_ignore_padding():
     h = torch.tensor([[[1.0, 5.0], [3.0, -1.0], [100.0, 100.0]]])   # (1, 3, 2); the third position is padding
     mask = torch.tensor([[1, 1, 0]])
-    assert torch.allclose(emb.pool(h, mask, "mean"), torch.tensor([[2.0, 2.0]]))
-    assert torch.allclose(emb.pool(h, mask, "max"), torch.tensor([[3.0, 5.0]]))
-    assert torch.allclose(emb.pool(h, mask, "cls"), torch.tensor([[1.0, 5.0]]))
+    assert torch.allclose(encoders.pool(h, mask, "mean"), torch.tensor([[2.0, 2.0]]))
+    assert torch.allclose(encoders.pool(h, mask, "max"), torch.tensor([[3.0, 5.0]]))
+    assert torch.allclose(encoders.pool(h, mask, "cls"), torch.tensor([[1.0, 5.0]]))
 
 
 SENTENCES = ["A man is eating food.", "Someone is having a meal.", "The stock market crashed today.",
              "A very long sentence " + "that goes on and on " * 5 + "until it stops."]
 
 
-@pytest.mark.parametrize("pooling", emb.POOLINGS)
+@pytest.mark.parametrize("pooling", encoders.POOLINGS)
 def test_our_sentence_embeddings_equal_sentence_transformers(pooling):
-    ours, cut = emb.sentence_embeddings(SENTENCES, pooling, batch_size=3)   # two batches, with padding
-    reference = emb.sentence_transformers_embed(SENTENCES, pooling)
+    ours, cut = sentences.sentence_embeddings(SENTENCES, pooling, batch_size=3)   # two batches, with padding
+    reference = sbert.sentence_transformers_embed(SENTENCES, pooling)
     assert ours.shape == reference.shape == (len(SENTENCES), 384) and cut == [0] * len(SENTENCES)
     assert np.allclose(np.linalg.norm(ours, axis=1), 1.0, atol=1e-5)
     np.testing.assert_allclose(ours, reference, atol=2e-5)
@@ -98,37 +118,55 @@ def test_our_sentence_embeddings_equal_sentence_transformers(pooling):
 
 
 def test_contextual_vectors_separate_the_senses_of_bank():
-    sentences = emb.CONTEXT_SENTENCES[:4] + ["No such word here."]
-    out = emb.contextual("bank", sentences, layer=6)
-    S = out["similarity"]
-    assert out["vectors"].shape == (4, 384) and out["missing"] == ["No such word here."]
+    notices = []
+    v = contextual.view("bank", contextual.CONTEXT_SENTENCES[:4] + ["No such word here."], 6,
+                        encoders.encoder("minilm"), notices)
+    S = v.similarity
+    assert v.vectors.shape == (4, 384) and v.coords.shape == (4, 2)
+    assert v.data["missing"] == ["No such word here."] and "left out: No such word here." in notices[0]
+    assert v.data["sentences"] == contextual.CONTEXT_SENTENCES[:4] and v.data["model"] == "minilm"
     assert np.allclose(np.diag(S), 1.0, atol=1e-5) and np.allclose(S, S.T, atol=1e-6)
+    np.testing.assert_allclose(v.data["similarity"], S, atol=1e-4)
     money, river = S[0, 1], S[2, 3]
     assert money > S[0, 3] and money > S[1, 3] and river > S[1, 3]   # same sense closer than across senses
-    assert emb.word_positions([(0, 2), (3, 7), (7, 8)], "my bank.", "bank") == [[1]]
+    with pytest.raises(EmbeddingError, match="at least two sentences"):
+        contextual.view("bank", ["The bank.", "Nothing."], 6, encoders.encoder("minilm"), [])
+
+
+def test_word_positions_cover_the_pieces_of_each_whole_word_occurrence():
+    offsets = [(0, 2), (3, 7), (7, 8), (9, 13), (13, 15)]                 # my | bank | . | bank | er
+    assert contextual.word_positions(offsets, "my bank. banker", "bank") == [[1]]
+    assert contextual.word_positions([(0, 4), (4, 6)], "Bank's", "bank") == [[0]]
 
 
 def test_minilm_space_builds_unknown_words_from_pieces():
-    space = emb.minilm_space()
-    found = emb.lookup(space, ["queen", "unbelievably"])
+    space = ws.minilm_space()
+    found = ws.lookup(space, ["queen", "unbelievably"])
     assert found.words == ["queen", "unbelievably"] and len(found.composed["unbelievably"]) > 1
-    assert emb.neighbours(space, found.vectors[0], 3)[0][0] == "queen"
-    assert emb.analogy(space, "king", "man", "woman")["answers"][0]["word"] == "queen"
+    assert ws.neighbours(space, found.vectors[0], 3)[0][0] == "queen"
+    assert ws.analogy(space, "king", "man", "woman", [])["answers"][0]["word"] == "queen"
 
 
 def test_classic_representations_match_scikit_learn():
     from sklearn.feature_extraction.text import CountVectorizer, TfidfVectorizer
 
     sentences = ["The dog bit the man.", "The man bit the dog!", "A cat sat."]
-    r = emb.classic(sentences)
-    counts = CountVectorizer(analyzer=emb.words_of).fit(sentences)
+    r = classic.representations(sentences)
+    counts = CountVectorizer(analyzer=classic.words_of).fit(sentences)
     assert r["vocabulary"] == list(counts.get_feature_names_out())
     np.testing.assert_array_equal(r["bag_of_words"], counts.transform(sentences).toarray())
-    tfidf = TfidfVectorizer(analyzer=emb.words_of).fit_transform(sentences).toarray()
+    tfidf = TfidfVectorizer(analyzer=classic.words_of).fit_transform(sentences).toarray()
     np.testing.assert_allclose(r["tfidf"], tfidf, atol=1e-12)
-    assert r["bow_cosine"][0, 1] == pytest.approx(1.0)   # word order is lost
-    assert r["bow_cosine"][0, 2] == pytest.approx(0.0)   # no shared word, no similarity
     assert [sum(row) for row in r["one_hot"][0]] == [1] * 5
+
+
+def test_classic_view_shows_what_counts_miss():
+    v = classic.view(["The dog bit the man.", "The man bit the dog!", "A cat sat."])
+    assert v.same_bag == [(1, 2)]                       # word order is lost
+    assert v.disjoint == [(1, 3), (2, 3)]               # no shared word, no similarity
+    assert v.data["bag_of_words"][0] == v.data["bag_of_words"][1] and v.data["one_hot_sentence_1"][0][-1] == 1
+    with pytest.raises(EmbeddingError, match="no words"):
+        classic.view(["!!!", "..."])
 
 
 def test_figures_have_one_trace_per_set_and_webgl():
@@ -139,6 +177,17 @@ def test_figures_have_one_trace_per_set_and_webgl():
     assert fig2.data[0].type == "scattergl"
     heat = fe.similarity_figure(["s", "s"], np.eye(2), "t")
     assert len(set(heat.data[0].x)) == 2 and list(heat.layout.yaxis.ticktext) == ["s", "s"]  # equal labels: two rows
+
+
+def test_titles_and_summaries_say_what_the_data_holds():
+    data = {"source": "minilm", "method": "pca", "dims": 3, "projection": {"explained_variance_ratio": [0.5, 0.2, 0.1]},
+            "points": [{"word": f"w{i}"} for i in range(25)], "neighbours": {f"w{i}": [] for i in range(20)}}
+    assert fe.word_space_title(data) == "25 words, minilm, PCA 3D (80% of the variance)"
+    assert fe.neighbours_caption(data).endswith("; the first 20 of 25 words (all are in the plot)")
+    assert fe.neighbours_caption({**data, "points": data["points"][:20]}).endswith("(the word itself first, at 1.00)")
+    md = fe.contextual_md({"word": "bank", "model": "minilm", "layer": 0}, np.array([[1, 0.3], [0.3, 1]]), False)
+    assert "input embeddings + positions" in md and "from 0.30 to 0.30" in md and "no vector for 'bank'" in md
+    assert "word order is gone" in fe.classic_md([(1, 2)], []) and "share no word" in fe.classic_md([], [(1, 3)])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,68 +214,69 @@ def hand_pooled(bert_encoder, tok, sentences, pooling, max_tokens, normalize=Tru
     """Our own pooling of our BERT's last layer, one sentence at a time (no padding at all)."""
     rows = []
     for s in sentences:
-        ids, mask, _ = emb.encode_batch(tok, [s], max_tokens)
+        ids, mask, _ = encoders.encode_batch(tok, [s], max_tokens)
         with torch.inference_mode():
             h, _ = bert_encoder(ids, attention_mask=mask)                      # (1, T, C)
-            e = emb.pool(h, mask, pooling)
+            e = encoders.pool(h, mask, pooling)
             rows.append((torch.nn.functional.normalize(e, dim=-1) if normalize else e)[0].numpy())
     return np.stack(rows)
 
 
-@pytest.mark.parametrize("pooling", emb.POOLINGS)
+@pytest.mark.parametrize("pooling", encoders.POOLINGS)
 def test_wrapped_bert_encode_equals_our_pooling(tiny_bert, pooling):
     from sentence_transformers import SentenceTransformer
 
     model, tok = tiny_bert
     for normalize in (False, True):
-        st = emb.wrap_bert(model.bert, tok, pooling, normalize=normalize)
+        st = sbert.wrap_bert(model.bert, tok, pooling, normalize=normalize)
         assert isinstance(st, SentenceTransformer) and st.max_seq_length == 32
         assert st.get_embedding_dimension() == 16
-        X = emb.st_encode(st, WRAP_SENTENCES, batch_size=2)                 # batches of different lengths, padded
+        X = sbert.st_encode(st, WRAP_SENTENCES, batch_size=2)                 # batches of different lengths, padded
         ref = hand_pooled(model.bert, tok, WRAP_SENTENCES, pooling, 32, normalize)
         assert X.shape == (len(WRAP_SENTENCES), 16)
         np.testing.assert_allclose(X, ref, atol=1e-5)
         # the same padded batch through our pooling directly
-        ids, mask, cut = emb.encode_batch(tok, WRAP_SENTENCES, 32)
+        ids, mask, cut = encoders.encode_batch(tok, WRAP_SENTENCES, 32)
         assert cut[-1] > 0 and mask.sum(1).unique().numel() > 2             # really padded, and one sentence cut
         with torch.inference_mode():
-            e = emb.pool(model.bert(ids, attention_mask=mask)[0], mask, pooling)
+            e = encoders.pool(model.bert(ids, attention_mask=mask)[0], mask, pooling)
         np.testing.assert_allclose(X, torch.nn.functional.normalize(e, dim=-1) if normalize else e, atol=1e-5)
     if pooling == "cls":  # the [CLS] vector alone: not the mean
-        mean = emb.st_encode(emb.wrap_bert(model.bert, tok, "mean"), WRAP_SENTENCES)
+        mean = sbert.st_encode(sbert.wrap_bert(model.bert, tok, "mean"), WRAP_SENTENCES)
         assert not np.allclose(mean, X, atol=1e-3)
-    assert emb.st_encode(st, []).shape == (0, 16)
+    assert sbert.st_encode(st, []).shape == (0, 16)
 
 
-@pytest.mark.parametrize("pooling", emb.POOLINGS)
+@pytest.mark.parametrize("pooling", encoders.POOLINGS)
 def test_wrapper_on_minilm_weights_equals_sentence_transformers(pooling):
     """The wrapper around our encoder holding all-MiniLM-L6-v2's weights = the library's own pipeline."""
-    m = emb.encoder("minilm")
-    ours = emb.st_encode(emb.wrap_bert(m.model, m.tokenizer, pooling), SENTENCES, batch_size=3)
-    np.testing.assert_allclose(ours, emb.sentence_transformers_embed(SENTENCES, pooling), atol=2e-5)
+    m = encoders.encoder("minilm")
+    ours = sbert.st_encode(sbert.wrap_bert(m.model, m.tokenizer, pooling), SENTENCES, batch_size=3)
+    np.testing.assert_allclose(ours, sbert.sentence_transformers_embed(SENTENCES, pooling), atol=2e-5)
 
 
-@pytest.mark.skipif("bert-english" not in emb.checkpoints.available(), reason="models/bert-english is not shipped")
-@pytest.mark.parametrize("pooling", emb.POOLINGS)
+@pytest.mark.skipif("bert-english" not in checkpoints.available(), reason="models/bert-english is not shipped")
+@pytest.mark.parametrize("pooling", encoders.POOLINGS)
 def test_our_bert_sentence_embeddings_go_through_the_sentence_transformer(pooling):
-    st = emb.sentence_transformer("bert-english", pooling)
-    assert emb.sentence_transformer("bert-english", pooling) is st                  # built once
-    ckpt = emb.checkpoints.shared("bert-english")
+    st = sbert.sentence_transformer("bert-english", pooling)
+    assert sbert.sentence_transformer("bert-english", pooling) is st                  # built once
+    ckpt = checkpoints.shared("bert-english")
     assert st[0].encoder is ckpt.model.bert                                        # the shared encoder, not a copy
-    X, cut = emb.sentence_embeddings(WRAP_SENTENCES, pooling, batch_size=2, model="bert")
-    m = emb.encoder("bert")
+    X, cut = sentences.sentence_embeddings(WRAP_SENTENCES, pooling, batch_size=2, model="bert")
+    m = encoders.encoder("bert")
     np.testing.assert_allclose(X, hand_pooled(ckpt.model.bert, ckpt.tokenizer, WRAP_SENTENCES, pooling,
                                               m.max_tokens), atol=1e-5)
     np.testing.assert_allclose(np.linalg.norm(X, axis=1), 1.0, atol=1e-5)
     assert cut == [0] * len(WRAP_SENTENCES)                                        # 128 positions: nothing cut
-    assert emb.sentence_embeddings([], pooling, model="bert")[0].shape == (0, ckpt.config.n_embd)
+    assert sentences.sentence_embeddings([], pooling, model="bert")[0].shape == (0, ckpt.config.n_embd)
 
 
-def test_importing_embeddings_does_not_import_sentence_transformers():
+@pytest.mark.parametrize("module", ["words", "projection", "encoders", "contextual", "sentences", "sbert", "classic"])
+def test_importing_embeddings_does_not_import_sentence_transformers(module):
     import subprocess
     import sys
 
-    code = ("import sys, playground.analysis.embeddings; "
+    code = (f"import sys, playground.analysis.embeddings.{module}; "
             "print('sentence_transformers' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

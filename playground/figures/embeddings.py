@@ -1,5 +1,5 @@
-"""Figure builders of the Embeddings tab: points, similarity matrices and tables in, plotly figures and
-HTML out. No torch, no gradio.
+"""Figure builders of the Embeddings tab: points, similarity matrices and tables in, plotly figures, HTML
+and the Markdown summaries out. No torch, no gradio.
 
 Scatter plots use WebGL (Scattergl; Scatter3d is WebGL already), so 10,000 labelled points stay
 interactive; labels are drawn as text only up to LABEL_MAX points (beyond that they are in the hover).
@@ -17,6 +17,7 @@ from playground.figures.common import layout
 LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22"]
+METHOD_LABELS = {"pca": "PCA", "tsne": "t-SNE", "umap": "UMAP"}
 
 
 def _hover(values: np.ndarray | None, i: int, extra: str) -> str:
@@ -117,3 +118,54 @@ def search_html(query: str, hits: list[dict]) -> str:
         return ""
     items = "".join(f"<li><b>{h['score']:.3f}</b> {html.escape(h['sentence'])}</li>" for h in hits)
     return f"<p>Nearest to <em>{html.escape(query)}</em>:</p><ol>{items}</ol>"
+
+
+def word_space_title(data: dict) -> str:
+    """The scatter's title from embed_words' data: how many words, where, how projected."""
+    title = f"{len(data['points']):,} words, {data['source']}, {METHOD_LABELS[data['method']]} {data['dims']}D"
+    if data["method"] == "pca":
+        title += f" ({100 * sum(data['projection']['explained_variance_ratio']):.0f}% of the variance)"
+    return title
+
+
+def neighbours_caption(data: dict) -> str:
+    """The neighbours table's caption; it says when the table covers only the first words (here, not in a
+    pop-up, which would nag on every page load)."""
+    caption = f"Nearest neighbours by cosine in {data['source']} (the word itself first, at 1.00)"
+    shown, n = len(data["neighbours"]), len(data["points"])
+    if n > shown:
+        caption += f"; the first {shown} of {n:,} words (all are in the plot)"
+    return caption
+
+
+def analogy_md(data: dict) -> str:
+    """The analogy's answers as a Markdown table."""
+    q = data["query"]
+    lines = "\n".join(f"| {i + 1} | **{r['word']}** | {r['score']:.3f} |" for i, r in enumerate(data["answers"]))
+    return (f"**{q[0]} − {q[1]} + {q[2]}** in {data['source']} (cosine with the unit-length sum; the three inputs "
+            f"are excluded, as in Mikolov et al. 2013):\n\n| rank | word | cosine |\n|---|---|---|\n{lines}")
+
+
+def contextual_md(data: dict, sim: np.ndarray, in_word2vec: bool | None) -> str:
+    """How far apart one word's vectors are across the sentences, against word2vec's single vector."""
+    word, layer = data["word"], data["layer"]
+    single = (f"word2vec has one vector for **{word.lower()}** whatever the sentence: every cosine would be 1.00."
+              if in_word2vec else f"word2vec has no vector for {word!r}." if in_word2vec is not None else "")
+    off = sim[~np.eye(len(sim), dtype=bool)]
+    where = "input embeddings + positions" if layer == 0 else f"after block {layer}"
+    return (f"{data['model']}, layer {layer} ({where}): the cosines between the {len(sim)} occurrences range from "
+            f"{off.min():.2f} to {off.max():.2f}. {single}")
+
+
+def classic_md(same_bag: list[tuple[int, int]], disjoint: list[tuple[int, int]]) -> str:
+    """What one-hot, bag of words and TF-IDF miss, shown on the user's own sentences when they can be."""
+    md = ["**What they miss.**"]
+    if same_bag:
+        md.append(f"Sentences {', '.join(f'{a} and {b}' for a, b in same_bag[:5])} have the same bag of words "
+                  "(cosine 1.00): word order is gone.")
+    else:
+        md.append("Word order: reorder a sentence's words and its bag of words does not change.")
+    if disjoint:
+        md.append(f"Sentences {', '.join(f'{a} and {b}' for a, b in disjoint[:5])} share no word, so their count "
+                  "vectors have cosine 0, however close their meaning (synonyms are different columns).")
+    return " ".join(md)

@@ -125,14 +125,14 @@ def seq2seq_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
 def embeddings_rows(runs: int) -> list[tuple]:
     """The Embeddings tab: PCA of 10,000 word vectors (the function and the whole embed_words handler),
     t-SNE of 2,000 (one run: it takes seconds), sentence embeddings of 100 sentences (MiniLM, mean pooling)."""
-    from playground.analysis import embeddings as emb
+    from playground.analysis.embeddings import projection, sentences as sn, words as ws
     from playground.ui import embeddings_tab
 
-    space = emb.word2vec_space() or emb.minilm_space()
+    space = ws.word2vec_space() or ws.minilm_space()
     inverse = sorted(space.vocab, key=space.vocab.get)
     words_10k, X_10k = inverse[:10_000], space.vectors[[space.vocab[w] for w in inverse[:10_000]]]
     rows = []
-    median, p95 = time_calls(lambda: emb.pca(X_10k, 3), runs)
+    median, p95 = time_calls(lambda: projection.pca(X_10k, 3), runs)
     rows.append((f"PCA of 10,000 points ({space.key}, {space.dim} dims to 3)", ms(median), ms(p95), "≤ 500 ms",
                  median <= 0.5))
     text = " ".join(words_10k)
@@ -141,11 +141,11 @@ def embeddings_rows(runs: int) -> list[tuple]:
     rows.append(("embed_words: handler, 10,000 words, PCA 3D (figure and JSON included)", ms(median), ms(p95), "",
                  None))
     start = time.perf_counter()
-    emb.project(X_10k[:2000], "tsne", 2)
+    projection.project(X_10k[:2000], "tsne", 2)
     rows.append((f"t-SNE of 2,000 points ({space.key}, one run)", ms(time.perf_counter() - start), "", "", None))
     sentences = [f"{TEXT_32} ({i})" if i % 2 else f"Sentence number {i} is about {w}." for i, w in
                  enumerate(words_10k[100:200])]
-    median, p95 = time_calls(lambda: emb.sentence_embeddings(sentences, "mean"), 5, warmup=1)
+    median, p95 = time_calls(lambda: sn.sentence_embeddings(sentences, "mean"), 5, warmup=1)
     rows.append(("sentence embeddings of 100 sentences (MiniLM, mean pooling)", ms(median), ms(p95), "", None))
     return rows
 
