@@ -291,12 +291,48 @@ def shared(name: str) -> Checkpoint:
     return load(name)
 
 
+def shipped(name: str) -> Checkpoint | None:
+    """A shipped checkpoint, loaded once and shared (`shared`), or None when it is missing or damaged: the app
+    leaves it out and serves the rest (`damaged()` says why)."""
+    return shared(name) if name in available() else None
+
+
 def available(kind: str | None = None) -> list[str]:
-    """Names of the complete checkpoints shipped in models/, optionally of one kind."""
-    names = []
+    """Names of the checkpoints shipped in models/ that are whole (every file as its card records it),
+    optionally of one kind. The others are left out; `damaged()` says why."""
+    return [folder.name for folder, found in _survey() if isinstance(found, str) and (kind is None or found == kind)]
+
+
+def damaged() -> dict[str, str]:
+    """The shipped checkpoints left out, each with a message naming the file and the command that rebuilds it."""
+    return {folder.name: str(found) for folder, found in _survey() if isinstance(found, CheckpointError)}
+
+
+def _survey() -> list[tuple[Path, str | CheckpointError]]:
+    """Every checkpoint folder of models/ with its kind, or the error that leaves it out. A save in progress (a
+    hidden staging folder) and a folder that is no checkpoint at all (no config.json, no card.json) are not
+    listed. Each folder is checked once, and again only when one of its files changes."""
+    found = []
     for folder in sorted(MODELS_DIR.glob("*/")):
-        if folder.name.startswith(".") or not (folder / "card.json").is_file():  # a save in progress
+        if folder.name.startswith(".") or not ((folder / "config.json").exists() or (folder / "card.json").exists()):
             continue
-        if kind is None or json.loads((folder / "config.json").read_text(encoding="utf-8"))["kind"] == kind:
-            names.append(folder.name)
-    return names
+        files = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(folder.iterdir()) if f.is_file())
+        found.append((folder, _check(folder, files)))
+    return found
+
+
+@lru_cache(maxsize=256)
+def _check(folder: Path, files: tuple) -> str | CheckpointError:
+    """The kind of a whole checkpoint folder, or why it is not whole (`files`: the cache key, their sizes and
+    modification times)."""
+    try:
+        card = _read_json(folder / "card.json", {})
+        if not isinstance(card, dict):
+            raise CheckpointError(f"{folder / 'card.json'} is damaged: not a JSON object")
+        verify(folder, card)
+        meta = _read_json(folder / "config.json", card)
+        if not isinstance(meta, dict) or meta.get("kind") not in KINDS:
+            raise CheckpointError(f"{folder / 'config.json'} names no known checkpoint kind{_rebuild(card)}")
+        return meta["kind"]
+    except CheckpointError as err:
+        return err

@@ -73,19 +73,10 @@ def load_minilm() -> AttentionModel:
                           model, tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head, c.n_embd // c.n_head)
 
 
-def _shipped(name_or_dir: str) -> checkpoints.Checkpoint | None:
-    """The checkpoint, or None when there is none by that name (not trained yet): the tab lists the others."""
-    try:
-        checkpoints.resolve(name_or_dir)
-    except FileNotFoundError:
-        return None
-    return checkpoints.shared(name_or_dir)
-
-
 def load_gpt(name: str = "gpt-shakespeare") -> AttentionModel | None:
     """Our GPT, when its checkpoint is shipped; else None."""
-    ckpt = _shipped(name)
-    if ckpt is None:
+    ckpt = checkpoints.shipped(name)
+    if ckpt is None:  # not trained yet, or damaged: the tab lists the others
         return None
     c = ckpt.config
     return AttentionModel("gpt", f"our GPT ({name}: characters, causal, {c.n_layer} × {c.n_head} heads)", "gpt",
@@ -96,7 +87,7 @@ def load_gpt(name: str = "gpt-shakespeare") -> AttentionModel | None:
 def load_bert(name: str = "bert-english") -> AttentionModel | None:
     """Our small BERT pre-trained from scratch (playground/training/bert.py), when its checkpoint is shipped;
     else None. Only its encoder runs here (the MLM head is not needed to show attention)."""
-    ckpt = _shipped(name)
+    ckpt = checkpoints.shipped(name)
     if ckpt is None:
         return None
     missing = [t for t in ("[CLS]", "[SEP]") if ckpt.tokenizer.token_to_id(t) is None]

@@ -105,7 +105,9 @@ def load(key: str) -> Tokenizer:
 
 
 def load_all() -> dict[str, Tokenizer]:
-    return {key: load(key) for key in SPECS}
+    """Every tokenizer of SPECS whose checkpoint is shipped whole (a missing or damaged one is left out)."""
+    shipped = set(checkpoints.available("tokenizer"))
+    return {key: load(key) for key, spec in SPECS.items() if key == "minilm" or spec.checkpoint in shipped}
 
 
 # ---------------------------------------------------------------------------------------------

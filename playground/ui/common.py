@@ -13,6 +13,7 @@ from pathlib import Path
 import gradio as gr
 import orjson
 
+from playground import checkpoints
 from playground.text import MAX_CHARS, clean_text
 
 @dataclass
@@ -88,6 +89,12 @@ def chosen(values, allowed, what: str) -> list[str]:
     if not values:
         raise gr.Error(f"Choose at least one {what}.")
     return values
+
+
+def left_out(name: str, what: str) -> gr.Error:
+    """The error for a view whose model is not shipped whole: why (checkpoints.damaged) and how to rebuild it."""
+    reason = checkpoints.damaged().get(name, f"models/{name} is not shipped")
+    return gr.Error(f"The {what} is not available: {reason}")
 
 
 def text_input(text, notices: list[str], max_chars: int = MAX_CHARS) -> str:

@@ -9,13 +9,15 @@ from playground import checkpoints
 from playground.figures import gradient_flow as fg
 from playground.analysis import gradient_flow as flow
 from playground.training import memory as memory_task
-from playground.ui.common import FIGURE, LATEX, Shared, as_int, as_number, chosen, json_file, text_input, warn
+from playground.ui.common import (FIGURE, LATEX, Shared, as_int, as_number, chosen, json_file, left_out, text_input,
+                                  warn)
 from playground.ui.gpu import gpu
 
 CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
 ACTIVATIONS = ("tanh", "relu", "sigmoid")
-MODELS = {key: checkpoints.shared(f"{key}-shakespeare") for key in CELLS}  # loaded once, read-only
-TOKENIZER = MODELS["lstm"].tokenizer   # the three share Tiny Shakespeare's character vocabulary
+# the shipped models, loaded once, read-only (a missing or damaged one is left out, checkpoints.damaged says why)
+MODELS = {key: ckpt for key in CELLS if (ckpt := checkpoints.shipped(f"{key}-shakespeare")) is not None}
+TOKENIZER = next(iter(MODELS.values())).tokenizer if MODELS else None  # they share one character vocabulary
 LENGTH_MAX = flow.MAX_STEPS
 CLIP_MAX = 1e6
 GATE_UNITS = 32
@@ -48,6 +50,9 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
                        "chosen length).")
     T = as_int(length, "Sequence length", 2, LENGTH_MAX, notices)
     cells = chosen(cells, CELLS, "network")
+    for key in cells:
+        if key not in MODELS:
+            raise left_out(f"{key}-shakespeare", f"{CELLS[key]} model")
     if weights not in ("trained", "fresh"):
         raise gr.Error("Weights should be 'trained' or 'fresh'.")
     if activation not in ACTIVATIONS:

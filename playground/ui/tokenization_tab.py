@@ -7,7 +7,7 @@ import gradio as gr
 
 from playground.analysis import normalize, subwords, tokenization
 from playground.figures import tokenization as ft
-from playground.ui.common import FIGURE, LATEX, Shared, as_int, chosen, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_int, chosen, json_file, left_out, text_input, warn
 
 DEFAULT_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"  # the lecture's worked example
 VOCAB_MIN, VOCAB_MAX = 300, 30_000
@@ -85,6 +85,9 @@ def explain_split(text, wordpiece="wordpiece"):
         raise gr.Error("WordPiece vocabulary should be 'wordpiece' (ours) or 'minilm' (pretrained).")
     if not text.strip():
         raise gr.Error("Type a word or two to explain, e.g. 'unaffable tokenization'.")
+    for key in (wordpiece, "unigram"):
+        if key not in TOKENIZERS:
+            raise left_out(tokenization.SPECS[key].checkpoint, f"{tokenization.SPECS[key].label} tokenizer")
     warn(notices)
     data = subwords.explain(TOKENIZERS[wordpiece], TOKENIZERS["unigram"], text)
     return ft.wordpiece_html(data["wordpiece"]), ft.unigram_html(data["unigram"]), data
@@ -147,8 +150,8 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
     sentence = shared.text  # the committed sentence, shared by every tab (see Shared)
     gr.Markdown(TOKENIZERS_MD)
     with gr.Row():
-        names = gr.CheckboxGroup([(spec.label, key) for key, spec in tokenization.SPECS.items()],
-                                 value=list(tokenization.SPECS), label="Tokenizers", scale=3)
+        names = gr.CheckboxGroup([(tokenization.SPECS[key].label, key) for key in TOKENIZERS],
+                                 value=list(TOKENIZERS), label="Tokenizers", scale=3)
         with gr.Column(scale=2):
             retrain = gr.Checkbox(False, label="Retrain BPE, WordPiece and Unigram on a 430 kB corpus "
                                   "sample at this vocabulary size")

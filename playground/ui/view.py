@@ -145,9 +145,9 @@ def _tab(tab: str | None, ids: list[str], subs: dict[str, list[str]], notices: l
     return gr.Tabs(selected=top), False
 
 
-def notice_html(notices: list[str]) -> str:
-    """What a link got wrong, shown above the tabs until the next link (every value escaped)."""
+def notice_html(notices: list[str], title: str = "This link was not followed exactly:") -> str:
+    """Notices above the tabs, such as what a link got wrong (every value escaped); nothing when there are none."""
     if not notices:
         return ""
     items = "".join(f"<li>{html.escape(n)}</li>" for n in notices[:8])
-    return f'<div class="notice link-notice"><b>This link was not followed exactly:</b><ul>{items}</ul></div>'
+    return f'<div class="notice link-notice"><b>{html.escape(title)}</b><ul>{items}</ul></div>'

@@ -41,11 +41,10 @@ def encoder(key: str = "minilm") -> Encoder | None:
 
 @lru_cache(maxsize=None)
 def _bert_encoder(name: str = "bert-english") -> Encoder | None:
-    try:
-        ckpt = checkpoints.shared(name)
-        model, c = ckpt.model.bert, ckpt.config
-    except Exception:  # not shipped, or another layout: the tab offers the other encoders and spaces
+    ckpt = checkpoints.shipped(name)
+    if ckpt is None:  # not shipped, or damaged: the tab offers the other encoders and spaces
         return None
+    model, c = ckpt.model.bert, ckpt.config
     return Encoder("bert", model, ckpt.tokenizer, c.n_layer, min(MAX_SENTENCE_TOKENS, c.n_positions))
 
 

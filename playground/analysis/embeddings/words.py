@@ -74,9 +74,8 @@ def unit_rows(X: np.ndarray) -> np.ndarray:
 @lru_cache(maxsize=None)
 def word2vec_space(name: str = WORD2VEC) -> WordSpace | None:
     """Our word2vec: one vector per word of its vocabulary; no subwords, so an unknown word stays unknown."""
-    try:
-        ckpt = checkpoints.shared(name)
-    except FileNotFoundError:
+    ckpt = checkpoints.shipped(name)
+    if ckpt is None:
         return None
     vocab = {w: i for w, i in ckpt.tokenizer.get_vocab().items() if i != 0}  # [UNK] (row 0) is not a word
     vectors = ckpt.model.vectors().numpy()
@@ -118,9 +117,8 @@ def bert_space() -> WordSpace | None:
 def gpt_space(name: str = "gpt-shakespeare") -> WordSpace | None:
     """Our character-level GPT's token embedding: one vector per character. A word is the mean of its
     characters' vectors, a bag of characters ('dog' and 'god' coincide): only meaningful for comparing."""
-    try:
-        ckpt = checkpoints.shared(name)
-    except FileNotFoundError:
+    ckpt = checkpoints.shipped(name)
+    if ckpt is None:
         return None
     E = ckpt.model.transformer.wte.weight.detach().numpy() if hasattr(ckpt.model, "transformer") else None
     if E is None:
@@ -142,7 +140,7 @@ _LOADERS = {"word2vec": word2vec_space, "minilm": minilm_space, "bert": bert_spa
 
 
 def space_keys() -> list[str]:
-    """The spaces this installation can offer, without loading any (a checkpoint folder with a card counts)."""
+    """The spaces this installation can offer, without loading any (a whole shipped checkpoint counts)."""
     shipped = set(checkpoints.available())
     return [key for key, name in SPACE_CHECKPOINTS.items() if name is None or name in shipped]
 
