@@ -6,7 +6,8 @@ The models are the encoder-decoders of playground/nets/seq2seq.py on the task of
 attention over the source is `internals["cross"]["layers"]`, one block per layer with attn (B, nh, T_out, T_src);
 a recurrent score function is one head, so no function here asks which family a model is.
 
-Each function returns the JSON of its endpoint (rounded, lists), and beside it the arrays the figures draw.
+A function named after an endpoint returns that endpoint's JSON (rounded numbers, lists) and, where a figure
+draws unrounded numbers, the arrays beside it.
 """
 
 from __future__ import annotations

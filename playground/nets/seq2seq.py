@@ -30,11 +30,12 @@ of the three parts of an encoder-decoder:
     cross    the decoder's attention over the source, one block per layer: the Transformer's L cross-attention
              blocks; a recurrent decoder's one score function (none for the fixed-context model: an empty list)
 
-Every attention block has the same shapes: q (B, nh, T_out, d_q), k (B, nh, T_src, d_k), v (B, nh, T_src, d_v),
-scores (B, nh, T_out, T_src) before the softmax (and before the causal mask), attn (B, nh, T_out, T_src) whose rows
-sum to 1. A recurrent score function is one head (nh = 1): q is the decoder state it scores with (s_{i-1} for
-Bahdanau, s_i for Luong), k its precomputed keys (U_a h_j, W_a h_j, or h_j for dot), v the annotations h_j, scores
-e_ij and attn alpha_ij; so the alignment of every model is `cross["layers"][-1]["attn"].mean(1)`.
+Every attention block has the same shapes: q (B, nh, T_q, d_q), k (B, nh, T_k, d_k), v (B, nh, T_k, d_v), the
+scores (B, nh, T_q, T_k) before the softmax (and before the decoder's causal mask) and attn (B, nh, T_q, T_k) whose
+rows sum to 1; (T_q, T_k) is (T_src, T_src) in the encoder, (T_out, T_out) in the decoder, (T_out, T_src) in cross.
+A recurrent score function is one head (nh = 1): q is the decoder state it scores with (s_{i-1} for Bahdanau, s_i
+for Luong), k its precomputed keys (U_a h_j, W_a h_j, or h_j for dot), v the annotations h_j, scores e_ij and attn
+alpha_ij. So the alignment of every model with attention is `cross["layers"][-1]["attn"].mean(1)`.
 
 Sources in a batch share one length (the task's sampler makes them so), so no padding mask is needed in the
 encoder or in attention; padded *target* positions carry the label -100 and are left out of the loss.
@@ -190,8 +191,9 @@ class RNNSeq2Seq(nn.Module):
     def _encoder_internals(self, x: torch.Tensor, h: torch.Tensor) -> dict:
         """The encoder's {"layers": [forward, backward]} for the annotations h that torch's fused kernel computed,
         so that asking for internals changes no output (RecurrentEncoder's cell-by-cell path differs in the last
-        float bits): h_t as the kernel gave them, the gates recomputed by the same cell from x_t and the previous
-        state, all steps in one call per direction."""
+        float bits): h_t as the kernel gave them (slices of its output: values to look at, not the nodes a gradient
+        flows through), the gates recomputed by the same cell from x_t and the previous state, all steps in one call
+        per direction."""
         H, layers = self.config.hidden_size, []
         for d, cell in enumerate(self.encoder.cells):
             h_d = h[..., d * H:(d + 1) * H]                        # (B, T, H)
