@@ -1,4 +1,4 @@
-"""Encoder-decoders with and without attention (playground/seq2seq.py), the number-words task, the trainer,
+"""Encoder-decoders with and without attention (playground/nets/seq2seq.py), the number-words task, the trainer,
 the shipped cards, and the Seq2seq tab through its handlers and gradio_client."""
 
 from __future__ import annotations
@@ -79,44 +79,89 @@ def test_reading_a_source_reports_what_is_outside_the_vocabulary():
 # The models
 
 
+@pytest.mark.parametrize("variant", s2s.VARIANTS)
+def test_internals_follow_the_one_contract_and_change_no_output(variant):
+    model = tiny(variant)
+    src, tgt_in, tgt_out = task.batch(examples(11, 3))
+    B, T, S = 3, tgt_in.size(1), 11
+    with torch.no_grad():
+        plain, plain_loss = model(src, tgt_in, tgt_out)
+        logits, loss, internals = model(src, tgt_in, tgt_out, return_internals=True)
+    assert torch.equal(plain, logits) and torch.equal(plain_loss, loss)
+    assert set(internals) == {"encoder", "decoder", "cross"}
+    if variant == "transformer":
+        for part, (T_q, T_k) in (("encoder", (S, S)), ("decoder", (T, T)), ("cross", (T, S))):
+            assert len(internals[part]["layers"]) == 2
+            for block in internals[part]["layers"]:
+                assert set(block) == {"q", "k", "v", "scores", "attn"} and block["attn"].shape == (B, 4, T_q, T_k)
+        return
+    for part, n, steps in (("encoder", 2, S), ("decoder", 1, T)):
+        assert len(internals[part]["layers"]) == n
+        for layer in internals[part]["layers"]:                   # a GRU: no cell state, gates r, z, n
+            assert set(layer) == {"h", "c", "gates"} and layer["c"] is None and len(layer["h"]) == steps
+            assert set(layer["gates"]) == {"r", "z", "n"} and layer["gates"]["z"].shape[:2] == (B, steps)
+    cross = internals["cross"]["layers"]
+    assert len(cross) == (0 if variant == "none" else 1)         # no attention, no block
+    for block in cross:                                           # one head
+        assert block["attn"].shape == block["scores"].shape == (B, 1, T, S) and block["v"].shape == (B, 1, S, 16)
+        torch.testing.assert_close(block["attn"], F.softmax(block["scores"], dim=-1))
+
+
+def test_the_encoder_internals_are_those_of_the_cell_by_cell_encoder():
+    """The annotations come from torch's fused kernel (faster, and the outputs do not depend on who looks);
+    the states and gates reported agree with RecurrentEncoder's own cell-by-cell internals."""
+    model = tiny("bahdanau")
+    src = task.batch(examples(9, 2))[0]
+    with torch.no_grad():
+        reported = model(src, torch.full((2, 1), task.BOS), return_internals=True)[2]["encoder"]["layers"]
+        _, _, reference = model.encoder(model.src_emb(src), return_internals=True)
+    for ours, theirs in zip(reported, reference["layers"], strict=True):
+        torch.testing.assert_close(torch.stack(ours["h"], 1), torch.stack(theirs["h"], 1))
+        for gate in ("r", "z", "n"):
+            torch.testing.assert_close(ours["gates"][gate], theirs["gates"][gate])
+
+
 @pytest.mark.parametrize("variant", ["bahdanau", "dot", "general", "transformer"])
 def test_attention_weights_sum_to_one_over_the_source(variant):
     model = tiny(variant)
     src, tgt_in, tgt_out = task.batch(examples(11, 3))
     with torch.no_grad():
         _, _, internals = model(src, tgt_in, tgt_out, return_internals=True)
-    alpha = internals["alpha"]
-    assert alpha.shape == (3, tgt_in.size(1), 11) and bool((alpha >= 0).all())
-    torch.testing.assert_close(alpha.sum(-1), torch.ones(3, tgt_in.size(1)))
-    if variant == "transformer":
-        cross = internals["cross_attention"]                       # (B, L, nh, T, S)
-        assert cross.shape == (3, 2, 4, tgt_in.size(1), 11)
-        torch.testing.assert_close(cross.sum(-1), torch.ones(cross.shape[:-1]))
+    for block in internals["cross"]["layers"]:                    # (B, nh, T, S)
+        attn = block["attn"]
+        assert attn.shape[-2:] == (tgt_in.size(1), 11) and bool((attn >= 0).all())
+        torch.testing.assert_close(attn.sum(-1), torch.ones(attn.shape[:-1]))
 
 
-def test_without_attention_the_context_is_constant_across_steps_and_with_it_is_not():
-    src, tgt_in, tgt_out = task.batch(examples(13, 2))
+def test_without_attention_the_decoder_sees_the_source_only_through_the_fixed_context():
+    """Change every annotation h_j but not c: the fixed-context decoder's step is unchanged, Bahdanau's is not."""
+    src, tgt_in, _ = task.batch(examples(13, 2))
     with torch.no_grad():
-        none = tiny("none")(src, tgt_in, return_internals=True)[2]
-        bahdanau = tiny("bahdanau")(src, tgt_in, return_internals=True)[2]
-    c = none["context"]                                            # (B, T_out, 2H)
-    assert none["alpha"] is None
-    torch.testing.assert_close(c, c[:, :1].expand_as(c), rtol=0, atol=0)
-    assert (bahdanau["context"] - bahdanau["context"][:, :1]).abs().max() > 1e-4
+        for variant, unchanged in (("none", True), ("bahdanau", False)):
+            model = tiny(variant)
+            memory = model.encode(src)
+            other = dict(memory, h=memory["h"].flip(1))
+            if memory["keys"] is not None:
+                other["keys"] = model.attention.keys(other["h"])
+            y = tgt_in[:, 0]
+            a = model.step(y, model.start(memory), memory)[0]
+            b = model.step(y, model.start(other), other)[0]
+            assert torch.equal(a, b) == unchanged, variant
 
 
 def test_bahdanau_scores_follow_the_equation():
     """e_ij = v_a^T tanh(W_a s + U_a h_j), recomputed by hand for one query."""
     att = s2s.AdditiveAttention(6, 4, 5)
     s, h = torch.randn(2, 6), torch.randn(2, 7, 4)
-    alpha = att(s, h, att.keys(h))
+    scores, alpha = att(s, h, att.keys(h))
     e = torch.stack([torch.stack([att.v_a.weight[0] @ torch.tanh(att.W_a.weight @ s[b] + att.U_a.weight @ h[b, j])
                                   for j in range(7)]) for b in range(2)])
+    torch.testing.assert_close(scores, e)
     torch.testing.assert_close(alpha, F.softmax(e, dim=-1))
     general = s2s.MultiplicativeAttention(4, 4, general=True)
     s4 = torch.randn(2, 4)
     e = torch.einsum("bn,nk,btk->bt", s4, general.W_a.weight, h)   # s^T W_a h_j
-    torch.testing.assert_close(general(s4, h, general.keys(h)), F.softmax(e, dim=-1))
+    torch.testing.assert_close(general(s4, h, general.keys(h))[1], F.softmax(e, dim=-1))
 
 
 @pytest.mark.parametrize("variant", s2s.VARIANTS)
@@ -149,8 +194,8 @@ def test_the_transformer_decoder_is_causal():
     torch.testing.assert_close(logits[:, :4], logits2[:, :4])
     assert (logits[:, 4:] - logits2[:, 4:]).abs().max() > 1e-4
     T = tgt_in.size(1)
-    self_att = internals["self_attention"]                        # (B, L, nh, T, T): masked entries exactly 0
-    assert bool((self_att[..., torch.ones(T, T, dtype=torch.bool).triu(1)] == 0).all())
+    for block in internals["decoder"]["layers"]:                  # (B, nh, T, T): masked entries exactly 0
+        assert bool((block["attn"][..., torch.ones(T, T, dtype=torch.bool).triu(1)] == 0).all())
 
 
 @pytest.mark.parametrize("variant", ["none", "general", "transformer"])
@@ -355,7 +400,31 @@ def test_bottleneck_and_quick_evaluation_endpoints(client):
     plot, data = client.predict(api_name="/seq2seq_bottleneck")
     assert set(data["models"]) >= {"none", "bahdanau", "transformer"}
     plot, fresh = client.predict(5, 0, api_name="/seq2seq_evaluate")
-    from playground.ui.seq2seq_tab import EVAL_LENGTHS
+    from playground.analysis.seq2seq import EVAL_LENGTHS
 
     for series in fresh["models"].values():
         assert series["length"] == EVAL_LENGTHS and all(0 <= a <= 1 for a in series["accuracy"])
+
+
+# ---------------------------------------------------------------------------------------------
+# The tab's analysis (playground/analysis/seq2seq.py), on tiny models
+
+
+@pytest.mark.parametrize("variant", s2s.VARIANTS)
+def test_the_translation_data_holds_one_alignment_row_per_output_token(variant):
+    from playground.analysis import seq2seq as an
+
+    words = ["three", "hundred", "seven", ",", "twelve"]
+    ids = [task.SRC_ID[w] for w in words]
+    data, arrays = an.translate(tiny(variant), variant, words, ids, beam=2, notices=[])
+    assert json.loads(json.dumps(data)) == data and data["reference"] == "307,12" and data["decoding"] == "beam 2"
+    assert data["output_tokens"] == arrays["tokens"] and data["output"] == task.decode_target(
+        [task.TGT_ID[t] for t in arrays["tokens"]])
+    if variant == "none":
+        assert data["alignment"] is None and arrays["alpha"] is None
+    else:
+        A = np.array(data["alignment"])
+        assert A.shape == (len(data["output_tokens"]), len(words))
+        np.testing.assert_allclose(A.sum(1), 1.0, atol=1e-4)
+        step = an.decoder_step(words, arrays["tokens"], data["alignment"], 0)
+        assert step["weights"] == data["alignment"][0] and step["token"] == data["output_tokens"][0]

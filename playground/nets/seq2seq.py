@@ -15,8 +15,27 @@ Three recurrent decoders over one bidirectional GRU encoder, and a small Transfo
 Every model has one contract (STYLE §2):
     forward(src, tgt_in, tgt_out=None, return_internals=False) -> (logits, loss[, internals])
     encode(src) -> memory;   start(memory) -> state;   step(y_prev, state, memory) -> (logits, state, alpha)
-so greedy and beam decoding (`greedy`, `beam_search` below) serve all five. Attention weights are returned,
-never kept on a module: alpha (B, T_src) per step, and the Transformer's cross-attention per layer and head.
+so greedy and beam decoding (`greedy`, `beam_search` below) serve all five; alpha (B, T_src) is the step's
+attention over the source (the Transformer's last layer, mean over heads), None without attention.
+
+Internals are returned, never kept on a module, in the contract every net of playground/nets follows, once for each
+of the three parts of an encoder-decoder:
+
+    internals = {"encoder": {"layers": [...]}, "decoder": {"layers": [...]}, "cross": {"layers": [...]}}
+
+    encoder  recurrent: the bidirectional GRU's two directions (forward, backward), each {"h", "c", "gates"} as
+             RecurrentEncoder returns them; Transformer: one {"q", "k", "v", "scores", "attn"} per self-attention layer
+    decoder  recurrent: one {"h", "c", "gates"}: "h" the list of the T_out states s_i (B, 2H), "c" None (a GRU),
+             "gates" {"r", "z", "n"} each (B, T_out, 2H); Transformer: one causal self-attention block per layer
+    cross    the decoder's attention over the source, one block per layer: the Transformer's L cross-attention
+             blocks; a recurrent decoder's one score function (none for the fixed-context model: an empty list)
+
+Every attention block has the same shapes: q (B, nh, T_q, d_q), k (B, nh, T_k, d_k), v (B, nh, T_k, d_v), the
+scores (B, nh, T_q, T_k) before the softmax (and before the decoder's causal mask) and attn (B, nh, T_q, T_k) whose
+rows sum to 1; (T_q, T_k) is (T_src, T_src) in the encoder, (T_out, T_out) in the decoder, (T_out, T_src) in cross.
+A recurrent score function is one head (nh = 1): q is the decoder state it scores with (s_{i-1} for Bahdanau, s_i
+for Luong), k its precomputed keys (U_a h_j, W_a h_j, or h_j for dot), v the annotations h_j, scores e_ij and attn
+alpha_ij. So the alignment of every model with attention is `cross["layers"][-1]["attn"].mean(1)`.
 
 Sources in a batch share one length (the task's sampler makes them so), so no padding mask is needed in the
 encoder or in attention; padded *target* positions carry the label -100 and are left out of the loss.
@@ -45,7 +64,8 @@ RNN_VARIANTS = VARIANTS[:4]
 
 
 # ---------------------------------------------------------------------------------------------
-# Score functions of the recurrent decoders: (query (B, n), keys h (B, T, 2H)) -> weights alpha (B, T)
+# Score functions of the recurrent decoders: (query (B, n), annotations h (B, T, 2H), keys) -> scores e and
+# weights alpha, both (B, T)
 
 
 class AdditiveAttention(nn.Module):
@@ -65,9 +85,9 @@ class AdditiveAttention(nn.Module):
     def keys(self, h: torch.Tensor) -> torch.Tensor:
         return self.U_a(h)                                         # (B, T, n')
 
-    def forward(self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    def forward(self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         e = self.v_a(torch.tanh(self.W_a(s)[:, None, :] + keys)).squeeze(-1)   # (B, T): e_ij
-        return F.softmax(e, dim=-1)                                             # alpha_ij over j
+        return e, F.softmax(e, dim=-1)                                          # alpha_ij over j
 
 
 class MultiplicativeAttention(nn.Module):
@@ -83,9 +103,9 @@ class MultiplicativeAttention(nn.Module):
     def keys(self, h: torch.Tensor) -> torch.Tensor:
         return self.W_a(h) if self.W_a is not None else h         # (B, T, n): W_a h_j, once per source
 
-    def forward(self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        scores = (keys @ s[:, :, None]).squeeze(-1)               # (B, T): s_i^T (W_a) h_j
-        return F.softmax(scores, dim=-1)
+    def forward(self, s: torch.Tensor, h: torch.Tensor, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        e = (keys @ s[:, :, None]).squeeze(-1)                    # (B, T): s_i^T (W_a) h_j
+        return e, F.softmax(e, dim=-1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -158,61 +178,95 @@ class RNNSeq2Seq(nn.Module):
             self.W_c = nn.Linear(n + n, n, bias=False)             # h~_i = tanh(W_c [c_i ; s_i]) (Luong eq. 5)
         self.W_o = nn.Linear(n, c.tgt_vocab_size)
 
-    def encode(self, src: torch.Tensor) -> dict:
-        """src (B, T) -> memory: annotations h (B, T, 2H), the fixed summary c (B, 2H), precomputed keys."""
-        h, h_n = self.encoder(self.src_emb(src))                  # (B, T, 2H); h_n (2, B, H): [forward, backward]
+    def encode(self, src: torch.Tensor, return_internals: bool = False):
+        """src (B, T) -> memory: annotations h (B, T, 2H), the fixed summary c (B, 2H), precomputed keys
+        [, the encoder's internals {"layers": [forward, backward]}]."""
+        x = self.src_emb(src)                                      # (B, T, m)
+        h, h_n = self.encoder(x)                                   # (B, T, 2H); h_n (2, B, H): [forward, backward]
         c = torch.cat([h_n[0], h_n[1]], dim=-1)                    # [->h_T ; <-h_1] (B, 2H)
         keys = self.attention.keys(h) if self.attention is not None else None
-        return {"h": h, "c": c, "keys": keys}
+        memory = {"h": h, "c": c, "keys": keys}
+        return (memory, self._encoder_internals(x, h)) if return_internals else memory
+
+    def _encoder_internals(self, x: torch.Tensor, h: torch.Tensor) -> dict:
+        """The encoder's {"layers": [forward, backward]} for the annotations h that torch's fused kernel computed,
+        so that asking for internals changes no output (RecurrentEncoder's cell-by-cell path differs in the last
+        float bits): h_t as the kernel gave them (slices of its output: values to look at, not the nodes a gradient
+        flows through), the gates recomputed by the same cell from x_t and the previous state, all steps in one call
+        per direction."""
+        H, layers = self.config.hidden_size, []
+        for d, cell in enumerate(self.encoder.cells):
+            h_d = h[..., d * H:(d + 1) * H]                        # (B, T, H)
+            zero = torch.zeros_like(h_d[:, :1])                    # the initial state, as the encoder starts
+            prev = torch.cat([zero, h_d[:, :-1]], dim=1) if d == 0 else torch.cat([h_d[:, 1:], zero], dim=1)
+            _, _, gates = cell(x.flatten(0, 1), prev.flatten(0, 1), return_internals=True)   # backward: from t+1
+            layers.append({"h": list(h_d.unbind(1)), "c": None,
+                           "gates": {g: value.view_as(h_d) for g, value in gates.items()}})   # each (B, T, H)
+        return {"layers": layers}
 
     def start(self, memory: dict):
         s0 = torch.tanh(self.W_s(memory["c"]))                     # (B, n)
         return (s0, torch.zeros_like(s0))                          # (s_0, h~_0): h~ is used by input feeding only
 
-    def step(self, y_prev: torch.Tensor, state, memory: dict, return_context: bool = False):
-        """One decoder step: y_prev (B,) -> logits (B, V), new state, alpha (B, T) (None without attention)."""
+    def step(self, y_prev: torch.Tensor, state, memory: dict, return_internals: bool = False):
+        """One decoder step: y_prev (B,) -> logits (B, V), new state, alpha (B, T) (None without attention)
+        [, this step's internals: s_i, the GRU's gates, the query q that was scored, the scores e and alpha]."""
         s, h_tilde = state
         e = self.tgt_emb(y_prev)                                   # E y_{i-1} (B, m)
         v = self.config.variant
+        scores = alpha = None
         if v in ("none", "bahdanau"):
+            q = s                                                  # Bahdanau scores with s_{i-1}
             if v == "none":
-                c_i, alpha = memory["c"], None                     # the same c at every step
+                c_i = memory["c"]                                  # the same c at every step
             else:
-                alpha = self.attention(s, memory["h"], memory["keys"])            # uses s_{i-1}
+                scores, alpha = self.attention(s, memory["h"], memory["keys"])
                 c_i = (alpha[:, :, None] * memory["h"]).sum(1)     # (B, 2H)
-            s, _ = self.cell(torch.cat([e, c_i], dim=-1), s)       # s_i
+            s, _, gates = self.cell(torch.cat([e, c_i], dim=-1), s, return_internals=True)   # s_i
             out = torch.tanh(self.W_t(torch.cat([s, c_i, e], dim=-1)))
         else:
-            s, _ = self.cell(torch.cat([e, h_tilde], dim=-1), s)   # s_i, input feeding of h~_{i-1}
-            alpha = self.attention(s, memory["h"], memory["keys"])                # uses s_i
+            s, _, gates = self.cell(torch.cat([e, h_tilde], dim=-1), s, return_internals=True)  # input feeding
+            q = s                                                  # Luong scores with s_i
+            scores, alpha = self.attention(s, memory["h"], memory["keys"])
             c_i = (alpha[:, :, None] * memory["h"]).sum(1)         # (B, 2H)
             h_tilde = torch.tanh(self.W_c(torch.cat([c_i, s], dim=-1)))
             out = h_tilde
         logits = self.W_o(out)                                     # (B, V)
-        if return_context:
-            return logits, (s, h_tilde), alpha, c_i
+        if return_internals:   # the cell computes its gates anyway: asking for them above costs nothing
+            return logits, (s, h_tilde), alpha, {"s": s, "gates": gates, "q": q, "scores": scores, "attn": alpha}
         return logits, (s, h_tilde), alpha
 
     def forward(self, src, tgt_in, tgt_out=None, return_internals: bool = False):
         """Teacher forcing: tgt_in (B, T_out) = <s> y_1 .. y_{n-1}; tgt_out = y_1 .. y_n (-100 = padding).
         Returns logits (B, T_out, V), the mean cross-entropy over labelled positions (or None)[, internals:
-        alpha (B, T_out, T_src) or None, context c_i (B, T_out, 2H)]."""
-        memory = self.encode(src)
+        the encoder's, the decoder's and the score function's, as the module docstring describes]."""
+        memory, encoder = self.encode(src, return_internals=True) if return_internals else (self.encode(src), None)
         state = self.start(memory)
-        logits, alphas, contexts = [], [], []
+        logits, steps = [], []
         for i in range(tgt_in.size(1)):
-            lg, state, alpha, c_i = self.step(tgt_in[:, i], state, memory, return_context=True)
-            logits.append(lg)
-            alphas.append(alpha)
-            contexts.append(c_i)
+            out = self.step(tgt_in[:, i], state, memory, return_internals)
+            logits.append(out[0])
+            state = out[1]
+            if return_internals:
+                steps.append(out[3])
         logits = torch.stack(logits, dim=1)                        # (B, T_out, V)
         loss = None
         if tgt_out is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=-100)
         if return_internals:
-            alpha = torch.stack(alphas, dim=1) if alphas[0] is not None else None
-            return logits, loss, {"alpha": alpha, "context": torch.stack(contexts, dim=1)}
+            return logits, loss, self._internals(memory, encoder, steps)
         return logits, loss
+
+    def _internals(self, memory: dict, encoder: dict, steps: list[dict]) -> dict:
+        """The per-step records of forward() stacked over the T_out steps, in the contract's three parts."""
+        decoder = {"h": [t["s"] for t in steps], "c": None,
+                   "gates": {g: torch.stack([t["gates"][g] for t in steps], dim=1) for g in steps[0]["gates"]}}
+        cross = []
+        if self.attention is not None:                             # one head: (B, T, .) -> (B, 1, T, .)
+            over_steps = {key: torch.stack([t[key] for t in steps], dim=1)[:, None] for key in ("q", "scores", "attn")}
+            cross.append({"q": over_steps["q"], "k": memory["keys"][:, None], "v": memory["h"][:, None],
+                          "scores": over_steps["scores"], "attn": over_steps["attn"]})
+        return {"encoder": encoder, "decoder": {"layers": [decoder]}, "cross": {"layers": cross}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,19 +298,22 @@ class MultiHeadAttention(nn.Module):
         self.W_o = nn.Linear(d_model, d_model)
 
     def forward(self, x, m, causal: bool = False):
-        """x (B, T, C) queries, m (B, S, C) keys and values -> y (B, T, C), attention (B, nh, T, S)."""
+        """x (B, T, C) queries, m (B, S, C) keys and values -> y (B, T, C) and this block's internals: q (B, nh, T, hs),
+        k and v (B, nh, S, hs), the scaled scores q k^T / sqrt(d_k) before the mask and attn (B, nh, T, S). They are
+        computed in any case (the weights are written out), so they are always returned."""
         B, T, C = x.shape
         S, nh, hs = m.size(1), self.n_head, C // self.n_head
         q = self.W_q(x).view(B, T, nh, hs).transpose(1, 2)        # (B, nh, T, hs)
         k = self.W_k(m).view(B, S, nh, hs).transpose(1, 2)        # (B, nh, S, hs)
         v = self.W_v(m).view(B, S, nh, hs).transpose(1, 2)        # (B, nh, S, hs)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)         # (B, nh, T, S)
+        masked = scores
         if causal:
             allowed = torch.ones(T, S, dtype=torch.bool, device=x.device).tril()
-            scores = scores.masked_fill(~allowed, float("-inf"))  # masked weights are exactly 0
-        att = F.softmax(scores, dim=-1)
+            masked = scores.masked_fill(~allowed, float("-inf"))  # masked weights are exactly 0
+        att = F.softmax(masked, dim=-1)
         y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)  # Concat(head_1..head_h) (B, T, C)
-        return self.W_o(y), att
+        return self.W_o(y), dict(q=q, k=k, v=v, scores=scores, attn=att)
 
 
 class FeedForward(nn.Module):
@@ -279,9 +336,10 @@ class EncoderLayer(nn.Module):
         self.ln_2, self.ffn = nn.LayerNorm(c.d_model), FeedForward(c.d_model, c.d_ff)
 
     def forward(self, x):
-        a, att = self.attn(self.ln_1(x), self.ln_1(x))
+        """x (B, S, d) -> x (B, S, d), the self-attention block's internals."""
+        a, block = self.attn(self.ln_1(x), self.ln_1(x))
         x = x + a                      # pre-norm (as GPT-2), not the post-norm of Vaswani et al. 2017
-        return x + self.ffn(self.ln_2(x)), att
+        return x + self.ffn(self.ln_2(x)), block
 
 
 class DecoderLayer(nn.Module):
@@ -294,11 +352,12 @@ class DecoderLayer(nn.Module):
         self.ln_3, self.ffn = nn.LayerNorm(c.d_model), FeedForward(c.d_model, c.d_ff)
 
     def forward(self, y, memory):
-        a, self_att = self.self_attn(self.ln_1(y), self.ln_1(y), causal=True)
+        """y (B, T, d), memory (B, S, d) -> y (B, T, d), the internals of the self- and of the cross-attention."""
+        a, self_block = self.self_attn(self.ln_1(y), self.ln_1(y), causal=True)
         y = y + a                                                  # pre-norm, as in the encoder
-        a, cross_att = self.cross_attn(self.ln_2(y), memory)       # queries from the target, keys from the source
+        a, cross_block = self.cross_attn(self.ln_2(y), memory)     # queries from the target, keys from the source
         y = y + a
-        return y + self.ffn(self.ln_3(y)), self_att, cross_att
+        return y + self.ffn(self.ln_3(y)), self_block, cross_block
 
 
 class TransformerSeq2Seq(nn.Module):
@@ -329,38 +388,37 @@ class TransformerSeq2Seq(nn.Module):
         assert T <= self.config.max_len, f"{T} tokens: the model has {self.config.max_len} positions"
         return emb(idx) * math.sqrt(self.config.d_model) + self.pe[:T]   # (B, T, d)
 
-    def encode(self, src: torch.Tensor, return_attention: bool = False):
+    def encode(self, src: torch.Tensor, return_internals: bool = False):
+        """src (B, S) -> memory (B, S, d) [, the encoder's internals {"layers": one self-attention block per layer}]."""
         x = self._embed(self.src_emb, src)
-        atts = []
+        blocks = []
         for layer in self.enc:
-            x, att = layer(x)
-            atts.append(att)
+            x, block = layer(x)
+            blocks.append(block)
         memory = self.ln_enc(x)                                    # (B, S, d)
-        return (memory, atts) if return_attention else memory
+        return (memory, {"layers": blocks}) if return_internals else memory
 
     def decode(self, tgt_in: torch.Tensor, memory: torch.Tensor):
-        """tgt_in (B, T) -> logits (B, T, V), per layer the causal self-attention and the cross-attention
-        (B, nh, T, T) and (B, nh, T, S)."""
+        """tgt_in (B, T) -> logits (B, T, V) and, per layer, the internals of the causal self-attention and of
+        the cross-attention (attn (B, nh, T, T) and (B, nh, T, S))."""
         y = self._embed(self.tgt_emb, tgt_in)
         selfs, crosses = [], []
         for layer in self.dec:
-            y, self_att, cross_att = layer(y, memory)
-            selfs.append(self_att)
-            crosses.append(cross_att)
+            y, self_block, cross_block = layer(y, memory)
+            selfs.append(self_block)
+            crosses.append(cross_block)
         logits = self.ln_dec(y) @ self.tgt_emb.weight.T            # tied output layer (B, T, V)
         return logits, selfs, crosses
 
     def forward(self, src, tgt_in, tgt_out=None, return_internals: bool = False):
-        memory, enc_att = self.encode(src, return_attention=True)
+        """Teacher forcing, as RNNSeq2Seq.forward; the internals as the module docstring describes."""
+        memory, encoder = self.encode(src, return_internals=True)
         logits, selfs, crosses = self.decode(tgt_in, memory)
         loss = None
         if tgt_out is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=-100)
         if return_internals:
-            cross = torch.stack(crosses, dim=1)                    # (B, L, nh, T, S)
-            return logits, loss, {"cross_attention": cross, "self_attention": torch.stack(selfs, dim=1),
-                                  "encoder_attention": torch.stack(enc_att, dim=1),
-                                  "alpha": cross[:, -1].mean(1)}   # last layer, mean over heads (B, T, S)
+            return logits, loss, {"encoder": encoder, "decoder": {"layers": selfs}, "cross": {"layers": crosses}}
         return logits, loss
 
     def start(self, memory):
@@ -369,7 +427,7 @@ class TransformerSeq2Seq(nn.Module):
     def step(self, y_prev, state, memory):
         prefix = torch.cat([state, y_prev[:, None]], dim=1)       # (B, i)
         logits, _, crosses = self.decode(prefix, memory)
-        alpha = crosses[-1][:, :, -1].mean(1)                      # last layer, mean over heads, newest row (B, S)
+        alpha = crosses[-1]["attn"][:, :, -1].mean(1)              # last layer, mean over heads, newest row (B, S)
         return logits[:, -1], prefix, alpha
 
 

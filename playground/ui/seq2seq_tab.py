@@ -5,7 +5,7 @@
 2. The bottleneck experiment: exact-match accuracy against source length for every shipped model, from their
    training cards, and a button that re-runs a quick evaluation on a few lengths.
 3. The Transformer's cross-attention per head beside a recurrent model's alignment for the same source.
-4. The score functions' equations beside the plots, as the code computes them (playground/seq2seq.py).
+4. The score functions' equations beside the plots, as the code computes them (playground/nets/seq2seq.py).
 
 The models are small (0.2 M parameters each) and load at import, read-only; the shared sentence of the other
 tabs is English, not numbers, so this tab has its own source box.
@@ -13,39 +13,17 @@ tabs is English, not numbers, so this tab has its own source box.
 
 from __future__ import annotations
 
-import random
-
 import gradio as gr
-import numpy as np
-import torch
 
-from playground import checkpoints
+from playground.analysis import seq2seq as an
 from playground.figures import seq2seq as fs
-from playground.nets import seq2seq as s2s
 from playground.training import seq2seq as task
 from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
-LABELS = {"none": "no attention (fixed context)", "bahdanau": "Bahdanau (additive)", "dot": "Luong dot",
-          "general": "Luong general", "transformer": "Transformer"}
-
-
-def _load() -> dict:
-    """variant -> Checkpoint for every shipped seq2seq model (loaded once, shared, read-only)."""
-    models, shipped = {}, checkpoints.available("seq2seq")
-    for variant in s2s.VARIANTS:
-        name = f"seq2seq-{variant}"
-        if name in shipped:
-            ckpt = checkpoints.shared(name)
-            task.check_vocab(ckpt.card)
-            models[variant] = ckpt
-    return models
-
-
-MODELS = _load()
+MODELS = an.load_models()
 RNN_MODELS = [v for v in MODELS if v != "transformer"]
 DEFAULT_MODEL = "bahdanau" if "bahdanau" in MODELS else next(iter(MODELS), "bahdanau")
 EXAMPLE = "three hundred forty two , seven , ninety , six hundred five , eleven"
-EVAL_LENGTHS = [4, 12, 20, 28, 36, 44]   # the quick evaluation: a few lengths, two of them past training
 MAX_BEAM = 8
 
 
@@ -76,65 +54,41 @@ def _source(text, notices: list[str]) -> task.Source:
     return src
 
 
-def _model(key) -> checkpoints.Checkpoint:
+def _model(key):
     if not MODELS:
         raise gr.Error("No seq2seq model is shipped; train one: python -m playground.train seq2seq --variant=bahdanau")
     if key not in MODELS:
         raise gr.Error(f"Unknown model {key!r}; choose from {', '.join(MODELS)}.")
-    return MODELS[key]
+    return MODELS[key].model
 
 
-def _run(model, ids: list[int], beam: int) -> dict:
-    """Decode one source; then one teacher-forced pass over the output for the attention it was made with."""
-    src = torch.tensor([ids])
-    max_len = task.max_output(len(ids))
-    with torch.inference_mode():
-        if beam > 1:
-            out = s2s.beam_decode(model, src, beam, max_len)[0][0]
-        else:
-            out = s2s.greedy(model, src, max_len)[0][0].tolist()
-            if task.EOS in out:
-                out = out[:out.index(task.EOS) + 1]
-        tgt_in = torch.tensor([[task.BOS] + out[:-1]])
-        logits, _, internals = model(src, tgt_in, return_internals=True)
-        logps = torch.log_softmax(logits[0].float(), dim=-1)[torch.arange(len(out)), torch.tensor(out)]
-    alpha = internals["alpha"]
-    return {"ids": out, "tokens": [task.TGT_VOCAB[i] for i in out], "log_prob": float(logps.sum()),
-            "alpha": None if alpha is None else alpha[0].numpy(),
-            "cross": internals.get("cross_attention", [None])[0]}
+def _label(key: str) -> str:
+    return an.LABELS.get(key, key)
 
 
 def translate(source, model_key=DEFAULT_MODEL, beam_size=1):
     """Translate; the alignment heatmap, the first decoder step, and the data."""
     notices: list[str] = []
     src = _source(source, notices)
-    ckpt = _model(model_key)
+    model = _model(model_key)
     beam = as_int(beam_size, "Beam size", 1, MAX_BEAM, notices)
-    r = _run(ckpt.model, src.ids, beam)
-    output = task.decode_target(r["ids"])
-    ref = task.reference(src.words)
-    label = LABELS.get(model_key, model_key)
-    heat = fs.alignment_figure(src.words, r["tokens"], r["alpha"], f"{label}: alignment α (output × source)", step=0)
-    step_fig = _step_plot(src.words, r["tokens"], r["alpha"], 0, label)
-    verdict = "" if ref is None else (" ✓ correct" if output == ref else f" ✗ the answer is **{ref}**")
-    summary = (f"### {output or '(empty)'}{verdict}\n{label}, {'greedy' if beam == 1 else f'beam {beam}'}: "
-               f"{len(src.words)} source words, {len(r['tokens'])} output tokens (the end token included), "
-               f"log p(y | x) = {r['log_prob']:.3f}.")
-    data = {"model": model_key, "source_tokens": src.words, "output": output, "output_tokens": r["tokens"],
-            "alignment": None if r["alpha"] is None else np.round(r["alpha"], 5).tolist(),
-            "alignment_format": "output token × source word (rows sum to 1)" if r["alpha"] is not None
-            else "none: this model reads one fixed context vector at every step",
-            "reference": ref, "correct": None if ref is None else output == ref, "log_prob": round(r["log_prob"], 5),
-            "decoding": "greedy" if beam == 1 else f"beam {beam}", "notices": notices}
-    state = {"model": model_key, "source": src.words, "tokens": r["tokens"],
-             "alpha": data["alignment"]}
+    data, a = an.translate(model, model_key, src.words, src.ids, beam, notices)
+    label = _label(model_key)
+    heat = fs.alignment_figure(src.words, a["tokens"], a["alpha"], f"{label}: alignment α (output × source)", step=0)
+    step_fig = _step_plot(src.words, a["tokens"], a["alpha"], 0, label)
+    ref = data["reference"]
+    verdict = "" if ref is None else (" ✓ correct" if data["correct"] else f" ✗ the answer is **{ref}**")
+    summary = (f"### {data['output'] or '(empty)'}{verdict}\n{label}, {data['decoding']}: "
+               f"{len(src.words)} source words, {len(a['tokens'])} output tokens (the end token included), "
+               f"log p(y | x) = {a['log_prob']:.3f}.")
+    state = {"model": model_key, "source": src.words, "tokens": a["tokens"], "alpha": data["alignment"]}
     warn(notices)
-    slider = gr.update(maximum=max(1, len(r["tokens"]) - 1), value=0)
+    slider = gr.update(maximum=max(1, len(a["tokens"]) - 1), value=0)
     return summary, heat, slider, step_fig, state, json_file(data, "seq2seq"), data
 
 
 def _step_plot(source: list[str], tokens: list[str], alpha, i: int, label: str):
-    weights = None if alpha is None else np.asarray(alpha)[i]
+    weights = None if alpha is None else alpha[i]
     so_far = "".join(t for t in tokens[:i] if t != "</s>")
     token = "the end token" if tokens[i] == "</s>" else f"“{tokens[i]}”"
     title = f"{label}, step {i}: emits {token} after “{so_far}”; c_{i} = Σ_j α_{i}j h_j"
@@ -149,11 +103,9 @@ def decoder_step(state, step=0):
     tokens, alpha = state["tokens"], state["alpha"]
     i = as_int(step, "Step", 0, len(tokens) - 1, notices)
     warn(notices)
-    label = LABELS.get(state["model"], state["model"])
-    heat = fs.alignment_figure(state["source"], tokens, None if alpha is None else np.asarray(alpha),
-                               f"{label}: alignment α (output × source)", step=i)
-    data = {"step": i, "token": tokens[i], "source_tokens": state["source"],
-            "weights": None if alpha is None else alpha[i]}
+    data = an.decoder_step(state["source"], tokens, alpha, i)
+    label = _label(state["model"])
+    heat = fs.alignment_figure(state["source"], tokens, alpha, f"{label}: alignment α (output × source)", step=i)
     return heat, _step_plot(state["source"], tokens, alpha, i, label), data
 
 
@@ -166,41 +118,23 @@ def compare(source, rnn_key=DEFAULT_MODEL, layer=1):
                        "--variant=transformer")
     if rnn_key not in RNN_MODELS:
         raise gr.Error(f"Unknown recurrent model {rnn_key!r}; choose from {', '.join(RNN_MODELS)}.")
-    tr = MODELS["transformer"].model
-    layer = as_int(layer, "Layer", 0, tr.config.n_layer - 1, notices)
+    transformer = MODELS["transformer"]
+    layer = as_int(layer, "Layer", 0, transformer.config.n_layer - 1, notices)
     warn(notices)
-    a, t = _run(MODELS[rnn_key].model, src.ids, 1), _run(tr, src.ids, 1)
-    cross = t["cross"][layer].numpy()                                          # (nh, T_out, T_src)
-    fig = fs.heads_figure(src.words, a["tokens"], a["alpha"], LABELS[rnn_key], t["tokens"], cross, layer)
-    data = {"source_tokens": src.words,
-            "rnn": {"model": rnn_key, "output": task.decode_target(a["ids"]), "output_tokens": a["tokens"],
-                    "alignment": None if a["alpha"] is None else np.round(a["alpha"], 5).tolist()},
-            "transformer": {"output": task.decode_target(t["ids"]), "output_tokens": t["tokens"], "layer": layer,
-                            "heads": int(cross.shape[0]), "cross_attention_format": "head × output × source",
-                            "cross_attention": np.round(cross, 5).tolist()},
-            "notices": notices}
+    data, a = an.compare(MODELS[rnn_key].model, rnn_key, transformer.model, src.words, src.ids, layer, notices)
+    fig = fs.heads_figure(src.words, a["rnn_tokens"], a["rnn_alpha"], _label(rnn_key), a["tokens"], a["cross"], layer)
     return fig, data
-
-
-def _series_from_cards() -> dict:
-    series = {}
-    for key, ckpt in MODELS.items():
-        acc = ckpt.card.get("accuracy_by_length")
-        if acc:
-            series[key] = {"length": [(lo + hi) / 2 for lo, hi in acc["buckets"]], "accuracy": acc["accuracy"],
-                           "buckets": acc["buckets"], "per_bucket": acc["per_bucket"]}
-    return series
 
 
 def bottleneck():
     """Accuracy against source length for every shipped model, as recorded in its card.json at training time."""
-    series = _series_from_cards()
-    if not series:
+    data = an.bottleneck(MODELS)
+    if not data["models"]:
         raise gr.Error("No seq2seq card holds an accuracy by length yet; train the models first.")
-    per = next(iter(series.values()))["per_bucket"]
-    fig = fs.bottleneck_figure(series, LABELS, task.MAX_TRAIN_LEN,
+    per = next(iter(data["models"].values()))["per_bucket"]
+    fig = fs.bottleneck_figure(data["models"], an.LABELS, task.MAX_TRAIN_LEN,
                                f"Training cards: {per} sources per 4-word bucket")
-    return fig, {"source": "card.json of each model", "trained_up_to": task.MAX_TRAIN_LEN, "models": series}
+    return fig, data
 
 
 def evaluate(per_length=20, seed=0):
@@ -211,28 +145,17 @@ def evaluate(per_length=20, seed=0):
     warn(notices)
     if not MODELS:
         raise gr.Error("No seq2seq model is shipped.")
-    series = {}
-    with torch.inference_mode():
-        for key, ckpt in MODELS.items():
-            acc = task.accuracy_by_length(ckpt.model, EVAL_LENGTHS, n, seed=seed + 1)   # seed 0 is the cards' set
-            series[key] = {"length": EVAL_LENGTHS, "accuracy": [round(a, 4) for a in acc]}
-    fig = fs.bottleneck_figure(series, LABELS, task.MAX_TRAIN_LEN,
+    data = an.evaluate(MODELS, n, seed)
+    fig = fs.bottleneck_figure(data["models"], an.LABELS, task.MAX_TRAIN_LEN,
                                f"Now: {n} fresh sources per length (seed {seed})")
-    return fig, {"source": "evaluated now", "per_length": n, "seed": seed, "trained_up_to": task.MAX_TRAIN_LEN,
-                 "models": series}
-
-
-def random_source(seed=None):
-    """A held-out source of a random length (up to the longest test bucket)."""
-    rng = random.Random(seed)
-    return " ".join(task.sample(rng.randint(3, task.BUCKETS[-1][1]), rng, test=True)[0])
+    return fig, data
 
 
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
 INTRO_MD = r"""**The bottleneck and the fix.** An encoder reads the source, a decoder writes the translation one token at a
-time. The task (generated in code, `playground/seq2seq_task.py`): numbers from 0 to 999 in English words, separated
+time. The task (generated in code, `playground/training/seq2seq.py`): numbers from 0 to 999 in English words, separated
 by commas, into digits: *three hundred forty two , seven* → `342,7`. The encoder is a bidirectional GRU; its
 annotation of word $j$ is $h_j = [\overrightarrow{h}_j ; \overleftarrow{h}_j]$. **Without attention** (Cho et al.
 2014; Sutskever et al. 2014) the decoder gets one fixed vector $c = [\overrightarrow{h}_T ; \overleftarrow{h}_1]$ and
@@ -241,7 +164,7 @@ al. 2015) step $i$ gets its own context $c_i = \sum_j \alpha_{ij} h_j$, a weight
 $\sum_j \alpha_{ij} = 1$; the weights form the alignment below. The Transformer (Vaswani et al. 2017) keeps the
 attention and drops the recurrence."""
 
-SCORES_MD = r"""**Score functions** (as `playground/seq2seq.py` computes them; $s$ is the decoder state, $e_{ij}$ the score,
+SCORES_MD = r"""**Score functions** (as `playground/nets/seq2seq.py` computes them; $s$ is the decoder state, $e_{ij}$ the score,
 $\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$):
 
 | model | score $e_{ij}$ | decoder step |
@@ -276,7 +199,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         source = gr.Textbox(EXAMPLE, label="Source: numbers 0–999 in English words, separated by commas", scale=4,
                             elem_id="s2s-source")
-        model = gr.Dropdown([(LABELS[k], k) for k in MODELS], value=DEFAULT_MODEL if MODELS else None,
+        model = gr.Dropdown([(an.LABELS[k], k) for k in MODELS], value=DEFAULT_MODEL if MODELS else None,
                             label="Model", scale=2)
         beam = gr.Slider(1, MAX_BEAM, value=1, step=1, label="Beam size (1 = greedy)", scale=1)
     with gr.Row():
@@ -306,14 +229,14 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         per_length = gr.Slider(5, 100, value=20, step=5, label="Sources per length", scale=2)
         seed = gr.Number(0, label="Seed", precision=0, scale=1)
-        eval_button = gr.Button(f"Re-run on lengths {', '.join(map(str, EVAL_LENGTHS))}", scale=2)
+        eval_button = gr.Button(f"Re-run on lengths {', '.join(map(str, an.EVAL_LENGTHS))}", scale=2)
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         bottleneck_json = gr.JSON(label="seq2seq_bottleneck")
         eval_json = gr.JSON(label="seq2seq_evaluate")
 
     gr.Markdown(COMPARE_MD, latex_delimiters=LATEX)
     with gr.Row():
-        rnn_model = gr.Dropdown([(LABELS[k], k) for k in RNN_MODELS],
+        rnn_model = gr.Dropdown([(an.LABELS[k], k) for k in RNN_MODELS],
                                 value=DEFAULT_MODEL if DEFAULT_MODEL in RNN_MODELS else None,
                                 label="Recurrent model", scale=2)
         n_layer = MODELS["transformer"].config.n_layer if "transformer" in MODELS else 1
@@ -330,7 +253,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
           api_name="seq2seq", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     step.release(decoder_step, inputs=[state, step], outputs=[heatmap, step_plot, step_json],
                  api_name="seq2seq_step", trigger_mode="always_last", show_progress="hidden")
-    shuffle.click(random_source, outputs=source, api_visibility="private", queue=False).then(
+    shuffle.click(an.random_source, outputs=source, api_visibility="private", queue=False).then(
         translate, inputs=[source, model, beam], outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
         api_visibility="private", show_progress="minimal")
     gr.on([demo.load], bottleneck, outputs=[bottleneck_plot, bottleneck_json], api_name="seq2seq_bottleneck",
