@@ -164,3 +164,20 @@ def test_a_new_save_replaces_the_whole_folder(saved, tiny_kind):
     checkpoints.save(saved, kind="tiny", config=TinyConfig(), card={"steps": 2})  # no weights this time
     assert sorted(p.name for p in saved.iterdir()) == ["card.json", "config.json"]
     assert [p.name for p in saved.parent.iterdir()] == ["m"]
+
+
+def test_available_leaves_out_a_damaged_checkpoint_and_damaged_says_why(saved, tiny_kind, monkeypatch):
+    monkeypatch.setattr(checkpoints, "MODELS_DIR", saved.parent)
+    assert checkpoints.available() == ["m"] and checkpoints.damaged() == {}
+    assert checkpoints.shipped("m") is not None
+    overwrite(saved / "model.safetensors", 200, b"\x7f" * 4)
+    assert checkpoints.available() == [] and checkpoints.shipped("m") is None
+    assert "model.safetensors is damaged" in checkpoints.damaged()["m"]
+    assert "python -m playground.train tiny --seed=0" in checkpoints.damaged()["m"]
+
+
+def test_a_save_in_progress_and_a_stray_folder_are_not_listed(saved, tiny_kind, monkeypatch):
+    monkeypatch.setattr(checkpoints, "MODELS_DIR", saved.parent)
+    (saved.parent / ".m.saving-x").mkdir()
+    (saved.parent / "notes").mkdir()
+    assert checkpoints.available() == ["m"] and checkpoints.damaged() == {}

@@ -269,13 +269,13 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             view_b = gr.HTML(elem_classes=FIGURE)
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             compare_json = gr.JSON(label="compare_generate")
-    with gr.Accordion("Causal attention of the generated text", open=False):
+    with gr.Accordion("Causal attention of the generated text", open=False, visible=bool(gpts)):  # no GPT: none
         gr.Markdown(ATTENTION_MD)
         with gr.Row():
             att_model = gr.Dropdown(gpts, value=gpts[0][1] if gpts else None, label="GPT")
-            layer = gr.Slider(0, max((MODELS[n].config.n_layer for _, n in gpts), default=1) - 1, value=0, step=1,
+            layer = gr.Slider(0, max(1, max((MODELS[n].config.n_layer for _, n in gpts), default=2) - 1), value=0, step=1,
                               label="Layer (from 0)")
-            head = gr.Slider(0, max((MODELS[n].config.n_head for _, n in gpts), default=1) - 1, value=0, step=1,
+            head = gr.Slider(0, max(1, max((MODELS[n].config.n_head for _, n in gpts), default=2) - 1), value=0, step=1,
                              label="Head (from 0)")
             att_run = gr.Button("Show attention", scale=0)
         att_text = gr.Textbox(DEFAULT_PROMPT, label="Text", lines=2, max_lines=6)
