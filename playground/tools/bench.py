@@ -150,16 +150,22 @@ def embeddings_rows(runs: int) -> list[tuple]:
     return rows
 
 
-def attention_bytes() -> int:
-    """What the browser receives for one 512-token attention answer: each output as its component
-    serialises it (HTML strings, the plotly figure's JSON, the data JSON)."""
-    import json
+def attention_bytes() -> tuple[int, int]:
+    """What the browser receives for a 512-token attention answer, on the wire: the server-sent events of
+    /attention from a served app, for every layer of MiniLM (the largest, and its layer)."""
+    import httpx
 
-    from playground.ui import attention_tab
+    from playground.analysis import attention
 
-    head_view, model_view, heatmap, _path, data = attention_tab.attention(TEXT_LONG, "", "minilm", 2, "mean")
-    return (len(head_view.encode()) + len(model_view.encode()) + len(heatmap.to_json().encode())
-            + len(json.dumps(data, ensure_ascii=False).encode()))
+    with served_app() as (url, _):
+        sizes = []
+        for layer in range(attention.load_minilm().n_layer):
+            event = httpx.post(f"{url}gradio_api/call/attention", timeout=120,
+                               json={"data": [TEXT_LONG, "", "minilm", layer, "mean", False, "head"]}).json()
+            answer = httpx.get(f"{url}gradio_api/call/attention/{event['event_id']}", timeout=120)
+            assert "event: complete" in answer.text, answer.text[-300:]
+            sizes.append((len(answer.content), layer))
+    return max(sizes)
 
 
 def retrain_seconds_per_mb() -> dict[str, float]:
@@ -393,9 +399,9 @@ def main(argv: list[str] | None = None) -> list[tuple]:
             h_median, h_p95 = http[name]
             rows.append((f"{name}: HTTP round trip", ms(h_median), ms(h_p95), "", None))
     rows.extend(embeddings_rows(args.runs))
-    sent = attention_bytes()
-    rows.append(("attention (512 tokens): bytes sent to the browser", f"{sent / 2**20:.2f} MB", "", "≤ 2 MB",
-                 sent <= 2 * 2**20))
+    sent, layer = attention_bytes()
+    rows.append((f"attention (512 tokens): bytes sent to the browser (the largest layer, {layer})",
+                 f"{sent / 2**20:.2f} MB", "", "≤ 2 MB", sent <= 2 * 2**20))
     for algorithm, rate in retrain_seconds_per_mb().items():
         budget = algorithm != "unigram"  # the issue's "well under a second per megabyte" is BPE's and WordPiece's
         rows.append((f"retrain {algorithm} on the corpus sample", f"{rate:.2f} s/MB", "", "< 1 s/MB" if budget else "",
