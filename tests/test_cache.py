@@ -157,3 +157,13 @@ def test_prewarm_answers_the_pages_initial_values():
     hits = app.demo.answers.hits
     normalize.fn(*[block.preprocess(block.postprocess(block.value)) for block in normalize.inputs])
     assert app.demo.answers.hits == hits + 1
+
+
+def test_an_update_taken_apart_by_gradio_is_whole_again_on_the_next_hit(cache):
+    """gradio's postprocessing pops "value" from a returned gr.update: the cached answer must not lose it
+    (the gradient tab's LSTM gates plot stayed empty on a hit)."""
+    wrapped = cache.wrap(lambda: ("text", gr.update(value="figure", visible=True)), 2, (), threading.BoundedSemaphore(1))
+    for _ in range(3):
+        _, update = wrapped()
+        assert update["value"] == "figure"
+        update.pop("value")  # what gradio.blocks.postprocess_update_dict does

@@ -9,7 +9,8 @@ computes the answers to the page's initial values when the app starts serving.
 
 What an answer carries besides its outputs is kept too: the notices the handler showed (replayed on a
 hit) and, for a generator, only its final output (a hit answers at once). Outputs that are per-session
-state (gr.State) are copied for each hit, so no two sessions hold the same object. An answer whose
+state (gr.State) are copied for each hit, so no two sessions hold the same object, and so are updates
+(gr.update), which gradio's postprocessing takes apart. An answer whose
 download file is gone (ui/common.json_file keeps a bounded number) is computed again.
 
 Misses wait for one of the model workers (`WORKERS`, the cores); hits never wait: the queue dispatches
@@ -107,7 +108,7 @@ class AnswerCache:
 
         def remember(outputs, notices: list[str]) -> Answer:
             values = (outputs,) if n_outputs == 1 else tuple(outputs)
-            return Answer(values, tuple(notices), state)
+            return Answer(tuple(_detached(v) for v in values), tuple(notices), state)
 
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
@@ -155,8 +156,14 @@ def replay(answer: Answer, n_outputs: int):
     """A cached answer as the handler returned it: its notices shown again, its state outputs copied."""
     for notice in answer.notices:
         gr.Warning(notice)
-    outputs = tuple(copy.deepcopy(o) if i in answer.state else o for i, o in enumerate(answer.outputs))
+    outputs = tuple(copy.deepcopy(o) if i in answer.state else _detached(o) for i, o in enumerate(answer.outputs))
     return outputs[0] if n_outputs == 1 else outputs
+
+
+def _detached(output):
+    """An output as gradio may change it: an update (gr.update, a dict) is taken apart by gradio's postprocessing
+    (it pops "value"), so the cache keeps its own copy and hands out another for each hit."""
+    return dict(output) if isinstance(output, dict) else output
 
 
 def _file_exists(output) -> bool:
