@@ -63,7 +63,7 @@ def apply(text: str, steps: list[str] | tuple[str, ...]) -> dict:
     changed or was removed, and counts of tokens and distinct tokens (types)}."""
     unknown = set(steps) - set(STEPS)
     if unknown:
-        raise ValueError(f"unknown normalisation step(s) {sorted(unknown)}; choose from {', '.join(STEPS)}")
+        raise ValueError(f"unknown normalisation step(s) {sorted(map(str, unknown))}; choose from {', '.join(STEPS)}")
     tokens = words(text)
     stages = [{"step": "original", "label": "Original", "tokens": tokens, "changed": [], "removed": []}]
     for step in (s for s in STEPS if s in steps):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import tempfile
 import threading
@@ -50,6 +52,52 @@ FIGURE = ["figure-view"]  # elem_classes of an HTML view that is a picture: asse
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 
+def checked(fn, components: list):
+    """`fn` refusing, before it runs, an input whose type its component never sends: a list where one choice
+    goes, a dict where a number goes, ... (API callers can send anything). The message names the input. The
+    handlers then check the values themselves (ranges, choices). Same signature, same kind (gradio reads both)."""
+    def check(args) -> None:
+        for value, component in zip(args, components):
+            problem = _type_problem(component, value)
+            if problem:
+                name = getattr(component, "label", None) or type(component).__name__
+                raise gr.Error(f"{name} should be {problem}, not {type(value).__name__} {_shown(value)}.")
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def checked_generator(*args, **kwargs):
+            check(args)
+            yield from fn(*args, **kwargs)
+
+        return checked_generator
+
+    @functools.wraps(fn)
+    def checked_function(*args, **kwargs):
+        check(args)
+        return fn(*args, **kwargs)
+
+    return checked_function
+
+
+_SCALAR = (str, int, float, bool, type(None))
+
+
+def _type_problem(component, value) -> str | None:
+    """What `component` sends, when `value` is not of that type (None: it is)."""
+    many = isinstance(component, gr.CheckboxGroup) or (isinstance(component, gr.Dropdown) and component.multiselect)
+    if many:
+        ok = isinstance(value, (str, type(None))) or (isinstance(value, (list, tuple))
+                                                      and all(isinstance(v, _SCALAR) for v in value))
+        return None if ok else "a list of choices"
+    if isinstance(component, (gr.Dropdown, gr.Radio)):
+        return None if isinstance(value, _SCALAR) else "one of its choices"
+    if isinstance(component, (gr.Number, gr.Slider, gr.Checkbox)):
+        return None if isinstance(value, _SCALAR) else "a number" if not isinstance(component, gr.Checkbox) else "true or false"
+    if isinstance(component, gr.Textbox):
+        return None if isinstance(value, (str, type(None))) else "text"
+    return None
+
+
 def as_number(value, name: str) -> float:
     """Any number or numeric string as a float; a clear error for what is not a number at all."""
     try:
@@ -76,7 +124,10 @@ def _shown(value) -> str:
     """A value as a notice quotes it: at most 30 characters (str() of a 5,000-digit int would even raise)."""
     if isinstance(value, int) and value.bit_length() > 96:
         return "(a number of over 28 digits)"
-    text = str(value)
+    try:
+        text = str(value)
+    except ValueError:  # a container holding such a number
+        return "(too long to show)"
     return text if len(text) <= 30 else text[:29] + "…"
 
 

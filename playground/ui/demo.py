@@ -12,7 +12,7 @@ from playground.analysis import focus
 from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, generation_tab, gradient_tab, patches,
                            seq2seq_tab, tokenization_tab, tour, view)
 from playground.ui.cache import AnswerCache
-from playground.ui.common import Shared
+from playground.ui.common import Shared, checked
 
 ASSETS = checkpoints.ASSETS_DIR
 DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
@@ -107,7 +107,7 @@ def set_queues(demo: gr.Blocks) -> None:
         state = tuple(i for i, block in enumerate(fn.outputs) if isinstance(block, gr.State))
         reads_state = any(isinstance(block, gr.State) for block in fn.inputs)
         workers = training if fn.api_name in LONG_RUNNING else models
-        fn.fn = answers.wrap(fn.fn, len(fn.outputs), state, workers, cacheable=not reads_state)
+        fn.fn = answers.wrap(checked(fn.fn, fn.inputs), len(fn.outputs), state, workers, cacheable=not reads_state)
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
     demo.queue(max_size=QUEUE_SIZE)
     demo.answers = answers  # hits and misses, for the bench and the tests
