@@ -291,10 +291,15 @@ def shared(name: str) -> Checkpoint:
     return load(name)
 
 
-def shipped(name: str) -> Checkpoint | None:
+def shipped(name_or_dir: str) -> Checkpoint | None:
     """A shipped checkpoint, loaded once and shared (`shared`), or None when it is missing or damaged: the app
-    leaves it out and serves the rest (`damaged()` says why)."""
-    return shared(name) if name in available() else None
+    leaves it out and serves the rest (`damaged()` says why). A folder outside models/ given by its path is
+    loaded as asked (a damaged one raises)."""
+    if name_or_dir in available():
+        return shared(name_or_dir)
+    folder = Path(name_or_dir)
+    outside = (folder / "config.json").is_file() and folder.resolve().parent != MODELS_DIR.resolve()
+    return shared(str(name_or_dir)) if outside else None
 
 
 def available(kind: str | None = None) -> list[str]:
