@@ -73,21 +73,30 @@ def _share_malloc_arenas(arenas: int = 2) -> None:
 
 
 def _keep_no_deep_link_copies() -> None:
-    """Each Gradio session keeps `config_values`: the config of every component (416 here: 0.66 MB and
-    47 ms to build per session) and a copy of every input and output value since, for gr.DeepLinkButton
-    (their only reader: the /gradio_api/deep_link route). This app makes its own links (ui/view.py) and has
-    no such button, so the copies only cost memory: each session held the last figure, table and JSON of
-    every view it had used, and the server grew with every visitor up to the session capacity. Sessions keep their components' state and gr.State; just
-    not the copies (an update of a component's props still records that component, as Gradio does)."""
+    """Each Gradio session builds `config_values`: the config of every component (416 here: 0.66 MB), and
+    keeps a copy of every input and output value since, for gr.DeepLinkButton (their only reader: the
+    /gradio_api/deep_link route). This app makes its own links (ui/view.py) and has no such button, so the
+    copies only cost: each session held the last figure, table and JSON of every view it had used (the server
+    grew with every visitor up to the session capacity), and building the configs took 58% of the server's
+    CPU under a lecture hall's load, where every API call without a session is a new session (py-spy: about
+    60 ms of a 105 ms request). Sessions keep their components' state and gr.State; just not the copies (an
+    update of a component's props still records that component, as Gradio does). The session is made as
+    gradio 6.31's SessionState.__init__ makes it, less the configs."""
+    import os
+    from copy import copy
+
     from gradio.state_holder import SessionState
 
     if getattr(SessionState, "_keeps_no_copies", False):  # a second build_demo() in one process
         return
-    build = SessionState.__init__
 
     def init(self, blocks):
-        build(self, blocks)
+        self.blocks_config = copy(blocks.default_config)
         self.config_values = {}
+        self.state_data = {}
+        self._state_ttl = {}
+        self.is_closed = False
+        self.STATE_TTL_WHEN_CLOSED = 1 if os.getenv("GRADIO_IS_E2E_TEST", None) else 3600
 
     SessionState.__init__ = init
     SessionState._update_value_in_config = lambda self, key, value: None
