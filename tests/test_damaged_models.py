@@ -20,7 +20,9 @@ from playground import checkpoints
 checkpoints.MODELS_DIR = __import__("pathlib").Path(sys.argv[1])
 import app
 from playground.ui import generation_tab, gradient_tab, tokenization_tab
-notice = next(b.value for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "models-notice")
+block = next(b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "models-notice")
+assert block.visible
+notice = block.value
 html, *_, data = next(tokenization_tab.tokenize("Hello there", list(tokenization_tab.TOKENIZERS), False, 2000))
 print(json.dumps({"notice": notice, "generation": sorted(generation_tab.MODELS), "cells": sorted(gradient_tab.MODELS),
                   "tokenizers": sorted(data["tokenizers"])}))

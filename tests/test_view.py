@@ -74,3 +74,12 @@ def test_a_link_names_a_sub_tab_as_top_slash_sub():
         outputs = restore_with(tab="tokenization/bogus")
     assert any("sub-tab 'bogus' is not in tokenization" in str(w.message) for w in caught)
     assert any(isinstance(o, gr.Tabs) and o.selected == "tokenization" for o in outputs)  # the top tab still opens
+
+
+def test_the_notice_banners_take_no_room_when_there_is_nothing_to_say():
+    banners = {b.elem_id: b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) in ("link-notice",
+                                                                                                     "models-notice")}
+    assert set(banners) == {"link-notice", "models-notice"} and not any(b.visible for b in banners.values())
+    outputs = restore_with()
+    assert outputs[-2]["visible"] is False
+    assert restore_with(foo="1")[-2]["visible"] is True

@@ -47,10 +47,10 @@ def build_demo() -> gr.Blocks:
             focus=gr.Textbox("", visible=False, elem_id="focus"),
             restored=gr.Number(0, visible=False, elem_id="restored"))
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
-        link_notice = gr.HTML("", elem_id="link-notice")
-        gr.HTML(view.notice_html([f"Left out: {message}" for message in checkpoints.damaged().values()],
-                                 "Some shipped models are missing or damaged; the rest of the app works:"),
-                elem_id="models-notice")
+        link_notice = gr.HTML("", elem_id="link-notice", visible=False)   # shown when a link asks the impossible
+        left_out = [f"Left out: {message}" for message in checkpoints.damaged().values()]
+        gr.HTML(view.notice_html(left_out, "Some shipped models are missing or damaged; the rest of the app works:"),
+                elem_id="models-notice", visible=bool(left_out))
         shared.remember("", text=shared.text, focus=shared.focus)
         tour_panel = tour.layout()
         with gr.Tabs(elem_id="tabs") as shared.tabs:

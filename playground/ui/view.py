@@ -116,7 +116,7 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
         restored = len(set(params) & set(keys)) > 0
         drop = rejected + unknown + (["tab"] if tab_rejected else [])
         return [*values, selected, lecture_on, gr.Number(value=1) if restored else gr.skip(),
-                notice_html(notices), ",".join(drop)]
+                gr.update(value=notice_html(notices), visible=bool(notices)), ",".join(drop)]
 
     demo.load(restore, outputs=[*components, shared.tabs, lecture, shared.restored, banner, dropped],
               api_visibility="private", queue=False).then(
