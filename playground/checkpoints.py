@@ -199,8 +199,16 @@ def verify(path: Path, card: dict) -> None:
         file = path / name
         if not file.is_file():
             raise CheckpointError(f"{file} is missing{_rebuild(card)}")
-        if sha256_file(file) != digest:
+        stat = file.stat()
+        if _digest(file, stat.st_size, stat.st_mtime_ns) != digest:
             raise CheckpointError(f"{file} is damaged: its sha256 is not the one card.json records{_rebuild(card)}")
+
+
+@lru_cache(maxsize=256)
+def _digest(file: Path, size: int, mtime_ns: int) -> str:
+    """sha256_file, once per version of a file (its size and modification time are the key): the start-up
+    survey (`available`) and each `load` of the same files share one hashing."""
+    return sha256_file(file)
 
 
 def _rebuild(card: dict) -> str:
