@@ -8,17 +8,17 @@ from playground.ui import patches
 
 patches.before_gradio()  # before gradio is imported: no telemetry, no hub, a faster import
 
-from playground.ui.cache import prewarm  # noqa: E402
-from playground.ui.demo import LAUNCH, LONG_RUNNING, build_demo  # noqa: E402
+from playground.ui.demo import LONG_RUNNING, build_demo, launch_settings  # noqa: E402
+from playground.ui.fastpath import prewarm  # noqa: E402
 
 demo = build_demo()
 
 
 def serve(**launch) -> None:
     """Serve the app: the answers to the page's initial values are computed in the background first thing,
-    so the first visitors (a lecture hall opening the link at once) are served from the cache."""
-    prewarm(demo, skip=LONG_RUNNING)
-    demo.launch(**{**LAUNCH, **launch})
+    so the first visitors (a lecture hall opening the link at once) are served from the caches."""
+    prewarm(demo, skip=frozenset(LONG_RUNNING))
+    demo.launch(**launch_settings(**launch))
 
 
 if __name__ == "__main__":

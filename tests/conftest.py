@@ -41,7 +41,7 @@ def app_url():
     import app
 
     port = free_port()
-    app.demo.launch(**app.LAUNCH, server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     yield f"http://127.0.0.1:{port}/"
     app.demo.close()
 

@@ -11,7 +11,7 @@ import gradio as gr
 import pytest
 
 from playground.ui import common
-from playground.ui.cache import AnswerCache
+from playground.ui.cache import AnswerCache, Workers
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def counting(fn):
 
 def test_the_same_inputs_are_computed_once_and_different_ones_never_mixed(cache):
     fn = counting(lambda text, n=1: (text.upper() * n, {"n": n}))
-    wrapped = cache.wrap(fn, 2, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(fn, 2, (), Workers(1))
     assert wrapped("a") == ("A", {"n": 1})
     assert wrapped("a") == ("A", {"n": 1}) and fn.calls == 1
     assert wrapped("b") == ("B", {"n": 1}) and wrapped("a", n=2) == ("AA", {"n": 2}) and fn.calls == 3
@@ -40,19 +40,19 @@ def test_the_same_inputs_are_computed_once_and_different_ones_never_mixed(cache)
 
 def test_the_oldest_answer_is_dropped_beyond_the_bound(cache):
     fn = counting(lambda x: x * 2)
-    wrapped = cache.wrap(fn, 1, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(fn, 1, (), Workers(1))
     for x in (1, 2, 3, 4, 1):
         assert wrapped(x) == 2 * x
     assert fn.calls == 5 and len(cache) == 3  # 1 was dropped when 4 came, so it was computed again
 
 
 def test_two_handlers_never_share_answers_and_one_handler_behind_two_events_does(cache):
-    a = cache.wrap(lambda x: ("a", x), 1, (), threading.BoundedSemaphore(1))
-    b = cache.wrap(lambda x: ("b", x), 1, (), threading.BoundedSemaphore(1))  # another lambda of the same module
+    a = cache.wrap(lambda x: ("a", x), 1, (), Workers(1))
+    b = cache.wrap(lambda x: ("b", x), 1, (), Workers(1))  # another lambda of the same module
     assert a(1) == ("a", 1) and b(1) == ("b", 1) and a(1) == ("a", 1)
     shared = counting(lambda x: x + 1)
-    first = cache.wrap(shared, 1, (), threading.BoundedSemaphore(1))
-    second = cache.wrap(shared, 1, (), threading.BoundedSemaphore(1))  # e.g. /attention and /attention_1
+    first = cache.wrap(shared, 1, (), Workers(1))
+    second = cache.wrap(shared, 1, (), Workers(1))  # e.g. /attention and /attention_1
     assert first(1) == second(1) == 2 and shared.calls == 1
 
 
@@ -65,7 +65,7 @@ def test_an_answer_of_another_model_version_is_not_served(cache):
 def test_notices_are_shown_again_on_a_hit(cache, monkeypatch):
     shown = []
     monkeypatch.setattr(gr, "Warning", shown.append)
-    wrapped = cache.wrap(lambda x: common.warn([f"{x} is clamped"]) or x, 1, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(lambda x: common.warn([f"{x} is clamped"]) or x, 1, (), Workers(1))
     wrapped(7)
     wrapped(7)
     assert shown == ["7 is clamped", "7 is clamped"]
@@ -76,13 +76,13 @@ def test_a_generator_answers_a_hit_with_its_last_output_only(cache):
         for i in range(n):
             yield f"step {i}"
 
-    wrapped = cache.wrap(steps, 1, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(steps, 1, (), Workers(1))
     assert list(wrapped(3)) == ["step 0", "step 1", "step 2"]
     assert list(wrapped(3)) == ["step 2"]
 
 
 def test_state_outputs_are_copies_for_each_session(cache):
-    wrapped = cache.wrap(lambda: ("view", {"steps": [1, 2]}), 2, (1,), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(lambda: ("view", {"steps": [1, 2]}), 2, (1,), Workers(1))
     first = wrapped()
     second, third = wrapped(), wrapped()
     second[1]["steps"].append(3)
@@ -91,14 +91,14 @@ def test_state_outputs_are_copies_for_each_session(cache):
 
 def test_events_that_read_session_state_are_never_cached(cache):
     fn = counting(lambda state: state + 1)
-    wrapped = cache.wrap(fn, 1, (), threading.BoundedSemaphore(1), cacheable=False)
+    wrapped = cache.wrap(fn, 1, (), Workers(1), cacheable=False)
     wrapped(1), wrapped(1)
     assert fn.calls == 2 and len(cache) == 0
 
 
 def test_an_answer_whose_download_file_is_gone_is_computed_again(cache):
     fn = counting(lambda: ("data", common.json_file({"x": 1}, "test")))
-    wrapped = cache.wrap(fn, 2, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(fn, 2, (), Workers(1))
     _, path = wrapped()
     assert wrapped()[1] == path and fn.calls == 1
     Path(path).unlink()
@@ -107,10 +107,10 @@ def test_an_answer_whose_download_file_is_gone_is_computed_again(cache):
 
 
 def test_a_hit_never_waits_for_a_worker_and_a_miss_does(cache):
-    workers = threading.BoundedSemaphore(1)
+    workers = Workers(1)
     wrapped = cache.wrap(lambda x: x, 1, (), workers)
     wrapped("cached")
-    workers.acquire()  # a slow computation holds the only worker
+    workers._pools[False].acquire()  # a slow computation holds the only worker
     try:
         assert wrapped("cached") == "cached"
         done = threading.Event()
@@ -118,7 +118,7 @@ def test_a_hit_never_waits_for_a_worker_and_a_miss_does(cache):
         time.sleep(0.2)
         assert not done.is_set(), "a miss computed without a worker"
     finally:
-        workers.release()
+        workers._pools[False].release()
     assert done.wait(5)
 
 
@@ -129,7 +129,7 @@ def test_an_error_is_not_cached(cache):
         calls.append(x)
         raise gr.Error("bad input")
 
-    wrapped = cache.wrap(fails, 1, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(fails, 1, (), Workers(1))
     for _ in range(2):
         with pytest.raises(gr.Error):
             wrapped(1)
@@ -162,8 +162,23 @@ def test_prewarm_answers_the_pages_initial_values():
 def test_an_update_taken_apart_by_gradio_is_whole_again_on_the_next_hit(cache):
     """gradio's postprocessing pops "value" from a returned gr.update: the cached answer must not lose it
     (the gradient tab's LSTM gates plot stayed empty on a hit)."""
-    wrapped = cache.wrap(lambda: ("text", gr.update(value="figure", visible=True)), 2, (), threading.BoundedSemaphore(1))
+    wrapped = cache.wrap(lambda: ("text", gr.update(value="figure", visible=True)), 2, (), Workers(1))
     for _ in range(3):
         _, update = wrapped()
         assert update["value"] == "figure"
         update.pop("value")  # what gradio.blocks.postprocess_update_dict does
+
+
+def test_a_quick_miss_never_waits_behind_a_slow_one(cache):
+    workers = Workers(quick=1, slow=1, threshold=0.05)
+    slow = cache.wrap(lambda x: time.sleep(0.2) or x, 1, (), workers)
+    quick = cache.wrap(lambda x: x, 1, (), workers)
+    slow("measured"), quick("measured")  # each event's first computation places it
+    started = threading.Event()
+    thread = threading.Thread(target=lambda: (started.set(), slow("long")), daemon=True)
+    thread.start()
+    started.wait()
+    time.sleep(0.02)
+    begun = time.perf_counter()
+    assert quick("new") == "new" and time.perf_counter() - begun < 0.1  # did not wait for the slow one
+    thread.join()

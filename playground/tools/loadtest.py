@@ -148,6 +148,8 @@ def own_input(name: str, sentence: str, rng: random.Random) -> dict:
 class HallResult(LoadResult):
     own: int = 0              # requests with a student's own input
     seconds: float = 0.0      # the length of the class
+    by_kind: dict = field(default_factory=lambda: {"defaults": [], "own": []})  # latencies of each kind
+    log: list = field(default_factory=list)  # (seconds into the class, endpoint, kind, latency) of each answer
 
 
 def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: float = 120.0,
@@ -166,7 +168,7 @@ def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
               for name in LECTURE_ENDPOINTS}
     result = HallResult(seconds=seconds)
 
-    async def call(client: httpx.AsyncClient, name: str, values: dict) -> None:
+    async def call(client: httpx.AsyncClient, name: str, values: dict, kind: str) -> None:
         data = [values.get(key, default) for key, default in params[name]]
         started = time.perf_counter()
         try:
@@ -179,6 +181,8 @@ def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
             result.errors.append((name, f"{type(err).__name__}: {str(err)[:300]}"))
             return
         result.latencies[name].append(time.perf_counter() - started)
+        result.by_kind[kind].append(result.latencies[name][-1])
+        result.log.append((started - opened, name, kind, result.latencies[name][-1]))
 
     async def student(client: httpx.AsyncClient, rng: random.Random, end: float) -> None:
         await asyncio.sleep(rng.expovariate(1 / think))  # students arrive over the first moments, not at once
@@ -186,7 +190,8 @@ def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
             name = rng.choice(LECTURE_ENDPOINTS)
             own = rng.random() < own_share
             result.own += own
-            await call(client, name, own_input(name, rng.choice(STUDENT_SENTENCES), rng) if own else {})
+            await call(client, name, own_input(name, rng.choice(STUDENT_SENTENCES), rng) if own else {},
+                       "own" if own else "defaults")
             await asyncio.sleep(rng.expovariate(1 / think))
 
     async def hall() -> None:
@@ -195,7 +200,7 @@ def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
             end = time.perf_counter() + seconds
             await asyncio.gather(*(student(client, random.Random(seed * 100_003 + s), end) for s in range(students)))
 
-    started = time.perf_counter()
+    started = opened = time.perf_counter()
     asyncio.run(hall())
     result.wall = time.perf_counter() - started
     return result

@@ -13,18 +13,20 @@ state (gr.State) are copied for each hit, so no two sessions hold the same objec
 (gr.update), which gradio's postprocessing takes apart. An answer whose
 download file is gone (ui/common.json_file keeps a bounded number) is computed again.
 
-Misses wait for one of the model workers (`WORKERS`, the cores); hits never wait: the queue dispatches
-every event at once and only a miss takes a worker, so a cheap or cached request is never held behind a
-slow one.
+Misses wait for a model worker (`Workers`); hits never wait: the queue dispatches every event at once and
+only a miss takes a worker. The workers are two pools, so that a quick computation never waits behind a
+slow one: an event whose computations have taken long (generating 200 tokens) takes the slow pool's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
 import inspect
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,33 @@ import orjson
 
 from playground import checkpoints
 from playground.ui import common
+
+
+class Workers:
+    """Who may compute now: `quick` workers for the events that answer in well under `threshold` seconds and
+    `slow` ones for those that do not, so that a lecture hall's quick questions (a new sentence's tokens) are
+    never queued behind a slow one (a new prompt's 200 generated tokens, 1.6 s). Each event is placed by the
+    running mean of its own computations (the start-up answers measure every event once); a new event
+    counts as quick until it has taken long."""
+
+    def __init__(self, quick: int, slow: int = 0, threshold: float = 0.25):
+        self.threshold = threshold
+        self._pools = {False: threading.BoundedSemaphore(quick),
+                       True: threading.BoundedSemaphore(slow) if slow else None}
+        self._typical: dict[str, float] = {}  # handler -> running mean of its computations' seconds
+
+    def is_slow(self, handler: str) -> bool:
+        return self._pools[True] is not None and self._typical.get(handler, 0.0) > self.threshold
+
+    @contextlib.contextmanager
+    def take(self, handler: str):
+        with self._pools[self.is_slow(handler)]:
+            started = time.perf_counter()
+            try:
+                yield
+            finally:
+                took, before = time.perf_counter() - started, self._typical.get(handler)
+                self._typical[handler] = took if before is None else 0.7 * before + 0.3 * took
 
 
 @dataclass(frozen=True)
@@ -97,7 +126,7 @@ class AnswerCache:
     def __len__(self) -> int:
         return len(self._answers)
 
-    def wrap(self, fn, n_outputs: int, state: tuple[int, ...], workers: threading.Semaphore, cacheable: bool = True):
+    def wrap(self, fn, n_outputs: int, state: tuple[int, ...], workers: Workers, cacheable: bool = True):
         """`fn` answering from the cache when it can and otherwise computing under one of `workers`; the
         same signature (gradio reads it, e.g. for gr.Progress) and the same kind (function or generator).
         Not `cacheable` (it reads per-session state): always computed, under a worker all the same."""
@@ -119,7 +148,7 @@ class AnswerCache:
                     yield replay(answer, n_outputs)
                     return
                 notices, last, steps = [], _DONE, fn(*args, **kwargs)
-                with workers:
+                with workers.take(handler):
                     while True:
                         with common.recording_notices() as shown:  # each step may run on another thread
                             outputs = next(steps, _DONE)
@@ -140,7 +169,7 @@ class AnswerCache:
             answer = self.get(key)
             if answer is not None:
                 return replay(answer, n_outputs)
-            with workers, common.recording_notices() as notices:
+            with workers.take(handler), common.recording_notices() as notices:
                 outputs = fn(*args, **kwargs)
             self.put(key, remember(outputs, notices))
             return outputs

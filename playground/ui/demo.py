@@ -6,12 +6,14 @@ from __future__ import annotations
 import threading
 
 import gradio as gr
+from starlette.middleware import Middleware
 
 from playground import checkpoints
 from playground.analysis import focus
 from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, generation_tab, gradient_tab, patches,
                            seq2seq_tab, tokenization_tab, tour, view)
-from playground.ui.cache import AnswerCache
+from playground.ui.cache import AnswerCache, Workers
+from playground.ui.fastpath import CachedCalls
 from playground.ui.common import Shared, checked
 
 ASSETS = checkpoints.ASSETS_DIR
@@ -87,20 +89,23 @@ def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
 
 
 # The queue, for a 2-core machine. Every event is dispatched at once; what waits is the computation. An answer
-# already given for the same inputs comes from the shared cache (ui/cache.py) without waiting; a new one waits
-# for one of two model workers: two computations at once keep both cores busy, a third would only time-slice
-# them (torch already spreads one over the cores). The live training of the memory experiment (up to a minute)
-# has its own single worker, so it never holds a model worker. At most QUEUE_SIZE requests wait to be
-# dispatched; the next is told the queue is full at once instead of waiting for minutes.
-# Measured with `python -m playground.bench --load --students 200`: see docs/performance.md.
-WORKERS, QUEUE_SIZE = 2, 256
+# already given for the same inputs comes from the shared cache (ui/cache.py) without waiting (and an API call's
+# from ui/fastpath.py without the queue at all); a new one waits for a model worker: two quick ones (two
+# computations at once keep both cores busy; torch already spreads one over the cores) and one for the events
+# that take long, so that a new sentence's tokens never wait behind a new prompt's 200 generated tokens. The
+# live training of the memory experiment (up to a minute) has its own single worker. Waiting requests hold one of
+# Gradio's handler threads each (THREADS; with Gradio's default of 40, forty waiting misses would hold up every
+# cached answer). At most QUEUE_SIZE requests wait to be dispatched; the next is told the queue is
+# full at once instead of waiting for minutes.
+# Measured with `python -m playground.bench --students 200`: see docs/performance.md.
+WORKERS, THREADS, QUEUE_SIZE = (2, 1), 160, 256
 LONG_RUNNING = {"memory_experiment"}
 ANSWERS_KEPT = 2_000  # answers in the shared cache (most are under 100 kB)
 
 
 def set_queues(demo: gr.Blocks) -> None:
     answers = AnswerCache(ANSWERS_KEPT)
-    models, training = threading.BoundedSemaphore(WORKERS), threading.BoundedSemaphore(1)
+    models, training = Workers(*WORKERS), Workers(1)
     for fn in demo.fns.values():
         if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
             continue
@@ -129,4 +134,10 @@ SESSIONS = 200
 MAX_UPLOAD = "1mb"
 LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], head=HEAD, ssr_mode=False,
               footer_links=["api", "settings"], show_error=True, state_session_capacity=SESSIONS,
-              max_file_size=MAX_UPLOAD)
+              max_file_size=MAX_UPLOAD, max_threads=THREADS)
+
+
+def launch_settings(**overrides) -> dict:
+    """gradio's launch() keywords: LAUNCH, the plain HTTP API's answers served again without the queue
+    (ui/fastpath.py), and `overrides`. A new dict each time: launch() writes into its app_kwargs."""
+    return {**LAUNCH, "app_kwargs": {"middleware": [Middleware(CachedCalls)]}, **overrides}

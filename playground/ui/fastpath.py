@@ -1,0 +1,304 @@
+"""Answers given again without the queue: the plain HTTP API's calls whose answer the server already sent.
+
+A lecture hall sends the same calls again and again: the defaults, the tour's steps, the lecturer's example.
+The answer cache (ui/cache.py) spares the models, but an answer served from it still crosses all of Gradio's
+per-request work in one Python process: the queue, the event loop of its stream, postprocessing every output
+and writing the JSON (a cached `/gradient_flow` of 650 kB cost 125 ms of CPU). At 20 calls a second that
+work alone saturates the process. This middleware keeps the bytes of each answer Gradio streamed for a
+`POST /gradio_api/call/<api_name>` + `GET .../<event_id>` pair and sends the same bytes to the next caller who
+posts the same call: a dictionary lookup instead of the queue.
+
+Which answers: only those of events the answer cache may share (`cacheable`: no per-session state among the
+inputs; seeded ones take their seed as an input), only successful ones (a stream with an error is never
+kept), and only the final `complete` event (a streamed answer's intermediate steps are not replayed, as the
+answer cache does). The key is the endpoint and the posted data; the app's checkpoints cannot change while it
+serves, so they need not be in it. The answer's download links name the address they were asked through
+(Gradio's root URL: the host, or a proxy's forwarded host and scheme): the kept answer leaves a gap where
+that root was, filled with each caller's own root, computed by Gradio's own function from the caller's request. An answer whose download file is gone is dropped and computed again. The
+cache is bounded in bytes, least recently used dropped first. Everything else passes through untouched: the
+browser's own traffic (one stream per session over /gradio_api/queue), the v2 call API, uploads.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from gradio import route_utils
+from starlette.requests import Request
+
+STATUS = re.compile(r"(?:.*)/gradio_api/answer-cache/?")                               # GET: the cache's counts
+CALL = re.compile(r"(?:.*)/gradio_api/call/(?P<api>[\w-]+)/?")                          # POST: start a call
+RESULT = re.compile(r"(?:.*)/gradio_api/call/(?P<api>[\w-]+)/(?P<event>[0-9a-fA-F-]{8,64})")  # GET: its answer
+FILE_PATH = re.compile(rb'"path": "((?:[^"\\]|\\.)*)"')  # a download's path in the answer's JSON
+MAX_BODY = 1 << 20            # a call's posted body worth keying on (the app takes no uploads above 1 MB)
+MAX_ANSWER = 4 << 20          # an answer worth keeping
+MAX_BYTES = 128 << 20         # every answer kept, together (a lecture hall's answers fit many times over)
+MAX_WAITING = 10_000          # calls posted but not yet fetched that the middleware follows
+
+
+LINK = b'"url": "%s/gradio_api/file='  # a download link in an answer, after its root URL
+
+
+@dataclass(frozen=True)
+class Kept:
+    parts: tuple[bytes, ...]  # the `complete` event as Gradio wrote it, split where its links name their root
+    files: tuple[Path, ...]   # the downloads it links to
+
+    def body(self, root: bytes) -> bytes:
+        return (LINK % root).join(self.parts)
+
+    def __len__(self) -> int:
+        return sum(map(len, self.parts))
+
+
+class CachedCalls:
+    """ASGI middleware in front of Gradio's routes (launch(app_kwargs={"middleware": [...]})). `cacheable`:
+    the api_names whose answers may be kept; by default the served Blocks' events the answer cache shares."""
+
+    def __init__(self, app, max_bytes: int = MAX_BYTES, cacheable: frozenset[str] | None = None):
+        self.app = app
+        self.max_bytes = max_bytes
+        self._kept: OrderedDict[bytes, Kept] = OrderedDict()
+        self._size = 0
+        self._ready: OrderedDict[str, Kept] = OrderedDict()    # event id handed out for a kept answer
+        self._following: OrderedDict[str, tuple[bytes, bytes]] = OrderedDict()  # computed call: (key, root)
+        self._lock = threading.Lock()
+        self._cacheable = cacheable  # None: read from the served Blocks at the first call
+        self.hits = self.misses = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            path, method = scope["path"], scope["method"]
+            if method == "POST" and (match := CALL.fullmatch(path)) and self._may_keep(scope, match["api"]):
+                return await self._post(scope, receive, send, match["api"])
+            if method == "GET" and (match := RESULT.fullmatch(path)):
+                return await self._get(scope, receive, send, match["event"])
+            if method == "GET" and STATUS.fullmatch(path):
+                return await _respond(send, 200, b"application/json", orjson.dumps(self.status(scope)))
+        await self.app(scope, receive, send)
+
+    def _may_keep(self, scope, api: str) -> bool:
+        """Events the answer cache shares (read from the served Blocks once): no per-session state in."""
+        if self._cacheable is None:
+            blocks = scope["app"].get_blocks()
+            self._cacheable = frozenset(fn.api_name for fn in blocks.fns.values()
+                                        if fn.api_name and getattr(fn.fn, "cacheable", False))
+        return api in self._cacheable
+
+    # -- POST /gradio_api/call/<api>: a kept answer gets an event id of its own; anything else goes to Gradio
+
+    async def _post(self, scope, receive, send, api: str) -> None:
+        body, complete = await _read_body(receive)
+        key = _key(scope, api, body) if complete else None
+        kept = self._lookup(key)
+        if kept is not None:
+            event = uuid.uuid4().hex
+            with self._lock:
+                self._ready[event] = kept.body(_root(scope))
+                _trim(self._ready, MAX_WAITING)
+            return await _respond(send, 200, b"application/json", orjson.dumps({"event_id": event}))
+
+        answer = bytearray()
+
+        async def record(message) -> None:  # Gradio's reply, {"event_id": ...}, to follow its stream
+            if message["type"] == "http.response.body":
+                answer.extend(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, _replay(body, complete, receive), record if key is not None else send)
+        try:
+            event = orjson.loads(answer)["event_id"] if key is not None else None
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            event = None  # a refused call (queue full, bad data): nothing to follow
+        if isinstance(event, str):
+            with self._lock:
+                self._following[event] = key, _root(scope)  # the root Gradio puts in this call's links
+                _trim(self._following, MAX_WAITING)
+
+    # -- GET /gradio_api/call/<api>/<event>: a kept answer at once, or Gradio's stream (kept if it succeeds)
+
+    async def _get(self, scope, receive, send, event: str) -> None:
+        with self._lock:
+            ready = self._ready.pop(event, None)
+            following = self._following.pop(event, None) if ready is None else None
+        if ready is not None:
+            return await _respond(send, 200, b"text/event-stream; charset=utf-8", ready,
+                                  [(b"cache-control", b"no-cache")])
+        if following is None:
+            return await self.app(scope, receive, send)
+
+        stream, status = bytearray(), 0
+
+        async def tee(message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and len(stream) <= MAX_ANSWER:
+                stream.extend(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, receive, tee)
+        if status == 200 and len(stream) <= MAX_ANSWER:
+            self._keep(*following, bytes(stream))
+
+    def status(self, scope) -> dict:
+        """What the cache holds and has done, and whether the page's defaults are answered yet (`prewarm`)."""
+        blocks = scope["app"].get_blocks() if "app" in scope else None
+        prewarmed = getattr(blocks, "prewarmed", None)
+        with self._lock:
+            return {"defaults_ready": prewarmed.is_set() if prewarmed else None, "answers": len(self._kept),
+                    "bytes": self._size, "hits": self.hits, "misses": self.misses}
+
+    # -- the store
+
+    def _lookup(self, key: bytes | None) -> Kept | None:
+        if key is None:
+            return None
+        with self._lock:
+            kept = self._kept.get(key)
+            if kept is not None and not all(path.is_file() for path in kept.files):
+                self._drop(key)  # its download was deleted (gradio's delete_cache): compute it again
+                kept = None
+            if kept is None:
+                self.misses += 1
+                return None
+            self._kept.move_to_end(key)
+            self.hits += 1
+            return kept
+
+    def _keep(self, key: bytes, root: bytes, stream: bytes) -> None:
+        """The stream's final answer, if the call succeeded: its `complete` event alone, gaps for its root."""
+        events = stream.split(b"\n\n")
+        if any(e.startswith(b"event: error") for e in events):
+            return
+        complete = [e for e in events if e.startswith(b"event: complete\n")]
+        if len(complete) != 1:
+            return
+        body = complete[0] + b"\n\n"
+        kept = Kept(tuple(body.split(LINK % root)), tuple(Path(orjson.loads(b'"' + p + b'"'))
+                                                          for p in FILE_PATH.findall(body)))
+        with self._lock:
+            if key in self._kept:
+                self._drop(key)
+            self._kept[key] = kept
+            self._size += len(kept)
+            while self._size > self.max_bytes and self._kept:
+                self._drop(next(iter(self._kept)))
+
+    def _drop(self, key: bytes) -> None:
+        self._size -= len(self._kept.pop(key))
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+def _key(scope, api: str, body: bytes) -> bytes | None:
+    """The call's identity: the endpoint and its data. None when the body is not a plain `{"data": [...]}`
+    call (an event's data, a malformed body)."""
+    try:
+        posted = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(posted, dict) or not isinstance(posted.get("data"), list) or set(posted) - {"data",
+                                                                                                   "session_hash"}:
+        return None
+    return orjson.dumps([api, posted["data"]], option=orjson.OPT_SORT_KEYS)
+
+
+def _root(scope) -> bytes:
+    """The root URL Gradio writes into the links of an answer to this call (its own function, its inputs)."""
+    request = Request(scope)
+    root = route_utils.get_root_url(request, route_utils.get_api_call_path(request),
+                                    getattr(scope.get("app"), "root_path", None))
+    return orjson.dumps(root)[1:-1]  # as it stands inside the answer's JSON
+
+
+async def _read_body(receive) -> tuple[bytes, bool]:
+    """The request's body, up to MAX_BODY (more: returned as read so far, and not complete)."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body), False
+        body.extend(message.get("body", b""))
+        if not message.get("more_body", False):
+            return bytes(body), True
+        if len(body) > MAX_BODY:
+            return bytes(body), False
+
+
+def _replay(body: bytes, complete: bool, receive):
+    """A `receive` that first hands the app the body already read (all of it, or the start of a longer
+    one), then the connection's own messages."""
+    sent = False
+
+    async def replayed():
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": not complete}
+        return await receive()
+
+    return replayed
+
+
+async def _respond(send, status: int, content_type: bytes, body: bytes, headers=()) -> None:
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *headers]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _trim(table: OrderedDict, limit: int) -> None:
+    while len(table) > limit:
+        table.popitem(last=False)
+
+
+def find(app) -> CachedCalls | None:
+    """The middleware inside a served Starlette app (for the bench and the tests)."""
+    layer = getattr(app, "middleware_stack", None)
+    while layer is not None and not isinstance(layer, CachedCalls):
+        layer = getattr(layer, "app", None)
+    return layer
+
+
+def prewarm(demo, skip: frozenset[str] = frozenset()) -> threading.Thread:
+    """The answers to the page's defaults, computed when the app starts serving: in-process for every event
+    (ui/cache.prewarm, what a browser's page load asks), then once through the plain HTTP API for each named
+    one, so that their first callers are answered by this middleware too. `demo.prewarmed` is set when done
+    (GET /gradio_api/answer-cache says so: the bench starts a lecture hall after it, as a lecturer starts the
+    app before the class)."""
+    import httpx
+
+    from playground.ui import cache
+
+    demo.prewarmed = threading.Event()
+
+    def run() -> None:
+        cache.prewarm(demo, skip).join()
+        while not demo.local_url:  # launch() has not bound its port yet
+            time.sleep(0.2)
+        names = {fn.api_name for fn in demo.fns.values() if getattr(fn.fn, "cacheable", False)} - set(skip)
+        with httpx.Client(base_url=demo.local_url, timeout=600) as client:
+            endpoints = client.get("gradio_api/info").json()["named_endpoints"]
+            for name in sorted(names & {path.lstrip("/") for path in endpoints}):
+                parameters = endpoints[f"/{name}"]["parameters"]
+                if not all(p.get("parameter_has_default") for p in parameters):
+                    continue
+                try:
+                    posted = client.post(f"gradio_api/call/{name}", json={"data": [p["parameter_default"]
+                                                                                    for p in parameters]})
+                    client.get(f"gradio_api/call/{name}/{posted.json()['event_id']}")
+                except (httpx.HTTPError, ValueError, KeyError):
+                    continue  # answered when asked
+        demo.prewarmed.set()
+
+    thread = threading.Thread(target=run, name="prewarm", daemon=True)
+    thread.start()
+    return thread

@@ -1,0 +1,117 @@
+"""Copies behind a load balancer (docs/deploying.md): two local copies of the app and nginx with the documented
+configuration, taken from the docs as they stand (only the ports changed). Each client's requests stay on one copy
+(an API call's POST and GET, a gradio_client session, a download), different clients reach both copies, and the
+answers' links name the balancer's address. Skipped without nginx, except in CI (`.ci/run` installs it)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()),
+                                      None)
+if NGINX is None:
+    if os.environ.get("CI"):
+        pytest.fail("nginx is missing: .ci/run installs it (apt-get install -y nginx-light)", pytrace=False)
+    pytest.skip("nginx is not installed (apt-get install -y nginx-light)", allow_module_level=True)
+
+
+def documented_config() -> str:
+    """The nginx block of docs/deploying.md, the one after its test marker."""
+    text = (ROOT / "docs" / "deploying.md").read_text(encoding="utf-8")
+    return re.search(r"<!-- nginx:.*?-->\s*```nginx\n(.*?)```", text, re.S)[1]
+
+
+def wait_for(url: str, process: subprocess.Popen, seconds: float = 300) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args} exited with {process.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    raise RuntimeError(f"{url} did not answer within {seconds:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def balancer(tmp_path_factory):
+    """http://127.0.0.1:<port>/ of nginx in front of two copies of `python app.py`; yields (url, copies)."""
+    tmp = tmp_path_factory.mktemp("nginx")
+    ports = [free_port(), free_port()]
+    copies = [subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                               env={**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)})
+              for port in ports]
+    front = free_port()
+    config = (documented_config().replace("127.0.0.1:7861", f"127.0.0.1:{ports[0]}")
+              .replace("127.0.0.1:7862", f"127.0.0.1:{ports[1]}").replace("listen 7860;", f"listen 127.0.0.1:{front};"))
+    temp_paths = "".join(f"{kind}_temp_path {tmp}/{kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    (tmp / "nginx.conf").write_text(f"pid {tmp}/nginx.pid;\nerror_log {tmp}/error.log;\ndaemon off;\nevents {{}}\n"
+                                    f"http {{\naccess_log off;\n{temp_paths}{config}\n}}\n")
+    nginx = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(tmp / "error.log")])
+    try:
+        for port, copy in zip(ports, copies):
+            wait_for(f"http://127.0.0.1:{port}/config", copy)
+        url = f"http://127.0.0.1:{front}/"
+        wait_for(url + "config", nginx, 30)
+        yield url, [f"127.0.0.1:{port}" for port in ports]
+    finally:
+        for process in (nginx, *copies):
+            process.terminate()
+        for process in (nginx, *copies):
+            process.wait(timeout=60)
+
+
+def client_from(address: str, url: str) -> httpx.Client:
+    """A client whose requests leave from `address` (any 127.x.y.z reaches localhost on Linux)."""
+    return httpx.Client(base_url=url, timeout=180, transport=httpx.HTTPTransport(local_address=address))
+
+
+def test_each_client_stays_on_one_copy_and_the_clients_reach_both(balancer):
+    url, copies = balancer
+    steps = httpx.get(url + "gradio_api/info").json()["named_endpoints"]["/normalize"]["parameters"][1]
+    reached = set()
+    for i in range(1, 17):
+        with client_from(f"127.0.0.{i}", url) as client:
+            data = [f"Client number {i} types this.", steps["parameter_default"]]
+            posted = client.post("gradio_api/call/normalize", json={"data": data})
+            answer = client.get(f"gradio_api/call/normalize/{posted.json()['event_id']}")
+            assert "event: complete" in answer.text, answer.text[-300:]
+            assert posted.headers["x-upstream"] == answer.headers["x-upstream"] in copies
+            reached.add(answer.headers["x-upstream"])
+    assert reached == set(copies)
+
+
+def test_an_answers_download_link_names_the_balancer_and_works_through_it(balancer):
+    url, _ = balancer
+    with client_from("127.0.0.3", url) as client:
+        parameters = client.get("gradio_api/info").json()["named_endpoints"]["/tokenize"]["parameters"]
+        data = ["Through the balancer.", *(p["parameter_default"] for p in parameters[1:])]
+        event = client.post("gradio_api/call/tokenize", json={"data": data}).json()["event_id"]
+        answer = client.get(f"gradio_api/call/tokenize/{event}").text
+        link = re.search(r'"url": "([^"]+/gradio_api/file=[^"]+)"', answer)[1]
+        assert link.startswith(url + "gradio_api/file=")
+        download = client.get(link)
+        assert download.status_code == 200 and "Through the balancer." in download.text
+
+
+def test_a_gradio_client_session_works_through_the_balancer(balancer):
+    from gradio_client import Client
+
+    url, _ = balancer
+    client = Client(url, verbose=False)
+    tokens, *_, data = client.predict("Sticky sessions keep state.", api_name="/tokenize")
+    assert data and "Sticky" in str(data)
