@@ -192,7 +192,7 @@ def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
             result.own += own
             await call(client, name, own_input(name, rng.choice(STUDENT_SENTENCES), rng) if own else {},
                        "own" if own else "defaults")
-            await asyncio.sleep(rng.expovariate(1 / think))
+            await asyncio.sleep(min(rng.expovariate(1 / think), max(0.0, end - time.perf_counter())))
 
     async def hall() -> None:
         limits = httpx.Limits(max_connections=2 * students, max_keepalive_connections=students)

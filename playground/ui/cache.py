@@ -204,8 +204,11 @@ def prewarm(demo: gr.Blocks, skip: set[str] = frozenset()) -> threading.Thread:
     """Answer, in a background thread, every cached event for the values the page starts with (what each
     browser sends when it loads the page, and what the API documents as defaults), so the first visitors
     are served from the cache. Each computation takes a model worker like any request; an event that
-    fails on its defaults is skipped. `skip`: api_names not worth it (a minute of live training)."""
+    fails on its defaults is skipped. `skip`: api_names not worth it (a minute of live training).
+    The answers of the page's load events become the components' initial values (`paint`), so a page
+    opened afterwards is drawn at once, whatever the queue is doing; its load events then only confirm them."""
     def run() -> None:
+        painted = False
         for fn in demo.fns.values():
             if not getattr(fn.fn, "cacheable", False) or fn.api_name in skip:
                 continue
@@ -213,11 +216,34 @@ def prewarm(demo: gr.Blocks, skip: set[str] = frozenset()) -> threading.Thread:
                 args = [block.preprocess(block.postprocess(block.value)) for block in fn.inputs]
                 outputs = fn.fn(*args)
                 if inspect.isgenerator(outputs):
-                    for _ in outputs:
+                    for outputs in outputs:  # noqa: B007 - the last step is the answer
                         pass
             except Exception:  # noqa: BLE001 - a default the handler refuses is answered when asked
                 continue
+            if any(event == "load" and target == demo._id for target, event in fn.targets):
+                painted |= paint(fn, outputs)
+        if painted:
+            demo.config = demo.get_config_file()  # what /config sends each new page
 
     thread = threading.Thread(target=run, name="prewarm", daemon=True)
     thread.start()
     return thread
+
+
+def paint(fn, outputs) -> bool:
+    """The event's answer as its output components' initial values, as Gradio stores a component's value
+    (postprocessed, files moved to its cache). Updates, skips and per-session state are left as they are."""
+    from gradio.processing_utils import move_files_to_cache
+    from pydantic import BaseModel
+
+    values = (outputs,) if len(fn.outputs) == 1 else tuple(outputs)
+    painted = False
+    for block, value in zip(fn.outputs, values):
+        if isinstance(block, gr.State) or not isinstance(block, gr.components.Component) or isinstance(value, dict):
+            continue
+        processed = block.postprocess(value)
+        if isinstance(processed, BaseModel):
+            processed = processed.model_dump()
+        block.value = move_files_to_cache(processed, block, postprocess=True, keep_in_cache=True)
+        painted = True
+    return painted
