@@ -322,6 +322,42 @@ def _p95(ordered: list[float]) -> float | None:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] if ordered else None
 
 
+# Every tab's heaviest paths, once each: what a curious student does in a first session
+EVERY_PATH = [(name, {}) for name in ("tokenize", "bpe_trace", "normalize", "explain_split", "embed_words", "analogy",
+                                      "contextual", "embed_sentences", "semantic_search", "classic", "gradient_flow",
+                                      "memory_experiment", "attention", "attention_steps", "positional_encoding",
+                                      "seq2seq", "seq2seq_bottleneck", "seq2seq_evaluate", "seq2seq_compare",
+                                      "fill_mask", "mlm_masking", "input_representation", "mlm_cards", "generate",
+                                      "compare_generate", "generation_attention")] + [
+    ("tokenize", {"retrain": True}), ("embed_words", {"method": "tsne"}), ("embed_words", {"method": "umap"}),
+    ("embed_words", {"source": "bert"}), ("embed_words", {"source": "gpt"}), ("contextual", {"model": "bert"}),
+    ("embed_sentences", {"model": "sentence-transformers"}), ("embed_sentences", {"model": "bert"}),
+    ("attention", {"model_key": "gpt"}), ("attention", {"model_key": "bert", "detail": "all"}),
+    ("fill_mask", {"model_name": "bert-english"}), ("seq2seq", {"model_key": "transformer"})]
+
+
+def every_tab_rows() -> list[tuple]:
+    """The server's resident memory after every tab's heaviest paths were used once (EVERY_PATH: t-SNE, UMAP,
+    sentence-transformers, the live memory experiment, every model), over the plain HTTP API."""
+    import httpx
+    import psutil
+
+    with served_app(warm=True) as (url, pid), httpx.Client(base_url=url, timeout=600) as client:
+        endpoints = client.get("gradio_api/info").json()["named_endpoints"]
+        failed = []
+        for name, values in EVERY_PATH:
+            parameters = endpoints[f"/{name}"]["parameters"]
+            data = [values.get(p["parameter_name"], p["parameter_default"]) for p in parameters]
+            event = client.post(f"gradio_api/call/{name}", json={"data": data}).json()["event_id"]
+            if "event: complete" not in client.get(f"gradio_api/call/{name}/{event}").text:
+                failed.append(name)
+        rss = psutil.Process(pid).memory_info().rss / 2**20
+    for name in failed:
+        print(f"every tab: {name} failed", file=sys.stderr)
+    return [(f"resident memory after every tab's heaviest paths ({len(EVERY_PATH)} calls, {len(failed)} failed)",
+             f"{rss:,.0f} MB", "", "≤ 1,536 MB", rss <= 1536 and not failed)]
+
+
 def soak_rows(total: int = 2000, warmup: int = 200, users: int = 8) -> list[tuple]:
     """The soak test: `total` requests through gradio_client against one app process; its resident
     memory after the first `warmup` (caches filled, lazy imports done) and at the end."""
@@ -447,6 +483,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("  the same without the cache", f"{speeds['no cache']:,.0f} tokens/s", "", "", None))
     rows.append(("  500 tokens: the window slides past the context", f"{speeds['sliding']:,.0f} tokens/s", "", "",
                  None))
+    rows.extend(every_tab_rows())
     if args.load:
         rows.extend(load_rows())
     if args.soak:
