@@ -66,3 +66,15 @@ def test_how_bert_was_trained_endpoints(client):
         assert rep["nsp"]["IsNext"] + rep["nsp"]["NotNext"] == pytest.approx(1.0, abs=1e-4)
     plot, table, cards = client.predict(api_name="/mlm_cards")
     assert [m["name"] for m in cards["models"]] == tab.LISTED
+
+
+def test_the_default_pair_makes_the_panels_point_with_the_shipped_model():
+    """The NSP panel starts on a pair that the shipped bert-english reads as IsNext, and says why the BERT
+    paper's own example is not used (issue #20, item 12)."""
+    from playground.ui import fill_mask_tab
+
+    *_, summary, _, data = fill_mask_tab.input_representation(*fill_mask_tab.PAIR, "bert-english")
+    assert data["nsp"]["IsNext"] > 0.7 and "**IsNext**" in summary
+    *_, data = fill_mask_tab.input_representation("The man went to the store.", "He bought a gallon of milk.",
+                                                  "bert-english")
+    assert data["nsp"]["NotNext"] > 0.5 and "NotNext" in fill_mask_tab.nsp_note()

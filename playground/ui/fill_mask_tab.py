@@ -264,6 +264,23 @@ segment (A = 0, B = 1) and the position. The heatmaps are those vectors from the
 **Next-sentence prediction**: a classifier on the final `[CLS]` state says whether B really followed A (IsNext) or was
 drawn from elsewhere (NotNext); only a model pre-trained with NSP has that head."""
 
+# The pair the panel starts with: one the shipped bert-english reads as IsNext (p = 0.82), from the kind of text it
+# was pre-trained on; the BERT paper's own example ("The man went to the store." / "He bought a gallon of milk.")
+# it reads as NotNext (p(IsNext) = 0.02), as NSP_NOTE says beside it.
+PAIR = ("Mr. Darcy came to the house.", "He asked to see Miss Bennet.")
+
+
+def nsp_note() -> str:
+    """Why the default pair is Austen's: what the shipped NSP head was trained on, and its held-out accuracy."""
+    if "bert-english" not in LISTED:
+        return ""
+    nsp = _card_numbers("bert-english")["nsp"]
+    figure = f"right on {nsp:.1%} of validation pairs from those texts (its card), but it" if nsp else "It"
+    return (f"*bert-english* is a 1.9M-parameter BERT pre-trained on Austen, the World English Bible, WordNet's "
+            f"glosses and the Jargon File. Its NSP head is {figure} reads short modern sentences from elsewhere as "
+            "NotNext: try the BERT paper's own pair, *The man went to the store.* / *He bought a gallon of milk.*")
+
+
 EXAMPLES = ["The cat sat on the [MASK].", "Paris is the [MASK] of France.", "She poured a cup of [MASK] and sat down.",
             "The [MASK] barked at the [MASK] all night.", "He was a [MASK] man, and [MASK] loved him."]
 
@@ -285,10 +302,10 @@ def _how_bert_was_trained(choices: list[tuple[str, str]]) -> dict:
                 with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                     m_json = gr.JSON(label="mlm_masking")
             with gr.Tab("Input representation and NSP") as pair_tab:
-                gr.Markdown(PAIR_MD, latex_delimiters=LATEX)
+                gr.Markdown(f"{PAIR_MD}\n\n{nsp_note()}", latex_delimiters=LATEX)
                 with gr.Row():
-                    p_a = gr.Textbox("The man went to the store.", label="Sentence A", scale=2)
-                    p_b = gr.Textbox("He bought a gallon of milk.", label="Sentence B (empty: one sentence)", scale=2)
+                    p_a = gr.Textbox(PAIR[0], label="Sentence A", scale=2)
+                    p_b = gr.Textbox(PAIR[1], label="Sentence B (empty: one sentence)", scale=2)
                     p_model = gr.Dropdown(choices, value=NSP_MODEL, label="Model", scale=1)
                 p_table = gr.HTML(elem_id="fm-pair-table", elem_classes=FIGURE)
                 with gr.Row():
