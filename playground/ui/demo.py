@@ -37,9 +37,9 @@ def tab_id(title: str) -> str:
 def build_demo() -> gr.Blocks:
     patches.apply()
     with gr.Blocks(title="NLP Playground", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
-        with gr.Row(equal_height=True):
+        with gr.Row(equal_height=True, elem_id="header"):
             gr.Markdown(INTRO)
-            with gr.Column(scale=0, min_width=180):
+            with gr.Column(scale=0, min_width=180, elem_id="header-controls"):
                 lecture = gr.Checkbox(False, label="Lecture mode", elem_id="lecture-toggle")
                 copy = gr.Button("Copy link to this view", size="sm", elem_id="copy-link")
         shared = Shared(
@@ -55,7 +55,7 @@ def build_demo() -> gr.Blocks:
                 elem_id="models-notice", visible=bool(left_out))
         shared.remember("", text=shared.text, focus=shared.focus)
         tour_panel = tour.layout()
-        with gr.Tabs(elem_id="tabs") as shared.tabs:
+        with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as shared.tabs:  # a phone shows every tab's name
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
