@@ -1,8 +1,12 @@
-"""`python -m playground.tools.held_out MODEL --corpus FILE [FILE ...]`: a language model's loss over its whole
-held-out split (training/lm.py's HELD_OUT_PROTOCOL), written into its card.json as `held_out`.
+"""`python -m playground.tools.held_out MODEL [--corpus FILE ...]`: a shipped model's figures over its whole
+held-out split, with the protocol, written into its card.json as `held_out`.
 
-Training writes it at the end of every run; this adds it to a checkpoint made before that, with the corpus
-its card names (checked by sha256) and the checkpoint's own tokenizer."""
+- language models (gpt, rnn, lstm, gru): the loss over every window of the held-out split (training/lm.py);
+- bert-english: masked-token loss, top-1/top-5 and NSP accuracy with every held-out sentence starting a pair once
+  (training/bert.py);
+- minilm-mlm: masked-token loss and top-1/top-5 over every held-out window (training/minilm_mlm.py);
+- seq2seq: exact match over a fixed sample of held-out sources of every length (training/seq2seq.py; no corpus).
+The corpus must be the one the card names (checked by sha256); each model uses its own tokenizer and split."""
 
 from __future__ import annotations
 
@@ -13,31 +17,52 @@ from pathlib import Path
 from playground import checkpoints
 from playground.training import data, lm
 
+LM_KINDS = {"gpt", "rnn", "lstm", "gru", "recurrent"}
 
-def held_out(name: str, corpus: list[Path]) -> dict:
-    ckpt = checkpoints.load(name)
+
+def _check_corpus(ckpt, corpus: list[Path]) -> None:
     recorded = [c["sha256"] for c in ckpt.card.get("corpus", [])]
     given = [checkpoints.sha256_file(p) for p in corpus]
     if recorded and given != recorded:
-        raise SystemExit(f"{', '.join(map(str, corpus))} is not the corpus {ckpt.name}'s card names "
-                         f"({', '.join(c['name'] for c in ckpt.card['corpus'])})")
+        raise SystemExit(f"{', '.join(map(str, corpus)) or 'no corpus'} is not the corpus {ckpt.name}'s card names "
+                         f"({', '.join(c['name'] for c in ckpt.card['corpus'])}): pass --corpus with those files")
+
+
+def held_out(name: str, corpus: list[Path]) -> dict:
+    ckpt = checkpoints.load(name)
+    kind, train_config = ckpt.card.get("kind"), ckpt.card.get("train_config", {})
+    if kind == "seq2seq":
+        from playground.training import seq2seq
+
+        return seq2seq.held_out(ckpt.model.eval())
+    _check_corpus(ckpt, corpus)
+    if kind == "minilm-mlm":
+        from playground.training import minilm_mlm
+
+        split = minilm_mlm.load_corpus(corpus, ckpt.tokenizer, train_config["val_fraction"])
+        return minilm_mlm.held_out(ckpt.model.eval(), split, train_config["seq_len"])
+    if kind == "bert":
+        from playground.training import bert
+
+        _, _, val_s, val_d, _ = bert.read_corpus(corpus, train_config["val_fraction"])
+        pairs = bert._pair_corpus(ckpt.tokenizer, val_s, val_d)
+        return bert.held_out(ckpt.model.eval(), ckpt.tokenizer, pairs, train_config["n_positions"],
+                             train_config.get("prob", 0.15))
     text = data.load_text(corpus, tokenizer=ckpt.tokenizer)
-    block_size = ckpt.card["train_config"]["block_size"]
-    return lm.held_out_loss(ckpt.model, text.val, block_size)
+    return lm.held_out_loss(ckpt.model, text.val, train_config["block_size"])
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m playground.tools.held_out", description=__doc__)
     parser.add_argument("model", help="a checkpoint name in models/ or a folder")
-    parser.add_argument("--corpus", nargs="+", type=Path, required=True)
+    parser.add_argument("--corpus", nargs="*", type=Path, default=[])
     args = parser.parse_args(argv)
     result = held_out(args.model, args.corpus)
     card_path = checkpoints.resolve(args.model) / "card.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))
     card["held_out"] = result
     card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"{args.model}: held-out loss {result['loss']} nats/token over {result['windows']} windows of "
-          f"{result['block_size']} (the card's estimate: {card.get('val_loss')})")
+    print(f"{args.model}: {json.dumps({k: v for k, v in result.items() if k != 'protocol'})}")
     return result
 
 

@@ -94,8 +94,11 @@ class PairCorpus:
         """(ids_a, ids_b, label): label 0 IsNext (B really follows A in its document), 1 NotNext (B
         starts at a random sentence of another document), each with probability 1/2 (always IsNext
         when nsp is False). A takes up to half the room, B the rest; pair_encoding cuts what is over."""
+        return self.pair_at(rng.choice(self.starts), rng, max_len, nsp)
+
+    def pair_at(self, i: int, rng: random.Random, max_len: int, nsp: bool = True) -> tuple[list[int], list[int], int]:
+        """`pair` with A starting at sentence i (one of `starts`): the held-out figures take every start once."""
         room = max_len - 3                                                  # [CLS] A [SEP] B [SEP]
-        i = rng.choice(self.starts)
         a_end = self._grow(i, room // 2, keep_one_after=True)              # leave a next sentence for B
         ids_a = [t for s in self.sentences[i:a_end] for t in s]
         is_next = (not nsp) or self.n_docs == 1 or rng.random() < 0.5
@@ -311,6 +314,31 @@ def _fixed_batches(corpus: PairCorpus, vocab: _Vocab, cfg: BertTrainConfig, n_pa
                               prob=cfg.prob, random_low=vocab.n_special, generator=g)
         batches.append((batch, masking))
     return batches
+
+
+HELD_OUT_PROTOCOL = ("every held-out sentence that has a successor in its document starts sentence A once (A and B "
+                     "grow to whole sentences within the model's positions); B is the true next segment or, with "
+                     "probability 1/2, one from another document (random.Random(seed)); 15% of the tokens are "
+                     "selected, 80/10/10 (torch.Generator seed); masked-token loss and top-1/top-5 over every "
+                     "selected token, NSP accuracy over every pair")
+
+
+@torch.no_grad()
+def held_out(model: BertForPreTraining, tok, val_pairs: PairCorpus, n_positions: int, prob: float = 0.15,
+             seed: int = 0, batch_size: int = 64) -> dict:
+    """The model's figures over its whole held-out split (HELD_OUT_PROTOCOL)."""
+    vocab = _vocab(tok)
+    rng, g = random.Random(seed), torch.Generator().manual_seed(seed)
+    batches = []
+    for start in range(0, len(val_pairs.starts), batch_size):
+        pairs = [val_pairs.pair_at(i, rng, n_positions) for i in val_pairs.starts[start:start + batch_size]]
+        batch = collate(pairs, cls_id=vocab.cls_id, sep_id=vocab.sep_id, pad_id=vocab.pad_id, max_len=n_positions,
+                        continuation=vocab.continuation)
+        batches.append((batch, mask_tokens(batch.input_ids, mask_id=vocab.mask_id, vocab_size=len(vocab.continuation),
+                                           special=batch.special, prob=prob, random_low=vocab.n_special, generator=g)))
+    result = evaluate(model, batches, nsp=True)
+    return {"protocol": HELD_OUT_PROTOCOL, "seed": seed, "pairs": len(val_pairs.starts),
+            **{k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}}
 
 
 def _frequency_baseline(corpus: PairCorpus, batches, n_special: int) -> dict[str, float]:

@@ -150,6 +150,28 @@ def evaluate(model: BertForPreTraining, batches: list[tuple[torch.Tensor, torch.
     return {"loss": loss_sum / max(n, 1), "top1": hits1 / max(n, 1), "top5": hits5 / max(n, 1), "n": n}
 
 
+HELD_OUT_PROTOCOL = ("the last val_fraction of each file's WordPiece stream, cut into consecutive windows of "
+                     "seq_len - 2 tokens (the remainder of each file dropped), each [CLS] window [SEP]; 15% of the "
+                     "tokens selected, 80/10/10 (torch.Generator seed); loss and top-1/top-5 over every selected token")
+
+
+def held_out(model: BertForPreTraining, data: MLMData, seq_len: int, seed: int = 0, batch_size: int = 64) -> dict:
+    """The model's figures over its whole held-out split (HELD_OUT_PROTOCOL): every held-out token is in a window."""
+    inner = seq_len - 2
+    windows = torch.cat([s[: len(s) // inner * inner].view(-1, inner) for s in data.val if len(s) >= inner])
+    windows = torch.cat([torch.full((len(windows), 1), data.cls_id), windows,
+                         torch.full((len(windows), 1), data.sep_id)], dim=1)              # (N, seq_len)
+    g = torch.Generator().manual_seed(seed)
+    cfg = MiniLMMLMTrainConfig(seq_len=seq_len)
+    batches = []
+    for start in range(0, len(windows), batch_size):
+        m = mask_batch(data, windows[start:start + batch_size], cfg, g, prob=EVAL_MASK_PROB)
+        batches.append((m.input_ids, m.labels))
+    result = evaluate(model, batches)
+    return {"protocol": HELD_OUT_PROTOCOL, "seed": seed, "seq_len": seq_len, "windows": len(windows),
+            "masked_tokens": result["n"], **{k: round(result[k], 4) for k in ("loss", "top1", "top5")}}
+
+
 # ---------------------------------------------------------------------------------------------
 # Training (python -m playground.train minilm-mlm)
 

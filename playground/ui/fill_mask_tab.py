@@ -208,9 +208,12 @@ def input_representation(text_a, text_b="", model_name=NSP_MODEL):
 def _card_numbers(name: str) -> dict:
     """What the tab shows of a card, whatever the trainer named it (held-out accuracies, parameters, time)."""
     card = MODELS[name].card if name in MODELS else CARDS[name]
+    held_out = card.get("held_out") if isinstance(card.get("held_out"), dict) else {}
+    card = {**card, **{f"held_out_{k}": v for k, v in held_out.items()}}  # the whole split's figures first
     pick = lambda *keys: next((card[k] for k in keys if isinstance(card.get(k), (int, float))), None)  # noqa: E731
-    return {"name": name, "top1": pick("top1", "val_top1", "mlm_top1"), "top5": pick("top5", "val_top5", "mlm_top5"),
-            "nsp": pick("nsp_accuracy", "nsp", "val_nsp_accuracy"),
+    return {"name": name, "top1": pick("held_out_top1", "top1", "val_top1", "mlm_top1"),
+            "top5": pick("held_out_top5", "top5", "val_top5", "mlm_top5"),
+            "nsp": pick("held_out_nsp_accuracy", "nsp_accuracy", "nsp", "val_nsp_accuracy"),
             "trainable": pick("trainable_params", "n_trainable", "trainable"),
             "total": pick("total_params", "n_params", "total"),
             "steps": pick("steps", "max_iters"), "seconds": pick("wall_time_s", "wall_time", "seconds"),
@@ -275,7 +278,7 @@ def nsp_note() -> str:
     if "bert-english" not in LISTED:
         return ""
     nsp = _card_numbers("bert-english")["nsp"]
-    figure = f"right on {nsp:.1%} of validation pairs from those texts (its card), but it" if nsp else "It"
+    figure = f"right on {nsp:.1%} of the held-out pairs from those texts (its card), but it" if nsp else "It"
     return (f"*bert-english* is a 1.9M-parameter BERT pre-trained on Austen, the World English Bible, WordNet's "
             f"glosses and the Jargon File. Its NSP head is {figure} reads short modern sentences from elsewhere as "
             "NotNext: try the BERT paper's own pair, *The man went to the store.* / *He bought a gallon of milk.*")

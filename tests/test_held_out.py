@@ -1,0 +1,61 @@
+"""Every shipped card reports its figures over the whole held-out split with the protocol (issue #15, item 8);
+the held-out functions cover their whole split (on tiny models made here: tests never read the corpora)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from playground import checkpoints
+
+CARDS = sorted(p for p in checkpoints.MODELS_DIR.glob("*/card.json") if not p.parent.name.startswith("tok-"))
+FIGURES = {"gpt": ("loss",), "recurrent": ("loss",), "rnn": ("loss",), "lstm": ("loss",), "gru": ("loss",),
+           "bert": ("top1", "top5", "nsp_accuracy", "masked_tokens", "pairs"),
+           "minilm-mlm": ("top1", "top5", "loss", "masked_tokens", "windows"),
+           "seq2seq": ("trained_lengths", "longer")}
+
+
+@pytest.mark.parametrize("card_path", CARDS, ids=lambda p: p.parent.name)
+def test_every_model_card_has_its_held_out_figures_and_protocol(card_path):
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    if card.get("kind") == "word2vec":
+        pytest.skip("word2vec has no held-out split: its card reports analogy and similarity test sets")
+    held_out = card.get("held_out")
+    assert isinstance(held_out, dict) and held_out.get("protocol"), f"{card_path.parent.name}: no held-out block"
+    for key in FIGURES.get(card["kind"], ("loss",)):
+        assert key in held_out, f"{card_path.parent.name}: held_out has no {key!r}"
+
+
+def test_minilm_mlm_held_out_covers_every_window_of_the_split():
+    from playground.nets.bert import BertConfig, BertForPreTraining
+    from playground.training import minilm_mlm
+
+    class Tok:  # what held_out reads of a tokenizer (whole-word masking is off)
+        def get_vocab_size(self) -> int:
+            return 200
+
+    val = [torch.arange(10, 10 + 130), torch.arange(10, 10 + 65)]  # 130 // 62 = 2 windows, 65 // 62 = 1
+    data = minilm_mlm.MLMData(Tok(), [], val, [], cls_id=1, sep_id=2, mask_id=3, random_low=4)
+    model = BertForPreTraining(BertConfig(vocab_size=200, n_positions=64, n_layer=1, n_head=2, n_embd=16, n_inner=32))
+    result = minilm_mlm.held_out(model, data, seq_len=64)
+    assert result["windows"] == 3 and 0 < result["masked_tokens"] <= 3 * 62 and 0 <= result["top1"] <= result["top5"]
+
+
+def test_bert_held_out_starts_a_pair_at_every_held_out_sentence():
+    from playground.training import bert
+
+    g = random.Random(0)
+    sentences = [[g.randrange(5, 60) for _ in range(g.randrange(3, 9))] for _ in range(40)]
+    corpus = bert.PairCorpus(sentences, [i // 8 for i in range(40)])  # 5 documents of 8 sentences
+    seen = [corpus.pair_at(i, random.Random(1), 64)[0][:len(sentences[i])] for i in corpus.starts]
+    assert seen == [sentences[i] for i in corpus.starts] and len(corpus.starts) == 35
+
+
+def test_seq2seq_held_out_takes_only_held_out_sources():
+    from playground.training import seq2seq
+
+    for length in (1, 5, 33):
+        assert all(seq2seq.is_test(words) for words, _ in seq2seq.test_set(length, 20))
