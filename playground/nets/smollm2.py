@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
+from functools import lru_cache
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,6 +136,14 @@ def read_tokenizer(reader):
     control = [AddedToken(t, special=True, normalized=False) for t, kind in zip(tokens, types) if kind == 3]  # CONTROL
     tokenizer.add_special_tokens(control)
     return tokenizer
+
+
+@lru_cache(maxsize=1)
+def load_tokenizer():
+    """The tokenizer alone (the file's metadata, about 3 s), read once per process; it is only ever read."""
+    from gguf import GGUFReader
+
+    return read_tokenizer(GGUFReader(str(gguf_path())))
 
 
 @dataclass

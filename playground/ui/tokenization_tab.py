@@ -109,8 +109,9 @@ def normalize_text(text, steps):
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
-TOKENIZERS_MD = """Each tokenizer was trained on the same 24.5 MB of English (Austen, the World English Bible, WordNet
-glosses, the Jargon File, Shakespeare); the last is the real vocabulary of all-MiniLM-L6-v2 (bert-base-uncased).
+TOKENIZERS_MD = """The first five were trained on the same 24.5 MB of English (Austen, the World English Bible, WordNet
+glosses, the Jargon File, Shakespeare); then two real vocabularies: all-MiniLM-L6-v2's (bert-base-uncased) and
+SmolLM2-135M's (a byte-level BPE of 49,152 tokens, which puts every digit in a token of its own).
 **Character** and **word** tokenizers know a fixed list and map everything else to `[UNK]` (striped red).
 **Byte-level BPE** works on UTF-8 bytes, so nothing is unknown: an emoji costs several byte tokens (underlined as one
 character). **WordPiece** lowercases, strips accents and marks word-inner pieces with `##`; grey text is what its
