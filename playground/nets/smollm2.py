@@ -176,8 +176,11 @@ class SmolLM2:
                                bos_token=self.bos, eos_token=self.eos)
 
 
-def load() -> SmolLM2:
-    """Read the file (about 10 s on two cores): the model in eval mode, fp32, and its tokenizer."""
+def load(half: bool = False) -> SmolLM2:
+    """Read the file (about 6 s on two cores): the model in eval mode and its tokenizer. `half`: the matrices and
+    the embedding stored in fp16 (270 MB instead of 540; every activation stays fp32; the 4-bit values keep 11
+    significant bits), as the app keeps it: generation is also faster on a CPU, whose matrix-vector products are
+    bound by memory (29 against 18 tokens a second here)."""
     from gguf import GGUFReader
 
     started = time.perf_counter()
@@ -188,6 +191,8 @@ def load() -> SmolLM2:
         model = Llama(config)                    # no memory, no random init: every weight comes from the file
     model.load_state_dict(read_weights(reader, config), assign=True, strict=True)
     model.eval().requires_grad_(False)
+    if half:
+        model.half_storage()
     tokens = [str(t) for t in _field(reader, "tokenizer.ggml.tokens")]
     bos, eos = (int(_field(reader, f"tokenizer.ggml.{k}_token_id")) for k in ("bos", "eos"))
     return SmolLM2(model, read_tokenizer(reader), str(_field(reader, "tokenizer.chat_template")), tokens[bos],

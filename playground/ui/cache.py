@@ -207,6 +207,8 @@ def prewarm(demo: gr.Blocks, skip: set[str] = frozenset()) -> threading.Thread:
     fails on its defaults is skipped. `skip`: api_names not worth it (a minute of live training).
     The answers of the page's load events become the components' initial values (`paint`), so a page
     opened afterwards is drawn at once, whatever the queue is doing; its load events then only confirm them."""
+    read = {block._id for fn in demo.fns.values() for block in fn.inputs}  # components some event reads
+
     def run() -> None:
         painted = False
         for fn in demo.fns.values():
@@ -221,7 +223,7 @@ def prewarm(demo: gr.Blocks, skip: set[str] = frozenset()) -> threading.Thread:
             except Exception:  # noqa: BLE001 - a default the handler refuses is answered when asked
                 continue
             if any(event == "load" and target == demo._id for target, event in fn.targets):
-                painted |= paint(fn, outputs)
+                painted |= paint(fn, outputs, skip=read)
         if painted:
             demo.config = demo.get_config_file()  # what /config sends each new page
 
@@ -230,16 +232,19 @@ def prewarm(demo: gr.Blocks, skip: set[str] = frozenset()) -> threading.Thread:
     return thread
 
 
-def paint(fn, outputs) -> bool:
+def paint(fn, outputs, skip: set[int] = frozenset()) -> bool:
     """The event's answer as its output components' initial values, as Gradio stores a component's value
-    (postprocessed, files moved to its cache). Updates, skips and per-session state are left as they are."""
+    (postprocessed, files moved to its cache). Updates, skips, per-session state and the components in `skip`
+    (those an event reads: their initial value is an input's documented default) are left as they are."""
     from gradio.processing_utils import move_files_to_cache
     from pydantic import BaseModel
 
     values = (outputs,) if len(fn.outputs) == 1 else tuple(outputs)
     painted = False
     for block, value in zip(fn.outputs, values):
-        if isinstance(block, gr.State) or not isinstance(block, gr.components.Component) or isinstance(value, dict):
+        if isinstance(block, gr.State) or not isinstance(block, gr.components.Component) or block._id in skip:
+            continue
+        if isinstance(value, (dict, gr.blocks.Block)):  # an update (gr.update, gr.skip, or a component: new props)
             continue
         processed = block.postprocess(value)
         if isinstance(processed, BaseModel):

