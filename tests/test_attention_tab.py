@@ -181,3 +181,18 @@ def test_positional_encoding_endpoint(client):
     plot, data = client.predict(20, 15, api_name="/positional_encoding")
     assert data["d_model"] == 16 and np.array(data["pe"]).shape == (20, 16)
     assert np.array(data["minilm_position_cosine"]).shape == (20, 20)
+
+
+def test_positional_encoding_shows_rope_depending_only_on_the_distance_and_alibi():
+    """RoPE's scores between positions are constant along every diagonal (<R_m q, R_n k> = <q, R_{n-m} k>);
+    ALiBi's slopes are 2^(-8h/H) and its penalty grows with the distance (issue #16)."""
+    from playground.ui import attention_tab
+
+    fig, data = attention_tab.positional_encoding(32, 64)
+    rope = np.array(data["rope"]["scores"])
+    assert rope.shape == (32, 32) and data["rope"]["max_deviation_along_diagonals"] < 1e-4
+    assert not np.allclose(rope[0, 1], rope[0, 5], atol=1e-2)  # but it does change with the distance
+    assert data["alibi"]["slopes"] == [2 ** (-h) for h in range(1, 9)]
+    penalty = data["alibi"]["head_1_penalty"]
+    assert penalty[5][0] == -2.5 and penalty[5][5] == 0 and penalty[0][5] is None  # -m_1 (i - j); none above
+    assert len(fig.data) == 5

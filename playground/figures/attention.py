@@ -262,16 +262,21 @@ def saturation_figure(scales: list[float], max_prob: list[float], grad: list[flo
     return fig
 
 
-def positional_figure(pe: np.ndarray, dots: np.ndarray, learned: np.ndarray | None, learned_name: str) -> go.Figure:
+def positional_figure(pe: np.ndarray, dots: np.ndarray, learned: np.ndarray | None, learned_name: str,
+                      rope: np.ndarray | None = None, alibi: np.ndarray | None = None) -> go.Figure:
     """The sinusoidal PE matrix (positions x dimensions), the dot products PE PE^T between positions,
-    and, to compare, the cosine similarity of a trained model's learned position embeddings."""
+    and, to compare, the cosine similarity of a trained model's learned position embeddings; below, RoPE's
+    scores <R_m q, R_n k> between positions and ALiBi's distance penalties (head 1), when given."""
     from plotly.subplots import make_subplots
 
     cols = 3 if learned is not None else 2
+    rows = 2 if rope is not None else 1
     titles = ["PE: position × dimension", "PE · PE between positions"]
     if learned is not None:
         titles.append(f"cosine of {learned_name}'s learned position embeddings")
-    fig = make_subplots(rows=1, cols=cols, subplot_titles=titles, horizontal_spacing=0.08)
+    if rows == 2:
+        titles += ["RoPE: ⟨R_m q, R_n k⟩ (one q, one k)", "ALiBi: −m₁ (i − j), head 1"] + [""] * (cols - 2)
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.12)
     fig.add_trace(go.Heatmap(z=pe, colorscale="RdBu", zmid=0, showscale=False,
                              hovertemplate="position %{y}, dimension %{x}: %{z:.3f}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Heatmap(z=dots, colorscale="Viridis", showscale=False,
@@ -279,11 +284,20 @@ def positional_figure(pe: np.ndarray, dots: np.ndarray, learned: np.ndarray | No
     if learned is not None:
         fig.add_trace(go.Heatmap(z=learned, colorscale="Viridis", showscale=False,
                                  hovertemplate="positions %{y}, %{x}: cosine %{z:.2f}<extra></extra>"), row=1, col=3)
-    fig.update_layout(**layout(height=460, margin=dict(l=10, r=10, t=50, b=30)))
-    fig.update_yaxes(autorange="reversed", title_text="position", col=1)
+    if rows == 2:
+        fig.add_trace(go.Heatmap(z=rope, colorscale="RdBu", zmid=0, showscale=False,
+                                 hovertemplate="query at %{y}, key at %{x}: %{z:.2f}<extra></extra>"), row=2, col=1)
+        fig.add_trace(go.Heatmap(z=alibi, colorscale="Viridis", showscale=False,
+                                 hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>"), row=2, col=2)
+    fig.update_layout(**layout(height=460 * rows, margin=dict(l=10, r=10, t=50, b=30)))
     fig.update_yaxes(autorange="reversed")
-    fig.update_xaxes(title_text="dimension", col=1)
-    fig.update_xaxes(title_text="position", col=2)
+    fig.update_yaxes(title_text="position", row=1, col=1)
+    fig.update_xaxes(title_text="dimension", row=1, col=1)
+    fig.update_xaxes(title_text="position", row=1, col=2)
     if learned is not None:
-        fig.update_xaxes(title_text="position", col=3)
+        fig.update_xaxes(title_text="position", row=1, col=3)
+    if rows == 2:
+        fig.update_yaxes(title_text="query position m", row=2, col=1)
+        fig.update_xaxes(title_text="key position n", row=2, col=1)
+        fig.update_xaxes(title_text="key position j", row=2, col=2)
     return fig

@@ -111,7 +111,7 @@ def positional_encoding(n_positions=64, d_model=128):
         notices.append(f"d_model must be even (sine and cosine pairs); using {d}.")
     warn(notices)
     data, a = att.positional(MODELS[DEFAULT_MODEL], n, d)
-    return fa.positional_figure(a["pe"], a["dot_products"], a["learned"], "MiniLM"), data
+    return fa.positional_figure(a["pe"], a["dot_products"], a["learned"], "MiniLM", a["rope"], a["alibi"]), data
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,7 +151,12 @@ $PE_{(pos,\,2i)} = \sin(pos / 10000^{2i/d_\text{model}})$ and $PE_{(pos,\,2i+1)}
 each pair of dimensions turns at its own frequency, from one turn every $2\pi$ positions to one every $2\pi \cdot 10000$,
 so the dot product of two positions depends only on their distance (the bands parallel to the diagonal) and a shift
 by $k$ is the same rotation everywhere. BERT and GPT-2 instead *learn* one vector per position (MiniLM: 512 of
-them); the third panel shows how similar MiniLM's learned vectors are to each other: neighbours look alike there too."""
+them); the third panel shows how similar MiniLM's learned vectors are to each other: neighbours look alike there too.
+**Below, position inside attention.** RoPE (Su et al. 2021; Llama, Mistral, SmolLM2) adds nothing to the input: it
+rotates each pair of query and key dimensions by $m\theta_i$ at position $m$, so
+$\langle R_m q, R_n k\rangle = \langle q, R_{n-m} k\rangle$ depends only on the distance $n - m$, exactly: the panel's
+diagonals are constant (the JSON gives the largest deviation, rounding only). ALiBi (Press et al. 2022) adds no vector
+either: each head subtracts $m_h (i - j)$ from the score of query $i$ for key $j$, with slopes $m_h = 2^{-8h/H}$."""
 
 
 def model_choices() -> list[tuple[str, str]]:
