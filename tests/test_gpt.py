@@ -59,7 +59,9 @@ def test_written_out_attention_equals_sdpa(model):
     fast, _ = model(idx)
     slow, _, internals = model(idx, return_internals=True)
     torch.testing.assert_close(slow, fast, atol=1e-5, rtol=1e-5)
-    assert set(internals) == {"layers"} and len(internals["layers"]) == CONFIG.n_layer
+    assert set(internals) == {"layers", "residual"} and len(internals["layers"]) == CONFIG.n_layer
+    assert len(internals["residual"]) == CONFIG.n_layer + 1  # after the embedding and after each block
+    torch.testing.assert_close(model.unembed(internals["residual"][-1]), slow)  # the logit lens's last layer
     for layer in internals["layers"]:
         assert set(layer) == {"q", "k", "v", "scores", "attn"}
         att, q, k, v, scores = layer["attn"], layer["q"], layer["k"], layer["v"], layer["scores"]
@@ -161,3 +163,23 @@ def test_without_biases_is_nanogpts_model():
     assert abs(loss.item() - math.log(config.vocab_size)) < 0.1
     with pytest.raises(ValueError, match="biases"):
         hf.gpt_to_gpt2(model)
+
+
+def test_the_logit_lens_ends_where_the_model_ends(model):
+    """nostalgebraist 2020: the last layer's lens is the model's own prediction; every layer gives a distribution."""
+    from playground.analysis import generation
+
+    class Chars:  # a tokenizer as the analysis reads it
+        def id_to_token(self, i):
+            return chr(65 + i % 26)
+
+        pre_tokenizer = None
+
+    ids = tokens()[0].tolist()
+    data = generation.logit_lens(model, Chars(), ids, [])
+    assert data["layers"] == ["embedding"] + [f"block {i}" for i in range(1, CONFIG.n_layer + 1)]
+    with torch.no_grad():
+        final = model(torch.tensor([ids]))[0][0].argmax(-1).tolist()
+    assert data["top_token"][-1] == [Chars().id_to_token(i) for i in final] == data["final_token"]
+    assert data["top_prob"][-1] == data["final_token_prob"][-1]
+    assert all(0 < p <= 1 for row in data["top_prob"] for p in row)

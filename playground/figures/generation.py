@@ -83,3 +83,22 @@ def causal_attention_figure(tokens: list[str], attention: list[list[float]], tit
         yaxis=dict(autorange="reversed", title=dict(text="query (generating)")),
         xaxis=dict(title=dict(text="key (attended to)"), tickangle=-90),
     ))
+
+
+def logit_lens_figure(data: dict, title: str) -> go.Figure:
+    """Layers (rows, the embedding at the bottom) × positions (columns, the input token under each): each cell the
+    token that layer would predict next and its probability (colour)."""
+    n_layers, tokens = len(data["layers"]), data["tokens"]
+    x = [f"{i}: {token_label(t)}" for i, t in enumerate(tokens)]
+    text = [[token_label(t) for t in row] for row in data["top_token"]]
+    fig = go.Figure(go.Heatmap(
+        z=data["top_prob"], x=x, y=data["layers"], text=text, texttemplate="%{text}" if len(tokens) <= 24 else None,
+        colorscale="Blues", zmin=0, zmax=1, colorbar=dict(title=dict(text="p"), thickness=12),
+        customdata=data["final_token_prob"],
+        hovertemplate="%{y}, after %{x}: predicts %{text} (p = %{z:.3f}); the last layer's choice: p = "
+                      "%{customdata:.3f}<extra></extra>"))
+    fig.update_layout(**layout(title=dict(text=title), height=max(320, 22 * n_layers + 160),
+                               margin=dict(l=10, r=10, t=50, b=90)))
+    fig.update_xaxes(title_text="position (input token)", tickangle=-60)
+    fig.update_yaxes(title_text="residual stream after")
+    return fig

@@ -182,33 +182,40 @@ class GPT(nn.Module):
 
     def _run(self, idx: torch.Tensor, pos0: int, past: list | None, return_internals: bool = False):
         """The blocks over new tokens idx (B, T) at positions pos0.. : logits (B, T, V), each layer's
-        k, v, and each layer's internals (None without `return_internals`)."""
+        k, v, each layer's internals (None without `return_internals`), and the residual stream after the
+        embedding and after each block (only with `return_internals`)."""
         B, T = idx.shape
         assert pos0 + T <= self.config.n_positions, (
             f"positions up to {pos0 + T} do not fit the context of {self.config.n_positions} tokens")
         pos = torch.arange(pos0, pos0 + T, dtype=torch.long, device=idx.device)       # (T,)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C)
-        kvs, layers = [], []
+        kvs, layers, residual = [], [], [x] if return_internals else []
         for i, block in enumerate(self.transformer.h):
             x, kv, layer = block(x, None if past is None else past[i], return_internals)
             kvs.append(kv)
             layers.append(layer)
-        x = self.transformer.ln_f(x)
-        logits = F.linear(x, self.transformer.wte.weight)  # tied output embedding: (B, T, V)
-        return logits, kvs, layers
+            if return_internals:
+                residual.append(x)
+        return self.unembed(x), kvs, layers, residual
+
+    def unembed(self, h: torch.Tensor) -> torch.Tensor:
+        """Logits from a residual stream (B, T, C): the final LayerNorm, then the tied output embedding (B, T, V).
+        Applied to an earlier layer's residual, this is the logit lens (nostalgebraist 2020)."""
+        return F.linear(self.transformer.ln_f(h), self.transformer.wte.weight)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_internals: bool = False):
         """idx (B, T) token ids -> (logits (B, T, V), mean cross-entropy against targets (B, T) or None).
 
         With `return_internals`, a third element: {"layers": one dict per layer with q, k, v
         (B, nh, T, hs), the scaled scores q k^T / sqrt(d_k) before the mask, and the attention
-        probabilities attn (B, nh, T, T)}, computed by the written-out path.
+        probabilities attn (B, nh, T, T), computed by the written-out path; "residual": the stream after
+        the embedding and after each block, (B, T, C) each}.
         """
-        logits, _, layers = self._run(idx, 0, None, return_internals)
+        logits, _, layers, residual = self._run(idx, 0, None, return_internals)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-        return (logits, loss, {"layers": layers}) if return_internals else (logits, loss)
+        return (logits, loss, {"layers": layers, "residual": residual}) if return_internals else (logits, loss)
 
     def step(self, idx: torch.Tensor, cache: dict | None = None):
         """Incremental decoding: idx (B, T_new) are the new tokens only. Returns logits (B, T_new, V)
@@ -220,10 +227,10 @@ class GPT(nn.Module):
         """
         seen = idx if cache is None else torch.cat([cache["idx"], idx], dim=1)  # (B, T_seen)
         if cache is not None and seen.size(1) <= self.config.n_positions:
-            logits, kvs, _ = self._run(idx, cache["idx"].size(1), cache["kv"])
+            logits, kvs, _, _ = self._run(idx, cache["idx"].size(1), cache["kv"])
         else:
             window = seen[:, -self.config.n_positions:]
-            logits, kvs, _ = self._run(window, 0, None)
+            logits, kvs, _, _ = self._run(window, 0, None)
             logits = logits[:, -idx.size(1):]
             seen = window
         return logits, {"idx": seen, "kv": kvs}

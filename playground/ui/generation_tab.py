@@ -263,8 +263,26 @@ def attention(text, model_name, layer, head):
     return fgen.causal_attention_figure(data["tokens"], data["attention"], title), data
 
 
+def logit_lens(text, model_name):
+    """What every layer of a Transformer LM would predict next at each position (our GPT, or SmolLM2)."""
+    notices: list[str] = []
+    ckpt = _model(model_name)
+    if ckpt.kind not in ("gpt", "llama"):
+        raise gr.Error(f"{ckpt.name} is a recurrent model: it has no stack of residual layers. Choose a GPT or SmolLM2.")
+    _, ids = encode_prompt(ckpt, text, notices)
+    data = generation.logit_lens(ckpt.model, ckpt.tokenizer, ids, notices)
+    warn(notices)
+    title = f"{ckpt.name}: what each layer would predict next ({len(data['tokens'])} tokens)"
+    return fgen.logit_lens_figure(data, title), data
+
+
 # ---------------------------------------------------------------------------------------------
 # Layout and events
+
+LENS_MD = """**Logit lens** (nostalgebraist 2020): apply the model's final normalisation and output layer to the residual
+stream after each block, as if the model stopped there. Rows are layers (the embedding at the bottom), columns the
+input tokens; each cell is the token that layer would predict next, shaded by its probability. In SmolLM2 the right
+answer often appears only in the last few of its 30 blocks; hover a cell for the probability of the final choice."""
 
 INTRO_MD = """A causal language model predicts a distribution over the next token, $p(x_t \\mid x_{<t})$; decoding
 turns it into text one token at a time. **Greedy** takes the argmax. **Temperature** $\\tau$ samples from
@@ -343,6 +361,21 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         att_plot = gr.Plot()
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             att_json = gr.JSON(label="generation_attention")
+
+    lens_models = [(_label(n), n) for n in LISTED if n == SMOLLM2 or MODELS[n].kind == "gpt"]
+    with gr.Accordion("Logit lens: what each layer would predict", open=False, visible=bool(lens_models)):
+        gr.Markdown(LENS_MD)
+        with gr.Row():
+            lens_model = gr.Dropdown(lens_models, value=lens_models[0][1] if lens_models else None, label="Model",
+                                     scale=2)
+            lens_run = gr.Button("Show the logit lens", scale=0)
+        lens_text = gr.Textbox("The capital of France is Paris, and the capital of Italy is", label="Text", lines=2,
+                               max_lines=6)
+        lens_plot = gr.Plot(elem_id="gen-lens")
+        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
+            lens_json = gr.JSON(label="logit_lens")
+    gr.on([lens_run.click, lens_text.submit], logit_lens, inputs=[lens_text, lens_model], outputs=[lens_plot, lens_json],
+          api_name="logit_lens", trigger_mode="always_last")
 
     gr.on([shared.focus.change, sentence.change, follow.change],
           lambda s, f, on: focus.prefix(s, focus.parse(f, s or "")) if on and s else gr.skip(),
