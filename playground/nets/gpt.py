@@ -225,20 +225,27 @@ class GPT(nn.Module):
         run again from position 0 (the positions shift, so cached keys cannot be reused), which is
         exactly what a forward pass over the cropped context computes.
         """
-        seen = idx if cache is None else torch.cat([cache["idx"], idx], dim=1)  # (B, T_seen)
-        if cache is not None and seen.size(1) <= self.config.n_positions:
-            logits, kvs, _, _ = self._run(idx, cache["idx"].size(1), cache["kv"])
-        else:
-            window = seen[:, -self.config.n_positions:]
-            logits, kvs, _, _ = self._run(window, 0, None)
-            logits = logits[:, -idx.size(1):]
-            seen = window
-        return logits, {"idx": seen, "kv": kvs}
+        return cached_step(self._run, self.config.n_positions, idx, cache)
 
     @staticmethod
     def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
         """The cache rows of the sequences `index` selects (beam search keeps the best beams)."""
         return {"idx": cache["idx"][index], "kv": [(k[index], v[index]) for k, v in cache["kv"]]}
+
+
+def cached_step(run, n_positions: int, idx: torch.Tensor, cache: dict | None):
+    """One decoding step of a decoder whose `run(idx, pos0, past)` returns (logits, kvs, ...): the new tokens idx
+    (B, T_new) at the next positions, reusing the cache's keys and values; past n_positions tokens, the last
+    n_positions run again from position 0. Returns logits (B, T_new, V) and the new cache. Shared by GPT and Llama."""
+    seen = idx if cache is None else torch.cat([cache["idx"], idx], dim=1)  # (B, T_seen)
+    if cache is not None and seen.size(1) <= n_positions:
+        logits, kvs, *_ = run(idx, cache["idx"].size(1), cache["kv"])
+    else:
+        window = seen[:, -n_positions:]
+        logits, kvs, *_ = run(window, 0, None)
+        logits = logits[:, -idx.size(1):]
+        seen = window
+    return logits, {"idx": seen, "kv": kvs}
 
 
 def build_lm(config: GPTConfig, data) -> GPT:

@@ -27,6 +27,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.nets.gpt import GPT, cached_step
+
 
 class RMSNorm(nn.Module):
     """y = x / sqrt(mean(x²) + eps) * g (Zhang & Sennrich 2019): LayerNorm without the mean and the bias."""
@@ -252,20 +254,9 @@ class Llama(nn.Module):
         """Incremental decoding, the contract of nets/gpt.py: idx (B, T_new) are the new tokens only; returns
         logits (B, T_new, V) and the cache (every layer's rotated keys and values, the tokens seen). Rotated keys
         stay valid as the sequence grows (RoPE needs no shift); past n_positions the window slides, as the GPT's."""
-        seen = idx if cache is None else torch.cat([cache["idx"], idx], dim=1)
-        if cache is not None and seen.size(1) <= self.config.n_positions:
-            logits, kvs, _, _ = self._run(idx, cache["idx"].size(1), cache["kv"])
-        else:
-            window = seen[:, -self.config.n_positions:]
-            logits, kvs, _, _ = self._run(window, 0, None)
-            logits = logits[:, -idx.size(1):]
-            seen = window
-        return logits, {"idx": seen, "kv": kvs}
+        return cached_step(self._run, self.config.n_positions, idx, cache)
 
-    @staticmethod
-    def reorder_cache(cache: dict, index: torch.Tensor) -> dict:
-        """The cache rows of the sequences `index` selects (beam search keeps the best beams)."""
-        return {"idx": cache["idx"][index], "kv": [(k[index], v[index]) for k, v in cache["kv"]]}
+    reorder_cache = staticmethod(GPT.reorder_cache)  # the cache rows of the beams beam search keeps
 
 
 def from_transformers(state_dict: dict, config: LlamaConfig) -> dict:

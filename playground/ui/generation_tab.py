@@ -303,6 +303,24 @@ ATTENTION_MD = """Each row is a token attending to the tokens before it (a GPT c
 triangle is exactly 0). Uses the text of the last generation, or any text typed here."""
 
 
+def _logit_lens_panel() -> None:
+    """The accordion of the logit lens, for the Transformer LMs (our GPT, SmolLM2), and its event."""
+    lens_models = [(_label(n), n) for n in LISTED if n == SMOLLM2 or MODELS[n].kind == "gpt"]
+    with gr.Accordion("Logit lens: what each layer would predict", open=False, visible=bool(lens_models)):
+        gr.Markdown(LENS_MD)
+        with gr.Row():
+            lens_model = gr.Dropdown(lens_models, value=lens_models[0][1] if lens_models else None, label="Model",
+                                     scale=2)
+            lens_run = gr.Button("Show the logit lens", scale=0)
+        lens_text = gr.Textbox("The capital of France is Paris, and the capital of Italy is", label="Text", lines=2,
+                               max_lines=6)
+        lens_plot = gr.Plot(elem_id="gen-lens")
+        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
+            lens_json = gr.JSON(label="logit_lens")
+    gr.on([lens_run.click, lens_text.submit], logit_lens, inputs=[lens_text, lens_model], outputs=[lens_plot, lens_json],
+          api_name="logit_lens", trigger_mode="always_last")
+
+
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; the prompt can take `shared.text`, the sentence shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
@@ -362,20 +380,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             att_json = gr.JSON(label="generation_attention")
 
-    lens_models = [(_label(n), n) for n in LISTED if n == SMOLLM2 or MODELS[n].kind == "gpt"]
-    with gr.Accordion("Logit lens: what each layer would predict", open=False, visible=bool(lens_models)):
-        gr.Markdown(LENS_MD)
-        with gr.Row():
-            lens_model = gr.Dropdown(lens_models, value=lens_models[0][1] if lens_models else None, label="Model",
-                                     scale=2)
-            lens_run = gr.Button("Show the logit lens", scale=0)
-        lens_text = gr.Textbox("The capital of France is Paris, and the capital of Italy is", label="Text", lines=2,
-                               max_lines=6)
-        lens_plot = gr.Plot(elem_id="gen-lens")
-        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
-            lens_json = gr.JSON(label="logit_lens")
-    gr.on([lens_run.click, lens_text.submit], logit_lens, inputs=[lens_text, lens_model], outputs=[lens_plot, lens_json],
-          api_name="logit_lens", trigger_mode="always_last")
+    _logit_lens_panel()
 
     gr.on([shared.focus.change, sentence.change, follow.change],
           lambda s, f, on: focus.prefix(s, focus.parse(f, s or "")) if on and s else gr.skip(),
