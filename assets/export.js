@@ -39,8 +39,11 @@
   };
 
   // --- plotly figures --------------------------------------------------------------------------
-  function plotlyBar(gd) {
-    const name = () => {
+  // The bar belongs to the host, not to one plot: Gradio replaces the plot's <div> when the figure
+  // changes, so the figure and its size on screen are looked up at the click, never remembered.
+  function plotlyBar(host) {
+    const current = () => host.querySelector(":scope > .js-plotly-plot");
+    const name = (gd) => {
       const title = gd.layout && gd.layout.title;
       return `${tabName(gd)}-${slug(typeof title === "string" ? title : title && title.text)}`;
     };
@@ -48,8 +51,11 @@
     bar.className = "export-bar";
     for (const format of ["png", "svg"]) {
       bar.appendChild(button(format.toUpperCase(), `Download this figure as ${format.toUpperCase()}`, () => {
-        window.Plotly.downloadImage(gd, { format, filename: name(), scale: format === "png" ? 2 : 1,
-          width: gd.clientWidth || 900, height: gd.clientHeight || 500 });
+        const gd = current();
+        if (!gd) return;
+        const box = gd.getBoundingClientRect();
+        window.Plotly.downloadImage(gd, { format, filename: name(gd), scale: format === "png" ? 2 : 1,
+          width: Math.round(box.width) || 900, height: Math.round(box.height) || 500 });
       }));
     }
     return bar;
@@ -278,7 +284,7 @@
   function attach() {
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
       const host = gd.parentElement;
-      if (host && !host.querySelector(":scope > .export-bar")) host.appendChild(plotlyBar(gd));
+      if (host && !host.querySelector(":scope > .export-bar")) host.appendChild(plotlyBar(host));
     });
     document.querySelectorAll("svg.hv-svg").forEach((svg) => {
       const host = svg.closest(".hv-scroll") || svg.parentElement;

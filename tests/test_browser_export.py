@@ -27,6 +27,32 @@ def test_a_plotly_figure_downloads_as_png_and_svg(page):
     assert svg.tag.endswith("svg") and "".join(svg.itertext()).strip()
 
 
+def test_a_figure_exported_after_it_changed_is_the_one_on_screen(page):
+    """Gradio replaces a plot's element when its figure changes: the export takes the figure on screen at
+    the click (not the first one drawn), at twice its size on screen."""
+    from PIL import Image
+
+    page.get_by_role("tab", name="Tokenization", exact=True).click()
+    page.get_by_role("tab", name="Compare tokenizers", exact=True).click()
+    box = page.locator("#sentence textarea")
+    for sentence in ("Alpha beta gamma delta.", "The bank by the river was closed."):
+        box.fill(sentence)
+        box.press("Enter")
+        page.wait_for_function(
+            "(s) => document.querySelector('#tokens-view')?.innerText.includes(s.split(' ')[1])", arg=sentence,
+            timeout=30_000)
+    plot = page.locator("div:has(> .export-bar) > .js-plotly-plot").locator("visible=true").first
+    page.wait_for_function("(gd) => (gd.data?.[0]?.text || []).join(' ').length > 0", arg=plot.element_handle())
+    page.wait_for_timeout(1500)  # the last figure settles
+    shown = plot.evaluate("(gd) => gd.data[0].text")
+    bar = plot.locator("xpath=..").locator(":scope > .export-bar")
+    svg = download(page, bar.locator("button", has_text="SVG")).decode("utf-8")
+    assert all(label in svg for label in shown), (shown, svg[:300])
+    png = Image.open(io.BytesIO(download(page, bar.locator("button", has_text="PNG"))))
+    size = plot.bounding_box()
+    assert abs(png.width - 2 * size["width"]) <= 4 and abs(png.height - 2 * size["height"]) <= 4
+
+
 def test_the_head_view_downloads_as_standalone_svg_and_png(page):
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.wait_for_selector("#attn-head-view .hv-t", timeout=30_000)
