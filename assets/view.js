@@ -8,11 +8,32 @@
     : String(v).slice(0, MAX_TEXT));
   const tabId = (label) => label.trim().toLowerCase().replace(/ /g, "-");  // ui.tab_id
 
+  // Plotly names its gradients and clip paths by the page's address (url('<address>#id'), because Gradio's
+  // page has a <base>): after the address changes, those references point at another document and the
+  // colour bars go blank. Every change of address goes through `move`, which points them back here.
+  function move(url) {
+    if (url.href === window.location.href) return;
+    window.history.replaceState(null, "", url);
+    const here = window.location.href.split("#")[0];
+    document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
+      if (gd._context && gd._context._baseUrl) gd._context._baseUrl = here;
+    });
+    document.querySelectorAll(".js-plotly-plot [style*='url('], .js-plotly-plot [clip-path], .js-plotly-plot [mask]")
+      .forEach((el) => {
+        for (const name of ["style", "clip-path", "mask"]) {
+          const value = el.getAttribute(name);
+          if (value && value.includes("url(")) {
+            el.setAttribute(name, value.replace(/url\((['"]?)[^#'")]+#/g, (_, quote) => `url(${quote}${here}#`));
+          }
+        }
+      });
+  }
+
   function set(key, value, fallback) {
     const url = new URL(window.location.href);
     if (value === null || value === undefined || same(value, fallback)) url.searchParams.delete(key);
     else url.searchParams.set(key, encode(value));
-    if (url.href !== window.location.href) window.history.replaceState(null, "", url);
+    move(url);
   }
 
   // The selected tab, as "top" or "top/sub" (a tab's own sub-tab, when it is not its first): rewritten
@@ -65,7 +86,7 @@
     if (!keys) return;
     const url = new URL(window.location.href);
     keys.split(",").forEach((key) => url.searchParams.delete(key));
-    if (url.href !== window.location.href) window.history.replaceState(null, "", url);
+    move(url);
   }
 
   function note(text) {

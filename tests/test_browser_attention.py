@@ -62,3 +62,27 @@ def test_a_sentence_pair_can_be_filtered_to_a_to_b_lines(attention_tab):
     shown = page.evaluate("""() => [...document.querySelectorAll('#attn-head-view path')]
         .filter((p) => p.getBoundingClientRect().width > 0).map((p) => p.classList.contains('ab'))""")
     assert shown and all(shown)
+
+
+def test_colour_bars_survive_a_model_switch(attention_tab):
+    """Plotly fills a colour bar with a gradient it names by the page's address; the address changes with the
+    view (view.js), and every reference must still point at the page's own gradient."""
+    page = attention_tab
+    page.get_by_label("Model").click()
+    page.get_by_role("option", name="our GPT", exact=False).click()
+    page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('our GPT') ||"
+                           " location.search.includes('gpt')", timeout=30_000)
+    page.wait_for_timeout(1500)
+    broken = page.evaluate("""() => {
+        const here = location.href.split('#')[0], bad = [];
+        document.querySelectorAll('.js-plotly-plot [style*="url("], .js-plotly-plot [clip-path]').forEach((el) => {
+            const refs = ((el.getAttribute('style') || '') + ' ' + (el.getAttribute('clip-path') || ''))
+                .matchAll(/url\\(['"]?([^#'")]*)#([^'")]+)/g);
+            for (const [, base, id] of refs) if ((base && base !== here) || !document.getElementById(id)) bad.push(base + '#' + id);
+        });
+        return bad;
+    }""")
+    assert not broken, broken[:5]
+    fills = page.evaluate("""() => [...document.querySelectorAll('#attn-heatmap .colorbar rect.cbfill')]
+        .map((r) => r.style.fill || r.getAttribute('fill'))""")
+    assert fills and all("url(" in f for f in fills)
