@@ -105,3 +105,18 @@ def test_explain_split_endpoint(client):
 def test_normalize_endpoint(client):
     html, data = client.predict("The cats are running!", ["lowercase", "stopwords", "stem"], api_name="/normalize")
     assert data["stages"][-1]["tokens"] == ["cat", "run", "!"]
+
+
+def test_every_model_event_clears_its_results_when_it_fails(app_url):
+    """A refused input must not leave the previous input's answer on screen: each queued event that shows
+    results has a browser-side failure handler clearing them (tests/test_browser_seq2seq.py sees it work)."""
+    import gradio as gr
+
+    import app
+
+    fns = app.demo.fns.values()
+    handled = {fn.trigger_after for fn in fns if fn.trigger_only_on_failure}
+    shows = [fn for fn in fns if fn.queue and fn.fn is not None and not fn.trigger_only_on_failure and
+             any(isinstance(block, (gr.Plot, gr.JSON, gr.HTML, gr.Markdown)) for block in fn.outputs)]
+    assert len(shows) > 20
+    assert [fn.name for fn in shows if fn._id not in handled] == []

@@ -54,3 +54,24 @@ def test_a_word_outside_the_vocabulary_is_named(seq2seq_tab):
     page.wait_for_selector("text=did you mean 'forty'", timeout=20_000)
     box.fill(SOURCE)
     box.press("Enter")
+
+
+def test_a_refused_source_leaves_no_answer_to_the_previous_one(seq2seq_tab):
+    """After an error, no output of the previous source stays beside the new one (ui/demo.clear_on_failure)."""
+    page = seq2seq_tab
+    box = page.locator("#s2s-source textarea")
+    box.fill(SOURCE)
+    box.press("Enter")
+    page.wait_for_function("() => /correct|the answer is/.test(document.querySelector('#s2s-output')?.innerText)",
+                           timeout=30_000)
+    box.fill("three hundered fourty two , sevn")
+    box.press("Enter")
+    page.wait_for_function("() => document.querySelector('#s2s-output')?.innerText.includes('Not shown')",
+                           timeout=30_000)
+    assert "correct" not in page.locator("#s2s-output").inner_text()
+    assert page.locator("#s2s-alignment .heatmaplayer image, #s2s-alignment .hm").count() == 0
+    box.fill(SOURCE)  # and a valid source brings everything back
+    box.press("Enter")
+    page.wait_for_function("() => /correct|the answer is/.test(document.querySelector('#s2s-output')?.innerText)",
+                           timeout=30_000)
+    page.wait_for_selector("#s2s-alignment .heatmaplayer image, #s2s-alignment .hm", timeout=20_000)

@@ -3,9 +3,11 @@ the queue and the launch settings. `build_demo()` makes a new gr.Blocks; app.py 
 
 from __future__ import annotations
 
+import json
 import threading
 
 import gradio as gr
+from gradio.events import Dependency
 from starlette.middleware import Middleware
 
 from playground import checkpoints
@@ -62,6 +64,7 @@ def build_demo() -> gr.Blocks:
         view.wire(demo, shared, lecture, copy, link_notice)
         _wire_sentence(shared, chips)
         tour.wire(shared, *tour_panel)
+        clear_on_failure(demo)
     set_queues(demo)
     demo.view = shared.view  # the components a link restores, by URL key (for the tests)
     return demo
@@ -86,6 +89,28 @@ def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
     gr.on([shared.text.change, shared.focus.change], show, inputs=[shared.text, shared.focus], outputs=chips,
           queue=False, api_visibility="private", show_progress="hidden")
     shared.focus.change(None, inputs=[shared.focus], js="(f) => window.playgroundFocus.mark(f)")
+
+
+# What an event shows, cleared when it fails (a refused input): no answer to the previous input stays beside the
+# new one. Its first text output says so; the controls it updates (sliders, state) keep their values.
+STALE = "⚠ Not shown: the last input was refused (the message says why). Change it and try again."
+_NOTE = {gr.HTML: f'<p class="stale-note">{STALE}</p>', gr.Markdown: f"*{STALE}*"}
+_CLEARED = (gr.Plot, gr.JSON, gr.DownloadButton, gr.Dataframe, gr.Label, gr.HTML, gr.Markdown)
+
+
+def clear_on_failure(demo: gr.Blocks) -> None:
+    """After each model event that fails, its results cleared in the browser (no request to the server)."""
+    read = {block._id for fn in demo.fns.values() for block in fn.inputs}  # inputs are never cleared
+    for fn in list(demo.fns.values()):
+        if not fn.queue or fn.fn is None:
+            continue
+        results = [block for block in fn.outputs if isinstance(block, _CLEARED) and block._id not in read]
+        if not results:
+            continue
+        note = next((i for i, block in enumerate(results) if type(block) in _NOTE), None)
+        values = [_NOTE[type(block)] if i == note else None for i, block in enumerate(results)]
+        Dependency(None, {}, fn._id, None).failure(None, outputs=results, js=f"() => {json.dumps(values)}",
+                                                   queue=False, api_visibility="private", show_progress="hidden")
 
 
 # The queue, for a 2-core machine. Every event is dispatched at once; what waits is the computation. An answer
