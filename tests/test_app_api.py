@@ -120,3 +120,8 @@ def test_every_model_event_clears_its_results_when_it_fails(app_url):
              any(isinstance(block, (gr.Plot, gr.JSON, gr.HTML, gr.Markdown)) for block in fn.outputs)]
     assert len(shows) > 20
     assert [fn.name for fn in shows if fn._id not in handled] == []
+    # a Stop button's cancel reaches the failure handler too: it is marked so that the handler keeps the output
+    for fn in fns:
+        if fn.cancels:
+            buttons = [block for block, _ in fn.targets if block is not None]
+            assert all("stop-button" in (app.demo.blocks[b].elem_classes or []) for b in buttons), fn.name

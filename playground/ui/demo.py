@@ -92,7 +92,8 @@ def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
 
 
 # What an event shows, cleared when it fails (a refused input): no answer to the previous input stays beside the
-# new one. Its first text output says so; the controls it updates (sliders, state) keep their values.
+# new one. Its first text output says so; the controls it updates (sliders, state) keep their values. A Stop button
+# (elem_classes "stop-button") must carry that class: its cancel reaches the failure handler too.
 STALE = "⚠ Not shown: the last input was refused (the message says why). Change it and try again."
 _NOTE = {gr.HTML: f'<p class="stale-note">{STALE}</p>', gr.Markdown: f"*{STALE}*"}
 _CLEARED = (gr.Plot, gr.JSON, gr.DownloadButton, gr.Dataframe, gr.Label, gr.HTML, gr.Markdown)
@@ -101,6 +102,7 @@ _CLEARED = (gr.Plot, gr.JSON, gr.DownloadButton, gr.Dataframe, gr.Label, gr.HTML
 def clear_on_failure(demo: gr.Blocks) -> None:
     """After each model event that fails, its results cleared in the browser (no request to the server)."""
     read = {block._id for fn in demo.fns.values() for block in fn.inputs}  # inputs are never cleared
+    stoppable = {i for fn in demo.fns.values() for i in fn.cancels or ()}
     for fn in list(demo.fns.values()):
         if not fn.queue or fn.fn is None:
             continue
@@ -109,8 +111,11 @@ def clear_on_failure(demo: gr.Blocks) -> None:
             continue
         note = next((i for i, block in enumerate(results) if type(block) in _NOTE), None)
         values = [_NOTE[type(block)] if i == note else None for i, block in enumerate(results)]
-        Dependency(None, {}, fn._id, None).failure(None, outputs=results, js=f"() => {json.dumps(values)}",
-                                                   queue=False, api_visibility="private", show_progress="hidden")
+        js = f"() => {json.dumps(values)}"
+        if fn._id in stoppable:  # Stop cancels it, which Gradio reports as a failure: keep what was made (assets/stop.js)
+            js = f"() => Date.now() - (window.playgroundStoppedAt || 0) < 3000 ? [] : {json.dumps(values)}"
+        Dependency(None, {}, fn._id, None).failure(None, outputs=results, js=js, queue=False,
+                                                   api_visibility="private", show_progress="hidden")
 
 
 # The queue, for a 2-core machine. Every event is dispatched at once; what waits is the computation. An answer

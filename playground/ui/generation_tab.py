@@ -347,7 +347,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         seed = gr.Number(0, label="Seed", precision=0, minimum=0, maximum=MAX_SEED)
     with gr.Row():
         run = gr.Button("Generate", variant="primary", elem_id="gen-run")
-        stop = gr.Button("Stop", variant="stop", elem_id="gen-stop")
+        stop = gr.Button("Stop", variant="stop", elem_id="gen-stop", elem_classes=["stop-button"])
     text_view = gr.HTML(elem_id="gen-text", elem_classes=FIGURE, js_on_load=fgen.GEN_CLICK_JS)
     step_chart = gr.Plot(label="Next-token distribution at the selected step", elem_id="gen-chart")
     steps_state = gr.State([])
@@ -388,7 +388,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
           show_progress="hidden")
     shared.remember("gen", prompt=prompt, follow=follow, model=model, strategy=strategy, max_new=max_new,
                     temperature=temperature, top_k=top_k, top_p=top_p, beam=beam_width, seed=seed, chat=chat)
-    event = gr.on([run.click, prompt.submit], generate,
+    event = gr.on([demo.load, run.click, prompt.submit], generate,  # on load: the tab is never empty
                   inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat],
                   outputs=[text_view, step_chart, steps_state, gen_file, gen_json], api_name="generate",
                   concurrency_limit=4, show_progress="hidden")
