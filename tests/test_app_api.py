@@ -125,3 +125,14 @@ def test_every_model_event_clears_its_results_when_it_fails(app_url):
         if fn.cancels:
             buttons = [block for block, _ in fn.targets if block is not None]
             assert all("stop-button" in (app.demo.blocks[b].elem_classes or []) for b in buttons), fn.name
+
+
+def test_the_word_chips_are_redrawn_before_the_tabs_run(app_url):
+    """The browser sends an event's requests in the order the events were registered: the chips' (a quick
+    answer) come first, so they never show the old sentence while the tabs already show the new one."""
+    import app
+
+    text = app.demo.blocks[next(b._id for b in app.demo.blocks.values() if b.elem_id == "sentence-text")]
+    listeners = [fn for fn in app.demo.fns.values() if (text._id, "change") in fn.targets and fn.fn is not None]
+    chips = [i for i, fn in enumerate(listeners) if any(getattr(b, "elem_id", None) == "word-chips" for b in fn.outputs)]
+    assert chips == [0] and len(listeners) > 5

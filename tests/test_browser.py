@@ -41,3 +41,20 @@ def test_why_this_split_tab(page, tmp_path):
 
 def test_nothing_is_fetched_from_the_internet(page):
     assert page.external_requests == []
+
+
+def test_enter_in_a_slider_box_applies_the_number(page):
+    """Enter in the vocabulary size's box applies it at once (Gradio alone waits for the box to lose focus)."""
+    page.get_by_role("tab", name="Tokenization", exact=True).click()
+    page.get_by_role("tab", name="Compare tokenizers", exact=True).click()
+    page.wait_for_selector("#tokens-view .tok-row", timeout=30_000)
+    page.get_by_label("Retrain BPE, WordPiece and Unigram on a 430 kB corpus sample at this vocabulary size").check()
+    page.wait_for_timeout(3000)  # the retrained tokenizers at 2,000
+    before = page.locator('#tokens-view .tok-row[data-key="bpe"] .tok').count()
+    box = page.get_by_label("number input for Vocabulary size")
+    box.fill("300")
+    box.press("Enter")
+    page.wait_for_function("(n) => document.querySelectorAll('#tokens-view .tok-row[data-key=\"bpe\"] .tok').length"
+                           " > n", arg=before, timeout=20_000)  # fewer merges, more tokens
+    page.get_by_label("Retrain BPE, WordPiece and Unigram on a 430 kB corpus sample at this vocabulary size").uncheck()
+

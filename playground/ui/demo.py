@@ -57,12 +57,12 @@ def build_demo() -> gr.Blocks:
                 elem_id="models-notice", visible=bool(left_out))
         shared.remember("", text=shared.text, focus=shared.focus)
         tour_panel = tour.layout()
+        _wire_sentence(shared, chips)  # first: the chips are redrawn before the tabs' events are sent
         with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as shared.tabs:  # a phone shows every tab's name
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
         view.wire(demo, shared, lecture, copy, link_notice)
-        _wire_sentence(shared, chips)
         tour.wire(shared, *tour_panel)
         clear_on_failure(demo)
     set_queues(demo)
@@ -112,7 +112,7 @@ def clear_on_failure(demo: gr.Blocks) -> None:
         note = next((i for i, block in enumerate(results) if type(block) in _NOTE), None)
         values = [_NOTE[type(block)] if i == note else None for i, block in enumerate(results)]
         js = f"() => {json.dumps(values)}"
-        if fn._id in stoppable:  # Stop cancels it, which Gradio reports as a failure: keep what was made (assets/stop.js)
+        if fn._id in stoppable:  # Stop cancels it, which Gradio reports as a failure: keep what was made (assets/controls.js)
             js = f"() => Date.now() - (window.playgroundStoppedAt || 0) < 3000 ? [] : {json.dumps(values)}"
         Dependency(None, {}, fn._id, None).failure(None, outputs=results, js=js, queue=False,
                                                    api_visibility="private", show_progress="hidden")

@@ -1,0 +1,16 @@
+// Small behaviours of the page's controls.
+// - Enter in a slider's number box applies the number (Gradio applies it only when the box loses focus).
+// - A Stop button (elem_classes "stop-button") cancels an event, which Gradio reports to the event's failure
+//   handlers like an error. The time of the last Stop click, noted before Gradio sees the click, lets those
+//   handlers (playground/ui/demo.py clear_on_failure) keep what was generated until then.
+(() => {
+  "use strict";
+  document.addEventListener("keydown", (event) => {
+    const box = event.target;
+    if (event.key === "Enter" && box.matches && box.matches("input[type='number']") && box.closest(".block")
+        && box.closest(".block").querySelector("input[type='range']")) box.blur();
+  }, true);
+  document.addEventListener("click", (event) => {
+    if (event.target.closest && event.target.closest(".stop-button")) window.playgroundStoppedAt = Date.now();
+  }, true);
+})();
