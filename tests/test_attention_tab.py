@@ -196,3 +196,19 @@ def test_positional_encoding_shows_rope_depending_only_on_the_distance_and_alibi
     penalty = data["alibi"]["head_1_penalty"]
     assert penalty[5][0] == -2.5 and penalty[5][5] == 0 and penalty[0][5] is None  # -m_1 (i - j); none above
     assert len(fig.data) == 5
+
+
+def test_the_sharpest_head_is_the_one_that_looks_at_another_word():
+    """sharpest_head ignores self and [CLS]/[SEP] weight (where idle heads park it) and picks a crisp head."""
+    import numpy as np
+
+    from playground.analysis.attention import sharpest_head
+
+    tokens = ["[CLS]", "a", "b", "c", "[SEP]"]
+    T = len(tokens)
+    idle = np.zeros((T, T)); idle[:, -1] = 1.0                           # everything on [SEP]
+    itself = np.eye(T)                                                    # everything on itself
+    previous = np.full((T, T), 0.1); previous[np.arange(1, T), np.arange(T - 1)] = 0.6  # one other word, sharply
+    spread = np.full((T, T), 1 / T)                                       # evenly everywhere
+    assert sharpest_head(np.stack([idle, itself, spread, previous]), tokens) == 3
+    assert sharpest_head(np.stack([idle]), ["[CLS]", "[SEP]"]) == 0      # no ordinary token: the first head

@@ -19,13 +19,28 @@ def visible_lines(page) -> int:
         .filter((p) => p.getBoundingClientRect().width > 0).length""")  # 0 when it or its head group is hidden
 
 
+def test_the_head_view_opens_on_one_head_with_every_token_reachable(attention_tab):
+    """Twelve heads at once are a tangle: one head is drawn; the box holds every token (scrolling inside)."""
+    page = attention_tab
+    assert page.locator("#attn-head-view .hv-head:not(.off)").count() == 1
+    assert page.locator("#attn-head-view .hv-hb input:checked").count() == 1
+    box = page.locator("#attn-head-view .hv-scroll")
+    svg = page.locator("#attn-head-view svg.hv-svg")
+    last = page.locator('#attn-head-view .hv-t[data-side="k"]').last
+    last.scroll_into_view_if_needed()
+    inner, outer = last.bounding_box(), box.bounding_box()
+    assert outer["y"] <= inner["y"] and inner["y"] + inner["height"] <= outer["y"] + outer["height"] + 1
+    assert inner["x"] + inner["width"] <= outer["x"] + outer["width"] + 1  # the longest key is not cut either
+    assert svg.bounding_box()["width"] <= outer["width"] + 20  # the box is sized to the view, not wider
+
+
 def test_hovering_a_token_shows_only_its_lines(attention_tab, tmp_path):
     page = attention_tab
     everything = visible_lines(page)
     token = page.locator('#attn-head-view .hv-t[data-side="q"][data-i="2"]')
     token.hover()
     page.wait_for_selector("#attn-head-view .hv.hover")
-    own = page.locator("#attn-head-view path.q2").count()
+    own = page.locator("#attn-head-view .hv-head:not(.off) path.q2").count()
     assert 0 < visible_lines(page) == own < everything
     screenshot(page, "attention-head-view.png", tmp_path)
     page.mouse.move(5, 5)  # leaving the view brings every line back

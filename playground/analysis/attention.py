@@ -221,6 +221,19 @@ def top_edges(A_layer: np.ndarray, k: int, min_weight: float) -> list[tuple[int,
     return [(int(a), int(b), int(top[a, b, c]), float(weights[a, b, c])) for a, b, c in zip(h, i, r)]
 
 
+def sharpest_head(A_layer: np.ndarray, tokens: list[str]) -> int:
+    """The head that looks most sharply at one other word: the largest mean, over the ordinary tokens as
+    queries, of the weight each gives to its strongest other ordinary token (not itself, [CLS] or [SEP], where
+    idle heads park their weight). The head view opens on it: twelve heads at once are a tangle."""
+    ordinary = np.array([t not in SPECIAL for t in tokens])
+    allowed = ordinary[None, :] & ordinary[:, None] & ~np.eye(len(tokens), dtype=bool)  # (T, T) query x key
+    queries = allowed.any(axis=1)
+    if not queries.any():
+        return 0
+    best = np.where(allowed[None], A_layer, 0.0).max(axis=2)[:, queries]  # (H, queries)
+    return int(np.argmax(best.mean(axis=1)))
+
+
 def sinusoidal_pe(n_positions: int, d_model: int) -> np.ndarray:
     """PE (n_positions, d_model) of Vaswani et al. 2017 (§3.5): PE[pos, 2i] = sin(pos / 10000^(2i/d_model)),
     PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)). Each pair of dimensions is a clock at its own
@@ -253,6 +266,7 @@ class View:
     causal: bool                     # a GPT: the heatmap's upper triangle is masked
     A_layer: np.ndarray              # (H, T, T): every head of the layer
     edges: list[tuple[int, int, int, float]]  # the head view's lines (see `top_edges`)
+    shown: int                       # the head the head view opens on: the heatmap's, else `sharpest_head`
     edge_note: str                   # how many lines per token were drawn ("" when all of them)
     thumbs: np.ndarray               # (L, H, n, n): every head, max-pooled to at most THUMB_MAX
     thumb_factor: int                # tokens per thumbnail pixel
@@ -294,7 +308,8 @@ def view(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str,
         title += f" (blocks of {f} × {f} tokens averaged: {len(keep)} tokens)"
     data = {"model": m.key, "tokens": enc.tokens, "segments": enc.segments, "n_tokens": T, "layers": m.n_layer,
             "heads": m.n_head, "layer": layer, "head": head, "notices": notices, **_attention_json(A, M, detail)}
-    return View(enc, m.family == "gpt", A[layer], edges, note, thumbs, factor, heat, keep, f, title, data)
+    shown = head if isinstance(head, int) else sharpest_head(A[layer], enc.tokens)
+    return View(enc, m.family == "gpt", A[layer], edges, shown, note, thumbs, factor, heat, keep, f, title, data)
 
 
 def _attention_json(A: tuple[np.ndarray, ...], M: np.ndarray, detail: str) -> dict:

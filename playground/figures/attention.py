@@ -25,7 +25,7 @@ from playground.figures.common import layout, token_label
 # Twelve distinguishable head colours (Tableau 10 plus two), cycled for more heads
 HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                 "#bcbd22", "#17becf", "#393b79", "#ad494a"]
-ROW_H, TEXT_W, GAP_W = 20, 150, 200  # head view geometry in px
+ROW_H, TEXT_W, GAP_W, CHAR_W = 20, 240, 200, 8  # head view geometry in px (TEXT_W: the widest token column)
 
 
 def labels(tokens: list[str]) -> list[str]:
@@ -39,35 +39,43 @@ def _side(segments: list[int], i: int) -> str:
 
 def head_view_html(tokens: list[str], segments: list[int], A_layer: np.ndarray,
                    edges: list[tuple[int, int, int, float]], layer: int, note: str = "",
-                   spans: list[tuple[int, int]] | None = None) -> str:
+                   spans: list[tuple[int, int]] | None = None, shown: int | None = None) -> str:
     """The head view of one layer. A_layer (H, T, T) gives the heads' count; `edges` (head, query,
-    key, weight) are the lines drawn (the server keeps the strongest, see attention.top_edges)."""
+    key, weight) are the lines drawn (the server keeps the strongest, see attention.top_edges). `shown`: the one
+    head drawn at first (the others a click away); None: every head. The box is as tall as its tokens, up to
+    the screen's height (then it scrolls), and as wide as its longest token."""
     H, T = A_layer.shape[0], len(tokens)
     is_pair = any(segments)
-    x1, x2 = TEXT_W + 6, TEXT_W + GAP_W - 6
+    fits = (TEXT_W - 12) // CHAR_W  # characters of a token label the column holds
+    shown_labels = [label if len(label) <= fits else label[:fits - 1] + "…" for label in map(token_label, tokens)]
+    names = [html.escape(label) for label in shown_labels]
+    text_w = max(48, CHAR_W * max(map(len, shown_labels), default=1) + 12)
+    x1, x2 = text_w + 6, text_w + GAP_W - 6
     height = ROW_H * T + 10
     groups = {h: [] for h in range(H)}
     for h, i, j, w in edges:
         y1, y2 = ROW_H * i + ROW_H // 2 + 5, ROW_H * j + ROW_H // 2 + 5
         pair = _side(segments, i) + _side(segments, j)
         groups[h].append(f'<path class="q{i} k{j} {pair}" d="M{x1} {y1}L{x2} {y2}" stroke-opacity="{w:.2f}"/>')
+    on = set(range(H)) if shown is None else {shown}
     lines = "".join(
-        f'<g class="hv-head" data-h="{h}" stroke="{HEAD_COLOURS[h % len(HEAD_COLOURS)]}">{"".join(paths)}</g>'
+        f'<g class="hv-head{"" if h in on else " off"}" data-h="{h}" '
+        f'stroke="{HEAD_COLOURS[h % len(HEAD_COLOURS)]}">{"".join(paths)}</g>'
         for h, paths in groups.items()
     )
     text = []
     for i, tok in enumerate(tokens):
         y = ROW_H * i + ROW_H // 2 + 5
         side = _side(segments, i)
-        label = html.escape(token_label(tok))
+        label = names[i]
         s, e = spans[i] if spans else (-1, -1)  # the token's characters in the sentence, for the selected word
-        text.append(f'<text class="hv-t {side}" data-side="q" data-i="{i}" data-s="{s}" data-e="{e}" x="{TEXT_W}" '
+        text.append(f'<text class="hv-t {side}" data-side="q" data-i="{i}" data-s="{s}" data-e="{e}" x="{text_w}" '
                     f'y="{y}" text-anchor="end" dominant-baseline="middle">{label}</text>')
         text.append(f'<text class="hv-t {side}" data-side="k" data-i="{i}" data-s="{s}" data-e="{e}" '
-                    f'x="{TEXT_W + GAP_W}" y="{y}" dominant-baseline="middle">{label}</text>')
-    width = 2 * TEXT_W + GAP_W
+                    f'x="{text_w + GAP_W}" y="{y}" dominant-baseline="middle">{label}</text>')
+    width = 2 * text_w + GAP_W
     heads = "".join(
-        f'<label class="hv-hb" title="head {h}"><input type="checkbox" data-h="{h}" checked>'
+        f'<label class="hv-hb" title="head {h}"><input type="checkbox" data-h="{h}"{" checked" if h in on else ""}>'
         f'<span style="background:{HEAD_COLOURS[h % len(HEAD_COLOURS)]}">{h}</span></label>'
         for h in range(H)
     )
@@ -78,13 +86,17 @@ def head_view_html(tokens: list[str], segments: list[int], A_layer: np.ndarray,
             for v, t in (("all", "all"), ("aa", "A→A"), ("ab", "A→B"), ("ba", "B→A"), ("bb", "B→B"))
         ) + "</span>"
     note_html = f'<div class="notice">{html.escape(note)}</div>' if note else ""
+    opening = ("" if shown is None else f"Head {shown} is drawn (the one that looks most sharply at one other word, "
+               "unless you chose a head for the heatmap); click the coloured squares to add heads, or <b>all</b>. ")
+    if height > 600:
+        opening += f"{T} tokens: scroll inside the box to reach them all. "
     return (
         f'<div class="hv" data-layer="{layer}">{note_html}'
         f'<div class="hv-controls"><span>Layer {layer} · heads (click to toggle):</span> {heads} '
         f'<button type="button" class="hv-all">all</button><button type="button" class="hv-none">none</button>'
         f"{filters}</div>"
-        f'<div class="hv-help">Left: each token as a query; right: the same tokens as keys. Hover a token to see '
-        f"only its lines (left: where it looks; right: who looks at it).</div>"
+        f'<div class="hv-help">{opening}Left: each token as a query; right: the same tokens as keys. Hover a token '
+        f"to see only its lines (left: where it looks; right: who looks at it).</div>"
         f'<div class="hv-scroll"><svg class="hv-svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
         f'<g class="hv-lines" fill="none" stroke-width="2">{lines}</g>{"".join(text)}</svg></div></div>'

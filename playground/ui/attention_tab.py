@@ -54,7 +54,8 @@ def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hi
     except att.AttentionError as err:
         raise gr.Error(str(err)) from None
     enc = v.enc
-    head_view = fa.head_view_html(enc.tokens, enc.segments, v.A_layer, v.edges, layer, v.edge_note, spans=enc.spans)
+    head_view = fa.head_view_html(enc.tokens, enc.segments, v.A_layer, v.edges, layer, v.edge_note, spans=enc.spans,
+                                  shown=v.shown)
     model_view = fa.model_view_html(v.thumbs, (layer, head if isinstance(head, int) else -1), v.thumb_factor)
     if v.heat_factor > 1:
         heatmap = fa.heatmap_figure([enc.tokens[i] for i in v.heat_keep], v.heat, v.title, factor=v.heat_factor,
@@ -191,7 +192,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 hide = gr.Checkbox(False, label="Hide [CLS] and [SEP] in the heatmap", scale=1)
             with gr.Row():
                 with gr.Column(scale=1):
-                    gr.Markdown("#### Head view: one layer, every head")
+                    gr.Markdown("#### Head view: one layer, head by head")
                     head_view = gr.HTML(elem_id="attn-head-view", js_on_load=fa.HEAD_VIEW_JS)
                 with gr.Column(scale=1):
                     gr.Markdown("#### Model view: click a head to enlarge it")
