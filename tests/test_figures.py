@@ -88,3 +88,19 @@ def test_normalize_html_strikes_removed_tokens():
     stages = normalize.apply("The cats are running!", ["lowercase", "punctuation", "stopwords", "stem"])["stages"]
     html = ft.normalize_html(stages)
     assert "removed" in html and "run" in html
+
+
+def test_similarity_cells_print_two_decimals_and_only_while_readable():
+    import re
+
+    import numpy as np
+
+    from playground.figures.embeddings import CELL_TEXT_MAX, similarity_figure
+
+    sim = np.array([[1.0, 0.68], [0.68, 1.0]], dtype=np.float32)  # 0.68 in float32 is 0.6800000071525574
+    text = similarity_figure(["a", "b"], sim, "t").to_plotly_json()["data"][0]["text"]
+    assert [cell for row in text for cell in row] == ["1.00", "0.68", "0.68", "1.00"]
+    n = CELL_TEXT_MAX + 1
+    crowded = similarity_figure([str(i) for i in range(n)], np.eye(n, dtype=np.float32), "t").to_plotly_json()
+    assert crowded["data"][0].get("text") is None and "cosine %{z:.3f}" in crowded["data"][0]["hovertemplate"]
+    assert all(re.fullmatch(r"-?\d\.\d\d", c) for row in text for c in row)

@@ -62,15 +62,20 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
                                                 legend=dict(itemsizing="constant"), **extra), _validate=False)
 
 
-def similarity_figure(labels: list[str], sim: np.ndarray, title: str, max_label: int = 40) -> go.Figure:
-    """A cosine similarity heatmap (n, n), diverging around 0, values on hover (and in the cells when small)."""
+CELL_TEXT_MAX = 8  # a similarity heatmap prints its values in the cells up to this many rows (else: on hover)
+
+
+def similarity_figure(labels: list[str], sim: np.ndarray, title: str, max_label: int = 32) -> go.Figure:
+    """A cosine similarity heatmap (n, n), diverging around 0, values on hover, and in the cells (two decimals,
+    as text: float32 would print 0.6800000071525574) while they are large enough to read."""
     short = [s if len(s) <= max_label else s[: max_label - 1] + "…" for s in labels]
     n = len(labels)
+    cells = n <= CELL_TEXT_MAX
     idx = list(range(n))  # numeric axes: equal labels stay apart, and every row gets its tick
     full = [[f"{html.escape(labels[i])}<br>{html.escape(labels[j])}" for j in idx] for i in idx]
     fig = go.Figure(go.Heatmap(z=sim, x=idx, y=idx, zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
-                               text=np.round(sim, 2) if n <= 12 else None,
-                               texttemplate="%{text}" if n <= 12 else None, customdata=full,
+                               text=[[f"{v:.2f}" for v in row] for row in np.asarray(sim)] if cells else None,
+                               texttemplate="%{text}" if cells else None, textfont=dict(size=12), customdata=full,
                                hovertemplate="%{customdata}<br>cosine %{z:.3f}<extra></extra>"))
     ticks = dict(tickmode="array", tickvals=idx, showgrid=False)
     fig.update_layout(**layout(title=dict(text=title), height=max(360, 26 * n + 140),
