@@ -119,11 +119,20 @@
     const marked = gd.dataset.lecture === "1";
     if (lectureOn === marked) return;
     if (lectureOn) {
+      const legend = gd.layout.legend || {};
       gd._normal = { layout: { "font.size": (gd.layout.font || {}).size ?? null,
                                "title.font.size": ((gd.layout.title || {}).font || {}).size ?? null },
                      data: gd.data.map((t) => ({ line: (t.line || {}).width, marker: (t.marker || {}).size })) };
+      const bigger = { "font.size": LECTURE.font, "title.font.size": LECTURE.title };
+      // a legend laid out in a row under the plot would sit on the x axis' title once the type is larger:
+      // it moves to the right of the plot (which makes room for it), and back afterwards
+      if (legend.orientation === "h" && (legend.y ?? 1) < 0) {
+        ["orientation", "x", "y", "xanchor", "yanchor"].forEach((k) => { gd._normal.layout[`legend.${k}`] = legend[k] ?? null; });
+        Object.assign(bigger, { "legend.orientation": "v", "legend.x": 1.02, "legend.y": 1, "legend.xanchor": "left",
+                                "legend.yanchor": "top" });
+      }
       gd.dataset.lecture = "1";
-      window.Plotly.relayout(gd, { "font.size": LECTURE.font, "title.font.size": LECTURE.title });
+      window.Plotly.relayout(gd, bigger);
       gd.data.forEach((t, i) => {
         const update = {};
         if (t.type === undefined || t.type === "scatter" || t.type === "scattergl" || t.type === "scatter3d") {

@@ -105,3 +105,47 @@ def test_lecture_mode_enlarges_figures_and_hides_the_data_panels(fresh, app_url,
     page.wait_for_function(f"() => document.querySelector('.js-plotly-plot')._fullLayout.font.size === {normal}",
                            timeout=20_000)
     assert "lecture" not in query(page)
+
+
+LECTURE_TABS = ["tokenization", "embeddings", "rnn-gradient-flow", "attention", "seq2seq-attention",
+                "masked-lm-fill-in", "generation"]
+
+
+@pytest.mark.parametrize("tab", LECTURE_TABS)
+def test_lecture_mode_lays_out_every_tab(fresh, app_url, tab, tmp_path):
+    """Lecture mode on each tab, as a projector shows it: the page's own type grows too (the sentence, the tabs,
+    the controls' labels); no legend sits on an axis title; no word of a table is broken letter by letter. The
+    screenshot is kept (SCREENSHOT_DIR) for a person to look at."""
+    page = fresh
+    page.goto(f"{app_url}?lecture=1&tab={tab}")
+    page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=20_000)
+    page.locator(".js-plotly-plot").locator("visible=true").first.wait_for(timeout=40_000)
+    page.wait_for_timeout(2500)  # the figures are scaled after they are drawn
+    sizes = page.evaluate("""() => ['#sentence textarea', '#tabs button[role=tab]', '[data-testid=block-info]']
+        .map((s) => parseFloat(getComputedStyle(document.querySelector(s)).fontSize))""")
+    assert min(sizes) >= 19, sizes
+    overlaps = page.evaluate("""() => {
+        const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+        const out = [];
+        document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+            if (!gd.offsetParent) return;
+            const legend = gd.querySelector('.legend'), titles = gd.querySelectorAll('.g-xtitle, .g-x2title');
+            if (!legend) return;
+            titles.forEach((t) => { if (hit(legend.getBoundingClientRect(), t.getBoundingClientRect()))
+                out.push((gd.layout.title && gd.layout.title.text) || gd.id); });
+        });
+        return out;
+    }""")
+    assert not overlaps, overlaps
+    broken = page.evaluate("""() => {  // a word wider than its cell was broken inside (or sticks out)
+        const ctx = document.createElement('canvas').getContext('2d');
+        return [...document.querySelectorAll('.prose td, .prose th')].filter((c) => c.offsetParent).filter((c) => {
+            const st = getComputedStyle(c), copy = c.cloneNode(true);
+            copy.querySelectorAll('.katex').forEach((m) => m.remove());
+            ctx.font = `${st.fontWeight} ${st.fontSize} ${st.fontFamily}`;
+            const room = c.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+            return copy.textContent.split(/\s+/).some((w) => ctx.measureText(w).width > room + 1);
+        }).map((c) => c.innerText.slice(0, 20));
+    }""")
+    assert not broken, broken
+    screenshot(page, f"lecture-{tab}.png", tmp_path)

@@ -211,7 +211,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Column(scale=1):
             heatmap = gr.Plot(label="Alignment (target × source)", elem_id="s2s-alignment")
         with gr.Column(scale=1):
-            gr.Markdown(SCORES_MD, latex_delimiters=LATEX)
+            gr.Markdown(SCORES_MD, latex_delimiters=LATEX, elem_classes=["score-table"])
     gr.Markdown(STEP_MD, latex_delimiters=LATEX)
     step = gr.Slider(0, 10, value=0, step=1, label="Decoder step i", elem_id="s2s-step")
     step_plot = gr.Plot(label="Context weights at step i", elem_id="s2s-step-plot")
