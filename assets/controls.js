@@ -3,8 +3,17 @@
 // - A Stop button (elem_classes "stop-button") cancels an event, which Gradio reports to the event's failure
 //   handlers like an error. The time of the last Stop click, noted before Gradio sees the click, lets those
 //   handlers (playground/ui/demo.py clear_on_failure) keep what was generated until then.
+// - A notice already on screen is not shown twice: one change of a control runs several views, and each may say
+//   the same thing (our GPT leaves out the same characters in each).
 (() => {
   "use strict";
+  const seen = (toast) => [...document.querySelectorAll("[data-testid='toast-body']")].some((other) =>
+    other !== toast && other.style.display !== "none" && other.innerText === toast.innerText);
+  new MutationObserver((changes) => changes.forEach((change) => change.addedNodes.forEach((node) => {
+    if (node.nodeType !== 1) return;
+    const toasts = node.matches("[data-testid='toast-body']") ? [node] : node.querySelectorAll("[data-testid='toast-body']");
+    toasts.forEach((toast) => { if (seen(toast)) toast.style.display = "none"; });
+  }))).observe(document.body, { childList: true, subtree: true });
   document.addEventListener("keydown", (event) => {
     const box = event.target;
     if (event.key === "Enter" && box.matches && box.matches("input[type='number']") && box.closest(".block")

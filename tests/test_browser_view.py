@@ -149,3 +149,23 @@ def test_lecture_mode_lays_out_every_tab(fresh, app_url, tab, tmp_path):
     }""")
     assert not broken, broken
     screenshot(page, f"lecture-{tab}.png", tmp_path)
+
+
+def test_every_tab_reads_well_at_first_sight(fresh, app_url):
+    """Each tab at 1400 x 1000: no dropdown shows a cut label, the RNN tab's first control is on the first screen
+    (its mathematics under the plot), and the browser never runs out of WebGL contexts on the way."""
+    page = fresh
+    warnings = []
+    page.on("console", lambda message: warnings.append(message.text))
+    cut = {}
+    for tab in LECTURE_TABS:
+        page.goto(f"{app_url}?tab={tab}")
+        page.locator(".js-plotly-plot").locator("visible=true").first.wait_for(timeout=40_000)
+        page.wait_for_timeout(1500)
+        cut[tab] = page.evaluate("""() => [...document.querySelectorAll('input[role=listbox]')]
+            .filter((i) => i.offsetParent && i.scrollWidth > i.clientWidth + 1).map((i) => i.value)""")
+        if tab == "rnn-gradient-flow":
+            top = page.get_by_label("number input for Sequence length T", exact=False).bounding_box()["y"]
+            assert top < 1000, f"the first control is {top:.0f} px down"
+    assert not any(cut.values()), cut
+    assert not [w for w in warnings if "Too many active WebGL contexts" in w]

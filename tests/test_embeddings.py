@@ -169,12 +169,15 @@ def test_classic_view_shows_what_counts_miss():
         classic.view(["!!!", "..."])
 
 
-def test_figures_have_one_trace_per_set_and_webgl():
+def test_figures_have_one_trace_per_set_and_webgl_only_for_many_points():
     coords = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
     fig = fe.scatter_figure(list("abcde"), coords, ["x", "x", "y", "y", "z"], "t")
     assert [t.type for t in fig.data] == ["scatter3d"] * 3 and [t.name for t in fig.data] == ["x", "y", "z"]
     fig2 = fe.scatter_figure(list("abcde"), coords[:, :2], ["x"] * 5, "t")
-    assert fig2.data[0].type == "scattergl"
+    assert fig2.data[0].type == "scatter"  # SVG: a few points need no WebGL context
+    n = fe.WEBGL_MIN + 1
+    many = fe.scatter_figure([str(i) for i in range(n)], np.zeros((n, 2), np.float32), ["x"] * n, "t")
+    assert many.data[0].type == "scattergl"
     heat = fe.similarity_figure(["s", "s"], np.eye(2), "t")
     assert len(set(heat.data[0].x)) == 2 and list(heat.layout.yaxis.ticktext) == ["s", "s"]  # equal labels: two rows
 

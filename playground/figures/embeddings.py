@@ -15,6 +15,8 @@ import plotly.graph_objects as go
 from playground.figures.common import layout
 
 LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
+LABEL_MAX_3D = 40     # in 3D labels pile up in depth sooner: up to this many (hover beyond)
+WEBGL_MIN = 1_000     # a 2D scatter of more points is drawn with WebGL
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22"]
 METHOD_LABELS = {"pca": "PCA", "tsne": "t-SNE", "umap": "UMAP"}
@@ -44,14 +46,18 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
         colour = COLOURS[g_i % len(COLOURS)]
         hover = [f"<b>{html.escape(words[i])}</b> ({html.escape(group)})<br>"
                  + _hover(vectors, i, html.escape(notes.get(words[i], ""))) for i in idx]
+        labelled = n <= (LABEL_MAX_3D if dims == 3 else LABEL_MAX)
         trace = dict(name=group, text=[words[i] for i in idx], hovertext=hover, hoverinfo="text",
-                     mode="markers+text" if n <= LABEL_MAX else "markers", textposition="top center",
+                     mode="markers+text" if labelled else "markers", textposition="top center",
+                     textfont=dict(size=10 if dims == 3 else 12),
                      x=coords[idx, 0].tolist(), y=coords[idx, 1].tolist())
         if dims == 3:
             traces.append(dict(type="scatter3d", z=coords[idx, 2].tolist(),
-                               marker=dict(size=4 if n > LABEL_MAX else 5, color=colour), **trace))
+                               marker=dict(size=5 if labelled else 4, color=colour), **trace))
         else:
-            traces.append(dict(type="scattergl", marker=dict(size=6 if n > LABEL_MAX else 9, color=colour), **trace))
+            # WebGL only where SVG would be slow: each WebGL plot holds a context, and a browser keeps 16 at most
+            traces.append(dict(type="scattergl" if n > WEBGL_MIN else "scatter",
+                               marker=dict(size=6 if n > LABEL_MAX else 9, color=colour), **trace))
     extra = {}
     if dims == 3:
         extra["scene"] = dict(xaxis=dict(title=dict(text="1")), yaxis=dict(title=dict(text="2")),

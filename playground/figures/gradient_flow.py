@@ -96,6 +96,8 @@ def gradient_status_html(cells: dict[str, dict], labels: dict[str, str], notices
                      f"{num(rates['bound'])}")
         elif "measured_cell" in rates:
             extra = f"measured on c<sub>t</sub>: {num(rates['measured_cell'])}"
+        if rates.get("naive") is not None:
+            extra += f"{'; ' if extra else ''}naive estimate (a random direction at every step): {num(rates['naive'])}"
         rows.append(
             f'<tr><td><span class="gf-badge gf-{r["status"]}">{r["status"]}</span></td><td>{html.escape(labels[key])}</td>'
             f"<td>{num(rates['measured'])}</td><td>{num(rates.get('predicted'))}</td>"
@@ -166,11 +168,11 @@ def memory_figures(result: dict, labels: dict[str, str]) -> tuple[go.Figure, go.
     acc.append(go.Scatter(x=[result["k"][0], result["k"][-1]], y=[chance, chance], mode="lines", name="chance",
                           line=dict(color="#999", dash="dot"), hoverinfo="skip"))
     acc_fig = go.Figure(acc, layout=layout(
-        title=dict(text="Accuracy against the distance k to the key"), height=380,
-        xaxis=dict(title=dict(text="k: steps between the key and the answer")),
+        title=dict(text="Accuracy at the distance k each network was trained for"), height=380,
+        xaxis=dict(title=dict(text="k: steps between the key and the answer (trained on 1..k, tested at k)")),
         yaxis=dict(title=dict(text="accuracy"), range=[0, 1.05]), legend=dict(orientation="h", y=-0.25)))
     loss_fig = go.Figure(loss, layout=layout(
-        title=dict(text="Training loss (cross-entropy at the last step)"), height=380,
+        title=dict(text="Training loss at the longest distance (cross-entropy at the last step)"), height=380,
         xaxis=dict(title=dict(text="Adam step")), yaxis=dict(title=dict(text="loss"), type="log"),
         legend=dict(orientation="h", y=-0.25)))
     return acc_fig, loss_fig

@@ -182,8 +182,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     m0 = MODELS[DEFAULT_MODEL]
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     with gr.Row():
-        text_b = gr.Textbox("", label="Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])", scale=3)
-        model = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", scale=2)
+        text_b = gr.Textbox("", label="Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])", scale=2)
+        model = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", scale=3)  # its labels are long
     with gr.Tabs():
         with gr.Tab("Head view, model view, heatmap"):
             with gr.Row():

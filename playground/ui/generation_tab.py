@@ -36,7 +36,7 @@ _LOADING = threading.Lock()
 
 def _label(name: str) -> str:
     if name == SMOLLM2:
-        return "SmolLM2-135M-Instruct (Llama family: 30 × 9 heads in 3 groups; 4-bit weights; loads on first use)"
+        return "SmolLM2-135M-Instruct (Llama family, 4-bit weights, loads on first use)"
     c = MODELS[name]
     loss = c.card.get("held_out", {}).get("loss", c.card.get("val_loss", "?"))
     return f"{name} ({c.kind}, {c.card.get('n_params', 0) / 1e6:.2f}M parameters, held-out loss {loss})"
@@ -329,11 +329,11 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     recurrent = [n for n in MODELS if MODELS[n].kind != "gpt"]
     gr.Markdown(INTRO_MD, latex_delimiters=[{"left": "$", "right": "$", "display": False}])
     with gr.Row():
-        with gr.Column(scale=3):
+        with gr.Column(scale=1):
             prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="gen-prompt")
             follow = gr.Checkbox(True, label="Follow the sentence above (up to the word selected there: what comes next?)",
                                  elem_id="gen-follow")
-        with gr.Column(scale=2):
+        with gr.Column(scale=1):  # as wide as the prompt: the models' labels are long
             model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
             strategy = gr.Radio(STRATEGIES, value="top-k", label="Strategy")
             chat = gr.Checkbox(False, label="Chat: the prompt is the user's turn (SmolLM2's template)", elem_id="gen-chat",
