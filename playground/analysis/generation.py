@@ -22,9 +22,14 @@ def llm_available() -> bool:
 
 
 def load_llm() -> smollm2.SmolLM2:
-    """The model (its matrices stored in fp16), its tokenizer and its chat template, read from the GGUF file
-    (about 6 s on two cores)."""
-    return smollm2.load(half=True)
+    """The model (its matrices stored in fp16), its tokenizer and its chat template, read from the GGUF file once
+    (about 6 s on two cores) and shared with the Attention tab (`smollm2.shared`)."""
+    return smollm2.shared()
+
+
+def llm_shape() -> tuple[int, int, int]:
+    """SmolLM2's layers, query heads and key/value heads, from the file's header (without loading the weights)."""
+    return smollm2.shape()
 
 
 def token_text(tokenizer, i: int) -> str:

@@ -17,6 +17,7 @@ The Q4_1 weights are not the original bf16 ones: each weight is rounded to one o
 from __future__ import annotations
 
 import importlib.util
+import threading
 import time
 from functools import lru_cache
 from dataclasses import dataclass
@@ -176,6 +177,15 @@ class SmolLM2:
                                bos_token=self.bos, eos_token=self.eos)
 
 
+@lru_cache(maxsize=1)
+def shape() -> tuple[int, int, int]:
+    """(layers, query heads, key/value heads), read from the file's header only (memory-mapped, nothing loaded)."""
+    from gguf import GGUFReader
+
+    c = read_config(GGUFReader(str(gguf_path())))
+    return c.n_layer, c.n_head, c.n_kv_head
+
+
 def load(half: bool = False) -> SmolLM2:
     """Read the file (about 6 s on two cores): the model in eval mode and its tokenizer. `half`: the matrices and
     the embedding stored in fp16 (270 MB instead of 540; every activation stays fp32; the 4-bit values keep 11
@@ -197,3 +207,16 @@ def load(half: bool = False) -> SmolLM2:
     bos, eos = (int(_field(reader, f"tokenizer.ggml.{k}_token_id")) for k in ("bos", "eos"))
     return SmolLM2(model, read_tokenizer(reader), str(_field(reader, "tokenizer.chat_template")), tokens[bos],
                    tokens[eos], eos, path, time.perf_counter() - started)
+
+
+_shared: list[SmolLM2] = []
+_shared_lock = threading.Lock()
+
+
+def shared() -> SmolLM2:
+    """The app's one copy, `load(half=True)` on first use (a second caller meanwhile waits for the same copy):
+    read-only, so every tab and every user reads it at once."""
+    with _shared_lock:
+        if not _shared:
+            _shared.append(load(half=True))
+        return _shared[0]

@@ -8,6 +8,8 @@ fast and light in the browser.
 
 from __future__ import annotations
 
+import threading
+
 import gradio as gr
 import numpy as np
 
@@ -15,9 +17,33 @@ from playground.analysis import attention as att
 from playground.figures import attention as fa
 from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
 
-# Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped)
+# Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped); SmolLM2, when its
+# package is installed, on first use (the Generation tab shares its one copy)
 MODELS = {m.key: m for m in (att.load_minilm(), att.load_gpt(), att.load_bert()) if m is not None}
+LAZY = {att.SMOLLM2: att.smollm2_label()} if att.smollm2_available() else {}
 DEFAULT_MODEL = "minilm"
+_loading = threading.Lock()
+
+
+def _model(key) -> att.AttentionModel:
+    if key in LAZY and key not in MODELS:
+        with _loading:
+            if key not in MODELS:
+                MODELS[key] = att.load_smollm2()
+    if key not in MODELS:
+        raise gr.Error(f"Unknown model {str(key)[:40]!r}; choose from {', '.join([*MODELS, *LAZY])}.")
+    return MODELS[key]
+
+
+def _shape(key) -> tuple[int, int, int]:
+    """(layers, query heads, query heads per key/value head) of a model, without loading a lazy one."""
+    if key in MODELS:
+        m = MODELS[key]
+        return m.n_layer, m.n_head, m.kv_group
+    if key in LAZY:
+        n_layer, n_head, n_kv = att.smollm2_shape()
+        return n_layer, n_head, n_head // n_kv
+    return _shape(DEFAULT_MODEL)
 PE_MAX_POSITIONS, PE_MAX_DIM = 128, 256  # the PE figure and its JSON carry (n x d) + 2 (n x n) numbers
 
 
@@ -26,13 +52,12 @@ PE_MAX_POSITIONS, PE_MAX_DIM = 128, 256  # the PE figure and its JSON carry (n x
 
 
 def _inputs(text, text_b, model_key, notices: list[str]) -> tuple[att.AttentionModel, str, str]:
-    if model_key not in MODELS:
-        raise gr.Error(f"Unknown model {model_key!r}; choose from {', '.join(MODELS)}.")
+    m = _model(model_key)
     text = text_input(text, notices)
     if not text.strip():
         raise gr.Error("Type a sentence above to see its attention.")
     text_b = text_input(text_b, notices) if text_b is not None else ""
-    return MODELS[model_key], text, text_b
+    return m, text, text_b
 
 
 def _head(head, m: att.AttentionModel, notices: list[str]) -> int | str:
@@ -41,8 +66,10 @@ def _head(head, m: att.AttentionModel, notices: list[str]) -> int | str:
     return as_int(head, "Head", 0, m.n_head - 1, notices)
 
 
-def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hide_special=False, detail="head"):
-    """Every head of every layer on the sentence (or pair): head view, model view, heatmap, data."""
+def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hide_special=False, detail="head",
+              chat=False):
+    """Every head of every layer on the sentence (or pair, or SmolLM2's chat prompt): head view, model view,
+    heatmap, data."""
     notices: list[str] = []
     m, text, text_b = _inputs(text, text_b, model_key, notices)
     layer = as_int(layer, "Layer", 0, m.n_layer - 1, notices)
@@ -50,7 +77,7 @@ def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hi
     if detail not in ("head", "all"):
         raise gr.Error("Detail should be 'head' (one T × T matrix) or 'all' (every layer and head).")
     try:
-        v = att.view(m, text, text_b, layer, head, bool(hide_special), detail, notices)
+        v = att.view(m, text, text_b, layer, head, bool(hide_special), detail, notices, chat=bool(chat))
     except att.AttentionError as err:
         raise gr.Error(str(err)) from None
     enc = v.enc
@@ -72,7 +99,7 @@ def pick_head(evt: gr.SelectData):
     return gr.update(value=int(layer)), gr.update(value=str(head))
 
 
-def attention_steps(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head=0, scale="paper"):
+def attention_steps(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head=0, scale="paper", chat=False):
     """One head from the inside: Q, K, V, Q K^T, scaled and masked, softmax, output, and what the scale does."""
     notices: list[str] = []
     m, text, text_b = _inputs(text, text_b, model_key, notices)
@@ -84,7 +111,7 @@ def attention_steps(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head=0, s
     if scale not in att.SCALES:
         raise gr.Error(f"Scale should be one of {', '.join(att.SCALES)}.")
     try:
-        data, a = att.steps(m, text, text_b, layer, head, scale, notices)
+        data, a = att.steps(m, text, text_b, layer, head, scale, notices, chat=bool(chat))
     except att.AttentionError as err:
         raise gr.Error(str(err)) from None
     warn(notices)
@@ -161,34 +188,50 @@ either: each head subtracts $m_h (i - j)$ from the score of query $i$ for key $j
 
 
 def model_choices() -> list[tuple[str, str]]:
-    return [(m.label, key) for key, m in MODELS.items()]
+    return [(m.label, key) for key, m in MODELS.items() if key not in LAZY] + [(label, key) for key, label in LAZY.items()]
 
 
-def head_choices(m: att.AttentionModel) -> list[tuple[str, str]]:
-    return [("mean over heads", "mean"), ("max over heads", "max")] + [(f"head {h}", str(h)) for h in range(m.n_head)]
+def one_head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
+    """Each head by number; with grouped-query attention, the key/value head it reads too."""
+    return [(f"head {h}" + (f" (K, V head {h // group})" if group > 1 else ""), str(h)) for h in range(n_head)]
+
+
+def head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
+    return [("mean over heads", "mean"), ("max over heads", "max"), *one_head_choices(n_head, group)]
 
 
 def model_changed(model_key):
-    m = MODELS.get(model_key, MODELS[DEFAULT_MODEL])
-    return (gr.update(maximum=m.n_layer - 1, value=0),
-            gr.update(choices=head_choices(m), value="mean"),
-            gr.update(maximum=m.n_layer - 1, value=0),
-            gr.update(choices=[(f"head {h}", str(h)) for h in range(m.n_head)], value="0"))
+    n_layer, n_head, group = _shape(model_key)
+    return (gr.update(maximum=n_layer - 1, value=0),
+            gr.update(choices=head_choices(n_head, group), value="mean"),
+            gr.update(maximum=n_layer - 1, value=0),
+            gr.update(choices=one_head_choices(n_head, group), value="0"))
+
+
+def model_bounds(model_key):
+    """On page load: the layer sliders end at the chosen model's last layer. They are built to reach the deepest
+    model's (SmolLM2's 30), which is what an API call is checked against; values are left as a link set them."""
+    n_layer, *_ = _shape(model_key)
+    return gr.update(maximum=n_layer - 1), gr.update(maximum=n_layer - 1)
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
     m0 = MODELS[DEFAULT_MODEL]
+    deepest = max(_shape(key)[0] for key in [*MODELS, *LAZY])
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     with gr.Row():
         text_b = gr.Textbox("", label="Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])", scale=2)
-        model = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model", scale=3)  # its labels are long
+        with gr.Column(scale=3):
+            model = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model")  # its labels are long
+            chat = gr.Checkbox(False, label="Chat: the sentence as the user's turn in SmolLM2's template",
+                               visible=bool(LAZY))
     with gr.Tabs():
         with gr.Tab("Head view, model view, heatmap"):
             with gr.Row():
-                layer = gr.Slider(0, m0.n_layer - 1, value=0, step=1, label="Layer", scale=2)
-                head = gr.Dropdown(head_choices(m0), value="mean", label="Head (heatmap)", scale=1)
+                layer = gr.Slider(0, deepest - 1, value=0, step=1, label="Layer", scale=2)
+                head = gr.Dropdown(head_choices(m0.n_head), value="mean", label="Head (heatmap)", scale=1)
                 hide = gr.Checkbox(False, label="Hide [CLS] and [SEP] in the heatmap", scale=1)
             with gr.Row():
                 with gr.Column(scale=1):
@@ -208,9 +251,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Tab("Inside one head: Q, K, V, softmax") as steps_tab:
             gr.Markdown(STEPS_MD, latex_delimiters=LATEX)
             with gr.Row():
-                s_layer = gr.Slider(0, m0.n_layer - 1, value=0, step=1, label="Layer", scale=2)
-                s_head = gr.Dropdown([(f"head {h}", str(h)) for h in range(m0.n_head)], value="0", label="Head",
-                                     scale=1)
+                s_layer = gr.Slider(0, deepest - 1, value=0, step=1, label="Layer", scale=2)
+                s_head = gr.Dropdown(one_head_choices(m0.n_head), value="0", label="Head", scale=1)
                 scale = gr.Radio([(label, key) for key, label in att.SCALES.items()], value="paper",
                                  label="Scale of Q Kᵀ", scale=2)
             steps_summary = gr.Markdown(elem_id="attn-steps-summary")
@@ -227,20 +269,21 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 pe_json = gr.JSON(label="positional_encoding")
 
-    shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide)
+    shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
     model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head], api_visibility="private",
                  queue=False)
+    demo.load(model_bounds, inputs=model, outputs=[layer, s_layer], api_visibility="private", queue=False)
     gr.on([demo.load, shared.restored.change, sentence.change, text_b.submit, model.change, layer.release, head.change,
-           hide.change, detail.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail],
+           hide.change, detail.change, chat.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, attn_file, attn_json], api_name="attention",
           trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     model_view.select(pick_head, outputs=[layer, head], api_visibility="private", queue=False).then(
-        attention, inputs=[sentence, text_b, model, layer, head, hide, detail],
+        attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
         outputs=[head_view, model_view, heatmap, attn_file, attn_json], api_visibility="private",
         trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     gr.on([steps_tab.select, sentence.change, text_b.submit, model.change, s_layer.release, s_head.change,
-           scale.change],
-          attention_steps, inputs=[sentence, text_b, model, s_layer, s_head, scale],
+           scale.change, chat.change],
+          attention_steps, inputs=[sentence, text_b, model, s_layer, s_head, scale, chat],
           outputs=[steps_summary, steps_plot, sat_plot, steps_json], api_name="attention_steps",
           trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     gr.on([pe_tab.select, pe_n.release, pe_d.release], positional_encoding, inputs=[pe_n, pe_d],
