@@ -131,6 +131,13 @@
         Object.assign(bigger, { "legend.orientation": "v", "legend.x": 1.02, "legend.y": 1, "legend.xanchor": "left",
                                 "legend.yanchor": "top" });
       }
+      // a 3D scene's tick numbers (PCA or t-SNE coordinates, meaningless on their own) would crowd it at this size
+      if (gd._fullLayout && gd._fullLayout.scene) {
+        ["xaxis", "yaxis", "zaxis"].forEach((axis) => {
+          gd._normal.layout[`scene.${axis}.showticklabels`] = ((gd.layout.scene || {})[axis] || {}).showticklabels ?? null;
+          bigger[`scene.${axis}.showticklabels`] = false;
+        });
+      }
       gd.dataset.lecture = "1";
       window.Plotly.relayout(gd, bigger);
       gd.data.forEach((t, i) => {

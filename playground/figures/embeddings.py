@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from playground.figures.common import layout
 
 LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
-LABEL_MAX_3D = 40     # in 3D labels pile up in depth sooner: up to this many (hover beyond)
+LABEL_MAX_3D = 80     # in 3D labels pile up in depth sooner: up to this many, smaller (hover beyond)
 WEBGL_MIN = 1_000     # a 2D scatter of more points is drawn with WebGL
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22"]
@@ -60,8 +60,9 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
                                marker=dict(size=6 if n > LABEL_MAX else 9, color=colour), **trace))
     extra = {}
     if dims == 3:
+        # closer than plotly's default camera: the cloud fills the figure, its labels further apart
         extra["scene"] = dict(xaxis=dict(title=dict(text="1")), yaxis=dict(title=dict(text="2")),
-                              zaxis=dict(title=dict(text="3")))
+                              zaxis=dict(title=dict(text="3")), camera=dict(eye=dict(x=1.0, y=1.0, z=0.7)))
     # the traces are built here from checked arrays: plotly's per-element validation (most of the time of a
     # 10,000-point figure) is skipped
     return go.Figure(data=traces, layout=layout(title=dict(text=title), height=560,
