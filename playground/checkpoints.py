@@ -299,6 +299,13 @@ def shared(name: str) -> Checkpoint:
     return load(name)
 
 
+def read_card(name: str) -> dict | None:
+    """A shipped checkpoint's card.json, read without loading its model; None when it is not shipped whole."""
+    if name not in available():
+        return None
+    return json.loads((resolve(name) / "card.json").read_text(encoding="utf-8"))
+
+
 def shipped(name_or_dir: str) -> Checkpoint | None:
     """A shipped checkpoint, loaded once and shared (`shared`), or None when it is missing or damaged: the app
     leaves it out and serves the rest (`damaged()` says why). A folder outside models/ given by its path is

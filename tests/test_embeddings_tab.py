@@ -103,3 +103,15 @@ def test_our_bert_as_a_sentence_encoder_and_a_contextual_model(client):
                                     api_name="/contextual")
     n_layer = json.loads((checkpoints.resolve("bert-english") / "config.json").read_text())["config"]["n_layer"]
     assert data["model"] == "bert" and data["layer"] == min(6, n_layer) and len(data["similarity"]) == 2
+
+
+def test_the_word_space_says_what_to_expect_with_the_cards_figures():
+    from playground import checkpoints
+    from playground.ui import embeddings_tab
+
+    card = checkpoints.read_card("word2vec-english")
+    if card is None:
+        pytest.skip("word2vec-english is not shipped")
+    analogy = card["evaluation"]["analogy"]["all"]
+    note = embeddings_tab.word2vec_note()
+    assert f"{analogy['accuracy']:.0%} of its {analogy['questions']} analogy questions" in note

@@ -78,3 +78,13 @@ def test_the_default_pair_makes_the_panels_point_with_the_shipped_model():
     *_, data = fill_mask_tab.input_representation("The man went to the store.", "He bought a gallon of milk.",
                                                   "bert-english")
     assert data["nsp"]["NotNext"] > 0.5 and "NotNext" in fill_mask_tab.nsp_note()
+
+
+def test_the_tab_says_what_to_expect_with_the_cards_figures():
+    """Every default example makes its point or the tab says why not: the held-out figures are on the page."""
+    from playground.ui import fill_mask_tab
+
+    note = fill_mask_tab.expectation_note()
+    for name in fill_mask_tab.LISTED:
+        numbers = fill_mask_tab._card_numbers(name)
+        assert f"*{name}* {numbers['top1']:.0%} top-1, {numbers['top5']:.0%} top-5" in note

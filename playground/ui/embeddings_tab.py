@@ -269,6 +269,20 @@ def method_choices() -> list[tuple[str, str]]:
     return [("PCA", "pca"), ("t-SNE", "tsne"), (umap, "umap")]
 
 
+def word2vec_note() -> str:
+    """What our word2vec can be expected to show, with its own evaluation (its card)."""
+    card = checkpoints.read_card("word2vec-english") or {}
+    analogy = ((card.get("evaluation") or {}).get("analogy") or {}).get("all") or {}
+    if not analogy:
+        return ""
+    return (f"**What to expect from our word2vec.** {card.get('tokens', 0) / 1e6:.1f} M words of Austen, Shakespeare, "
+            f"the Bible, WordNet's glosses and the Jargon File, {card.get('dim')} dimensions: "
+            f"{analogy['accuracy']:.0%} of its {analogy['questions']} analogy questions right (its card). Its neighbours "
+            "are how words are used in those books: in Shakespeare a *dog* is an insult, so its neighbours are "
+            "insults. And every cosine is high (the vectors share one common direction, as small word2vec models "
+            "do): read the order of the neighbours, not the values.")
+
+
 def fill_presets(names):
     names = [n for n in (names or []) if n in ws.PRESETS]
     return "\n".join(f"{n}: {', '.join(ws.PRESETS[n])}" for n in names)
@@ -304,6 +318,7 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
                 run = gr.Button("Show", variant="primary")
         plot = gr.Plot(label="Word space", elem_id="emb-word-plot")
         neighbours = gr.HTML(elem_id="emb-neighbours", elem_classes=FIGURE)
+        gr.Markdown(word2vec_note(), elem_id="emb-expect")
         with gr.Accordion("Analogy: a − b + c", open=True):
             with gr.Row():
                 an = SimpleNamespace(a=gr.Textbox("king", label="a"), b=gr.Textbox("man", label="− b"),

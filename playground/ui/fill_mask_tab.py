@@ -8,7 +8,6 @@ pre-trained from scratch (`bert-english`), each listed only when its checkpoint 
 
 from __future__ import annotations
 
-import json
 import threading
 
 import gradio as gr
@@ -32,7 +31,7 @@ MAX_SEED = 2**31 - 1
 
 def _card(name: str) -> dict:
     """A shipped checkpoint's card.json, read without loading the model."""
-    return json.loads((checkpoints.resolve(name) / "card.json").read_text(encoding="utf-8"))
+    return checkpoints.read_card(name) or {}
 
 
 # The shipped masked-LMs are listed at start from their cards and loaded on first use (then kept,
@@ -284,6 +283,22 @@ def nsp_note() -> str:
             "NotNext: try the BERT paper's own pair, *The man went to the store.* / *He bought a gallon of milk.*")
 
 
+def expectation_note() -> str:
+    """What the shipped masked-LMs can be expected to get right, with their held-out figures (their cards)."""
+    parts = []
+    for name in LISTED:
+        n = _card_numbers(name)
+        if isinstance(n["top1"], (int, float)) and isinstance(n["top5"], (int, float)):
+            parts.append(f"*{name}* {n['top1']:.0%} top-1, {n['top5']:.0%} top-5")
+    if not parts:
+        return ""
+    return ("**What to expect.** On held-out text from their own corpora (Austen's novels, the World English Bible, "
+            f"WordNet's glosses, the Jargon File): {'; '.join(parts)} (their cards, every masked token of the split). "
+            "Novels of two hundred years ago, a Bible, a dictionary and hacker slang are all they read: everyday "
+            "words come easily, facts of today's world less so (try *Paris is the [MASK] of France.* and see where "
+            "*capital* lands).")
+
+
 EXAMPLES = ["The cat sat on the [MASK].", "Paris is the [MASK] of France.", "She poured a cup of [MASK] and sat down.",
             "The [MASK] barked at the [MASK] all night.", "He was a [MASK] man, and [MASK] loved him."]
 
@@ -365,6 +380,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
             top_k = gr.Slider(1, TOP_K_MAX, value=5, step=1, label="top_k")
     gr.Examples(EXAMPLES, inputs=text, label="Examples")
+    gr.Markdown(expectation_note(), elem_id="fm-expect")
     gr.Markdown("**Click a word to mask it:**")
     words = gr.HTML(fm.words_html(core.words(DEFAULT_TEXT)), elem_id="fm-words", js_on_load=fm.WORD_CLICK_JS)
     filled = gr.HTML(elem_id="fm-filled", elem_classes=FIGURE)
