@@ -104,6 +104,7 @@ def load_bert(name: str = "bert-english") -> AttentionModel | None:
 
 
 SMOLLM2 = "smollm2"
+SMOLLM2_TOKENS = 256   # SmolLM2's views stop here: 30 x 9 heads of T x T weights and scores are 140 MB at 256 tokens
 
 
 def smollm2_label() -> str:
@@ -126,7 +127,7 @@ def load_smollm2() -> AttentionModel:
     a key/value head."""
     lm = smollm2.shared()
     c = lm.model.config
-    return AttentionModel(SMOLLM2, smollm2_label(), "llama", lm.model, lm.tokenizer, min(c.n_positions, MAX_TOKENS),
+    return AttentionModel(SMOLLM2, smollm2_label(), "llama", lm.model, lm.tokenizer, min(c.n_positions, SMOLLM2_TOKENS),
                           c.n_layer, c.n_head, c.n_embd // c.n_head, kv_group=c.n_head // c.n_kv_head,
                           chat=lm.chat_prompt, cache_size=1)
 
@@ -183,7 +184,7 @@ def _cut(m: AttentionModel, enc: Encoded, notices: list[str], max_tokens: int | 
         raise AttentionError(f"None of these characters is in the vocabulary of {m.label}; try plain English text.")
     if enc.n_cut:
         notices.append(f"The input is longer than {m.max_tokens} tokens: {enc.n_cut:,} tokens were cut "
-                       f"(the model has {m.max_tokens} positions).")
+                       f"({m.label.split(' (')[0]} reads at most {m.max_tokens} tokens here).")
     if max_tokens is not None and len(enc.ids) > max_tokens:
         notices.append(f"This view runs on the first {max_tokens} tokens of {len(enc.ids)} (its panels grow as T²).")
         enc = Encoded(enc.tokens[:max_tokens], enc.ids[:max_tokens], enc.segments[:max_tokens], enc.n_cut,
