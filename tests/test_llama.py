@@ -140,6 +140,24 @@ TEXTS = ["Hello, world!", "  two  spaces\tand a tab\n", "naïve café 👩‍�
          "def f(x):\n    return x ** 2", "<|im_start|>user\nHi<|im_end|>", "It's 'quoted' — dashes…"]
 
 
+def test_the_header_reader_agrees_with_the_model_it_loads(smol, tmp_path, monkeypatch):
+    """`shape()` reads only the header's first pairs (the app lists the model with it at start); it says what the
+    loaded model is, and a file that is not GGUF is named."""
+    from playground.nets import smollm2
+
+    c = smol.model.config
+    assert smollm2.shape() == (c.n_layer, c.n_head, c.n_kv_head) == (30, 9, 3)
+    fake = tmp_path / smollm2.FILE
+    fake.write_bytes(b"not a model at all")
+    monkeypatch.setattr(smollm2, "gguf_path", lambda: fake)
+    smollm2.shape.cache_clear()
+    try:
+        with pytest.raises(ValueError, match="not a GGUF file"):
+            smollm2.shape()
+    finally:
+        smollm2.shape.cache_clear()
+
+
 def test_the_tokenizer_is_the_files_own(smol, hf_smol):
     """The same pieces as transformers' reading of the file; digits one by one, as llama.cpp's "smollm"
     pre-tokenizer and SmolLM2's own tokenizer split them (transformers' GGUF reader does not)."""
