@@ -109,8 +109,7 @@ SMOLLM2_TOKENS = 256   # SmolLM2's views stop here: 30 x 9 heads of T x T weight
 
 def smollm2_label() -> str:
     n_layer, n_head, n_kv = smollm2.shape()
-    return (f"SmolLM2-135M-Instruct (Llama family: {n_layer} × {n_head} heads sharing {n_kv} key/value heads; "
-            "loads on first use)")
+    return f"SmolLM2-135M-Instruct (Llama family, {n_layer} × {n_head} heads sharing {n_kv} key/value heads)"
 
 
 def smollm2_available() -> bool:
