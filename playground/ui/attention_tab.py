@@ -205,14 +205,16 @@ def model_changed(model_key):
     return (gr.update(maximum=n_layer - 1, value=0),
             gr.update(choices=head_choices(n_head, group), value="mean"),
             gr.update(maximum=n_layer - 1, value=0),
-            gr.update(choices=one_head_choices(n_head, group), value="0"))
+            gr.update(choices=one_head_choices(n_head, group), value="0"),
+            gr.update(visible=model_key in LAZY))
 
 
 def model_bounds(model_key):
-    """On page load: the layer sliders end at the chosen model's last layer. They are built to reach the deepest
-    model's (SmolLM2's 30), which is what an API call is checked against; values are left as a link set them."""
+    """On page load: the layer sliders end at the chosen model's last layer (they are built to reach the deepest
+    model's, SmolLM2's 30, which is what an API call is checked against; values are left as a link set them), and
+    the chat box shows for the model that has a chat template."""
     n_layer, *_ = _shape(model_key)
-    return gr.update(maximum=n_layer - 1), gr.update(maximum=n_layer - 1)
+    return gr.update(maximum=n_layer - 1), gr.update(maximum=n_layer - 1), gr.update(visible=model_key in LAZY)
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
@@ -226,7 +228,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Column(scale=3):
             model = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model")  # its labels are long
             chat = gr.Checkbox(False, label="Chat: the sentence as the user's turn in SmolLM2's template",
-                               visible=bool(LAZY))
+                               visible=False)  # shown with SmolLM2 (model_changed)
     with gr.Tabs():
         with gr.Tab("Head view, model view, heatmap"):
             with gr.Row():
@@ -270,9 +272,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 pe_json = gr.JSON(label="positional_encoding")
 
     shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
-    model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head], api_visibility="private",
+    model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head, chat], api_visibility="private",
                  queue=False)
-    demo.load(model_bounds, inputs=model, outputs=[layer, s_layer], api_visibility="private", queue=False)
+    demo.load(model_bounds, inputs=model, outputs=[layer, s_layer, chat], api_visibility="private", queue=False)
     gr.on([demo.load, shared.restored.change, sentence.change, text_b.submit, model.change, layer.release, head.change,
            hide.change, detail.change, chat.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, attn_file, attn_json], api_name="attention",
