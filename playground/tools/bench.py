@@ -125,7 +125,7 @@ def seq2seq_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
 
 def embeddings_rows(runs: int) -> list[tuple]:
     """The Embeddings tab: PCA of 10,000 word vectors (the function and the whole embed_words handler),
-    t-SNE of 2,000 (one run: it takes seconds), sentence embeddings of 100 sentences (MiniLM, mean pooling)."""
+    t-SNE and UMAP of 2,000 (one run each: they take seconds), sentence embeddings of 100 sentences (MiniLM, mean pooling)."""
     from playground.analysis.embeddings import projection, sentences as sn, words as ws
     from playground.ui import embeddings_tab
 
@@ -144,6 +144,9 @@ def embeddings_rows(runs: int) -> list[tuple]:
     start = time.perf_counter()
     projection.project(X_10k[:2000], "tsne", 2)
     rows.append((f"t-SNE of 2,000 points ({space.key}, one run)", ms(time.perf_counter() - start), "", "", None))
+    start = time.perf_counter()
+    projection.project(X_10k[:2000], "umap", 2)
+    rows.append((f"UMAP of 2,000 points ({space.key}, one run)", ms(time.perf_counter() - start), "", "", None))
     sentences = [f"{TEXT_32} ({i})" if i % 2 else f"Sentence number {i} is about {w}." for i, w in
                  enumerate(words_10k[100:200])]
     median, p95 = time_calls(lambda: sn.sentence_embeddings(sentences, "mean"), 5, warmup=1)

@@ -76,9 +76,6 @@ def _space(source) -> ws.WordSpace:
 def _method(method, notices: list[str]) -> str:
     if method not in projection.METHODS:
         raise gr.Error(f"Unknown method {method!r}; choose from {', '.join(projection.METHODS)}.")
-    if method == "umap" and not projection.umap_available():
-        notices.append("UMAP needs the umap-learn package, which is not installed here; showing t-SNE instead.")
-        return "tsne"
     return method
 
 
@@ -263,10 +260,7 @@ meanings land close even without shared words; the semantic search ranks your se
 
 
 def method_choices() -> list[tuple[str, str]]:
-    # umap-learn's first call in a process compiles its numba code: ~15 s of CPU (a minute on a busy machine)
-    umap = ("UMAP (the first call compiles: slow)" if projection.umap_available()
-            else "UMAP (umap-learn not installed: t-SNE)")
-    return [("PCA", "pca"), ("t-SNE", "tsne"), (umap, "umap")]
+    return [("PCA", "pca"), ("t-SNE", "tsne"), ("UMAP", "umap")]
 
 
 def word2vec_note() -> str:

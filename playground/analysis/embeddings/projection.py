@@ -1,25 +1,18 @@
 """Projections of word or sentence vectors to 2D or 3D: PCA (an SVD of the centred matrix), t-SNE (van der
-Maaten & Hinton 2008, from scikit-learn), UMAP (McInnes et al. 2018) when `umap-learn` is installed.
+Maaten & Hinton 2008, from scikit-learn), UMAP (McInnes et al. 2018, written out in `umap.py`).
 t-SNE and UMAP results are cached (a cache of results, never of user state)."""
 
 from __future__ import annotations
 
-import importlib.util
 import threading
-import warnings
 from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
 
+from playground.analysis.embeddings.umap import UMAPConfig, umap
+
 METHODS = ("pca", "tsne", "umap")
-
-
-def umap_available() -> bool:
-    try:
-        return importlib.util.find_spec("umap") is not None
-    except (ImportError, ValueError):
-        return False
 
 
 def pca(X: np.ndarray, dims: int) -> tuple[np.ndarray, np.ndarray]:
@@ -54,8 +47,8 @@ def project(X: np.ndarray, method: str = "pca", dims: int = 2, seed: int = 0, ca
             progress: Callable[[float, str], None] | None = None) -> tuple[np.ndarray, dict]:
     """(n, d) -> (n, dims) with PCA, t-SNE or UMAP. Returns the coordinates and what the method reports
     (explained variance for PCA; perplexity, KL divergence for t-SNE). With a cache_key, t-SNE and UMAP
-    results are kept (the presets are computed once per process). UMAP without umap-learn, or on fewer
-    than 6 points, raises RuntimeError."""
+    results are kept (the presets are computed once per process). UMAP on fewer than 6 points raises
+    RuntimeError."""
     assert method in METHODS, f"method must be one of {METHODS}, not {method!r}"
     assert dims in (2, 3), f"dims must be 2 or 3, not {dims}"
     n = len(X)
@@ -97,15 +90,8 @@ def _tsne(X: np.ndarray, dims: int, seed: int) -> tuple[np.ndarray, dict]:
 
 def _umap(X: np.ndarray, dims: int, seed: int) -> tuple[np.ndarray, dict]:
     n = len(X)
-    if not umap_available():
-        raise RuntimeError("UMAP needs the umap-learn package (pip install umap-learn); use PCA or t-SNE")
     if n < 6:
         raise RuntimeError(f"UMAP needs at least 6 points (it builds a neighbour graph), not {n}; use PCA")
-    import umap  # its import alone takes seconds (numba): only when asked for
-
-    n_neighbors = int(min(15, n - 1))
-    reducer = umap.UMAP(n_components=dims, n_neighbors=n_neighbors, metric="cosine", random_state=seed)
-    with warnings.catch_warnings():  # "n_jobs overridden by random_state": seeded runs are single-threaded
-        warnings.simplefilter("ignore", UserWarning)
-        Y = reducer.fit_transform(X).astype(np.float32)
-    return Y, {"method": "umap", "n_neighbors": n_neighbors, "metric": "cosine"}
+    cfg = UMAPConfig(n_neighbors=int(min(15, n - 1)), n_components=dims, seed=seed)
+    Y = umap(X, cfg).astype(np.float32)
+    return Y, {"method": "umap", "n_neighbors": cfg.n_neighbors, "min_dist": cfg.min_dist, "metric": "cosine"}

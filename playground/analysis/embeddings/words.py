@@ -250,7 +250,7 @@ def view(space: WordSpace, given: list[str], groups: list[str], method: str, dim
     word_groups = [group_of.get(w, "your words") for w in found.words]
     try:
         Y, info = project(found.vectors, method, dims, cache_key=(space.key, tuple(found.words)), progress=progress)
-    except RuntimeError as err:  # UMAP without umap-learn or on too few points
+    except RuntimeError as err:  # UMAP on too few points
         raise EmbeddingError(str(err)) from None
     nb = [{"word": w, "neighbours": [[n, round(s, 4)] for n, s in neighbours(space, v, K_NEIGHBOURS)]}
           for w, v in zip(found.words[:MAX_NEIGHBOUR_WORDS], found.vectors[:MAX_NEIGHBOUR_WORDS])]
