@@ -45,6 +45,8 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     "word2vec": ("playground.nets.word2vec", "Word2VecConfig", "Word2Vec"),
     # one kind for the five encoder-decoders: a loader function picks the class from config.variant
     "seq2seq": ("playground.nets.seq2seq", "Seq2SeqConfig", "load_model"),
+    # LoRA adapters on our GPT or SmolLM2 (lora, sft, dpo): the base is named, the file holds A and B
+    "lora-adapter": ("playground.nets.adapters", "AdapterConfig", "load_adapted"),
 }
 
 

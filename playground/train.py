@@ -12,6 +12,9 @@ Kinds:
                  code (playground/training/seq2seq.py): no --corpus; writes models/seq2seq-<variant>/
     word2vec     skip-gram or CBOW with negative sampling (playground/training/word2vec.py); writes
                  word2vec-<corpus>/ (or --name) with the analogy and similarity evaluation
+    lora, sft, dpo  LoRA adapters on our GPT or SmolLM2 (--base=...): trained on a text (lora; assets/finetune/
+                 lora_text.txt or --corpus), instruction-response pairs (sft) or preference triples (dpo);
+                 writes <method>-<base>/ with every step's record and the texts before and after
     (language models register an `LMKind`: their architecture config plus `LMTrainConfig`; both take
     --key=value, and --name sets the checkpoint folder)
 
@@ -120,7 +123,15 @@ def _seq2seq_kind() -> tuple[tuple[type, type], Callable[[Any, RunOptions], dict
     return (seq2seq.Seq2SeqConfig, seq2seq_training.Seq2SeqTrainConfig), seq2seq_training.train
 
 
-GENERATED = {"seq2seq"}  # kinds whose data is generated in code: they take no --corpus
+def _finetune_kind(method: str) -> tuple:
+    """lora | sft | dpo: LoRA adapters on our GPT or SmolLM2 (playground/training/finetune.py), --base=..."""
+    from playground.training import finetune
+
+    return finetune.RECIPES[method], finetune.train_kind
+
+
+# kinds whose data is generated in code or shipped in assets/: they take no --corpus
+GENERATED = {"seq2seq", "lora", "sft", "dpo"}
 
 # kind -> (config dataclass, or a tuple of them, and a train function) for tools, or an LMKind for language models
 KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind] = {
@@ -133,6 +144,9 @@ KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind
     "bert": _bert_kind(),
     "minilm-mlm": _minilm_mlm_kind(),
     "seq2seq": _seq2seq_kind(),
+    "lora": _finetune_kind("lora"),
+    "sft": _finetune_kind("sft"),
+    "dpo": _finetune_kind("dpo"),
 }
 
 

@@ -30,6 +30,6 @@ def test_every_tab_is_on_screen_and_opens(phone):
         box = tab.bounding_box()
         assert 0 <= box["x"] and box["x"] + box["width"] <= 400, f"{title} is off screen"
     phone.locator("#tabs").get_by_role("tab", name=TABS[-1][0], exact=True).click()
-    phone.wait_for_function("() => [...document.querySelectorAll('#tabs [role=tab]')]"
-                            ".some(t => t.innerText.trim() === 'Generation' && t.getAttribute('aria-selected') === 'true')",
-                            timeout=15_000)
+    phone.wait_for_function("(last) => [...document.querySelectorAll('#tabs [role=tab]')]"
+                            ".some(t => t.innerText.trim() === last && t.getAttribute('aria-selected') === 'true')",
+                            arg=TABS[-1][0], timeout=15_000)

@@ -25,7 +25,10 @@ LONG = st.tuples(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_
 # Inputs held to a cheap value, because any value is valid and a large one only takes longer (each has its
 # own clamping test): the live training's size, the re-evaluation's sample, the generated length.
 HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, ("memory_experiment", "hidden_size"): 8,
-        ("seq2seq_evaluate", "per_length"): 5, ("generate", "max_new_tokens"): 20, ("compare_generate", "max_new_tokens"): 20}
+        ("seq2seq_evaluate", "per_length"): 5, ("generate", "max_new_tokens"): 20, ("compare_generate", "max_new_tokens"): 20,
+        # the fine-tuning tab's live runs on the GPT, a few steps (SmolLM2's runs: tests/test_finetune.py)
+        ("lora_finetune", "steps"): 2, ("sft", "steps"): 2, ("dpo", "steps"): 2, ("sft", "model"): "gpt-shakespeare",
+        ("dpo", "model"): "gpt-shakespeare", ("lora_finetune", "model"): "gpt-shakespeare"}
 NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
 ENDPOINTS = {fn.api_name: fn for fn in app.demo.fns.values() if fn.api_visibility == "public" and fn.fn is not None}
 

@@ -59,6 +59,31 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return x * cos + rotated_half * sin
 
 
+class _FrozenHalfProduct(torch.autograd.Function):
+    """x W^T for a frozen W stored in fp16, x in fp32. Autograd would keep the fp32 copy of W made for the
+    product until the backward pass (540 MB for SmolLM2); this keeps the fp16 W it already has and converts it
+    again for dL/dx = dL/dy W. Training adapters on the half-stored model then holds no copy of its matrices."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(w)
+        return F.linear(x, w.to(x.dtype))
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (w,) = ctx.saved_tensors
+        return grad @ w.to(grad.dtype), None                    # W is frozen: no gradient for it
+
+
+def half_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x W^T with W in fp16 and x in fp32 (see Linear)."""
+    if x.shape[:-1].numel() <= 4:
+        return F.linear(x.to(w.dtype), w).to(x.dtype)
+    if x.requires_grad and not w.requires_grad:
+        return _FrozenHalfProduct.apply(x, w)
+    return F.linear(x, w.to(x.dtype))
+
+
 class Linear(nn.Linear):
     """nn.Linear whose weight may be stored in half precision to halve the model's memory (SmolLM2 in the app:
     270 MB instead of 540). The arithmetic then follows the CPU's strengths: one or a few positions (generation)
@@ -69,9 +94,7 @@ class Linear(nn.Linear):
         w = self.weight
         if w.dtype == x.dtype:
             return F.linear(x, w, self.bias)
-        if x.shape[:-1].numel() <= 4:
-            return F.linear(x.to(w.dtype), w).to(x.dtype)
-        return F.linear(x, w.to(x.dtype))
+        return half_linear(x, w)
 
 
 class Attention(nn.Module):
@@ -212,9 +235,7 @@ class Llama(nn.Module):
         weight = self.model.embed_tokens.weight                                  # tied: W_e is the output layer
         if weight.dtype == h.dtype:
             return F.linear(h, weight)
-        if h.shape[:-1].numel() <= 4:                                            # see Linear
-            return F.linear(h.to(weight.dtype), weight).to(h.dtype)
-        return F.linear(h, weight.to(h.dtype))
+        return half_linear(h, weight)                                            # see Linear
 
     def _run(self, idx: torch.Tensor, pos0: int, past: list | None, return_internals: bool = False):
         """The blocks over new tokens idx (B, T) at positions pos0.. : logits (B, T, V), each layer's rotated

@@ -17,6 +17,7 @@ the given suffixes (for our BERT: attn.query, attn.key, attn.value, attn.proj, m
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -29,7 +30,8 @@ class LoRALinear(nn.Module):
     A (r, k) ~ N(0, 1/k), B (d, r) = 0. Dropout, when set, applies to the adapter's input only
     (Hu et al.'s reference code does the same)."""
 
-    def __init__(self, base: nn.Linear, r: int, alpha: float, dropout: float = 0.0):
+    def __init__(self, base: nn.Linear, r: int, alpha: float, dropout: float = 0.0,
+                 generator: torch.Generator | None = None):
         super().__init__()
         assert isinstance(base, nn.Linear), f"LoRA wraps an nn.Linear, not {type(base).__name__}"
         assert r >= 1, f"rank r={r} must be at least 1"
@@ -39,7 +41,8 @@ class LoRALinear(nn.Module):
             p.requires_grad_(False)                  # W and b are frozen
         self.r, self.alpha = r, alpha
         self.scaling = alpha / r                     # α / r: the update's size does not change with r
-        self.A = nn.Parameter(torch.randn(r, k, device=base.weight.device) / math.sqrt(k))  # A x has unit scale
+        A = torch.randn(r, k, generator=generator) / math.sqrt(k)   # A x has unit scale; a private generator, if given
+        self.A = nn.Parameter(A.to(base.weight.device))
         self.B = nn.Parameter(torch.zeros(d, r, device=base.weight.device))  # ΔW = B A = 0 at the start
         self.drop = nn.Dropout(dropout)
 
@@ -76,10 +79,11 @@ def _parent(model: nn.Module, name: str) -> tuple[nn.Module, str]:
 
 
 def add_lora(model: nn.Module, targets: tuple[str, ...] | str, r: int, alpha: float,
-             dropout: float = 0.0) -> list[str]:
+             dropout: float = 0.0, generator: torch.Generator | None = None) -> list[str]:
     """Freeze every parameter of `model`, then wrap in place each nn.Linear whose name ends with one
     of `targets` (a tuple, or a comma-separated string) in a LoRALinear. Returns the wrapped names;
-    only the adapters' A and B are trainable afterwards (the caller unfreezes what else it trains)."""
+    only the adapters' A and B are trainable afterwards (the caller unfreezes what else it trains).
+    A's random start comes from `generator` when given (the app never touches the global one)."""
     if isinstance(targets, str):
         targets = tuple(t.strip() for t in targets.split(",") if t.strip())
     for p in model.parameters():
@@ -89,8 +93,22 @@ def add_lora(model: nn.Module, targets: tuple[str, ...] | str, r: int, alpha: fl
     assert names, f"no nn.Linear in the model is named like {targets}"
     for name in names:
         parent, child = _parent(model, name)
-        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout))
+        setattr(parent, child, LoRALinear(getattr(parent, child), r, alpha, dropout, generator))
     return names
+
+
+def shared_copy(model: nn.Module) -> nn.Module:
+    """A new module tree over the same parameter and buffer tensors: adapters added to the copy are its own,
+    while the (frozen) pretrained weights stay one copy in memory, shared with every other user of `model`."""
+    same = {id(t): t for t in [*model.parameters(), *model.buffers()]}
+    return copy.deepcopy(model, memo=same)
+
+
+def adapter_table(model: nn.Module) -> list[dict]:
+    """Each adapted matrix: its name, W's shape d x k, the rank r and its trainable count r (d + k)."""
+    return [{"name": name, "d": m.out_features, "k": m.in_features, "r": m.r,
+             "params": m.r * (m.out_features + m.in_features)}
+            for name, m in model.named_modules() if isinstance(m, LoRALinear)]
 
 
 def merge_lora(model: nn.Module) -> nn.Module:

@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 # Arguments that keep the slow endpoints to a fraction of a second (their full cost has its own tests).
 CHEAP = {
     "/memory_experiment": {"max_k": 5, "steps": 10, "hidden_size": 8},  # trains three networks live
+    "/lora_finetune": {"steps": 3},                                      # the fine-tuning tab trains live too
+    "/sft": {"model": "gpt-shakespeare", "steps": 3},
+    "/dpo": {"model": "gpt-shakespeare", "steps": 3},
     "/seq2seq_evaluate": {"per_length": 5},                              # every model on 5 lengths x 5 sources
     "/generate": {"max_new_tokens": 40},
     "/compare_generate": {"max_new_tokens": 40},

@@ -12,8 +12,8 @@ from starlette.middleware import Middleware
 
 from playground import checkpoints
 from playground.analysis import focus
-from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, generation_tab, gradient_tab, patches,
-                           seq2seq_tab, tokenization_tab, tour, view)
+from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab, gradient_tab,
+                           patches, seq2seq_tab, tokenization_tab, tour, view)
 from playground.ui.cache import AnswerCache, Workers
 from playground.ui.fastpath import CachedCalls
 from playground.ui.common import Shared, checked
@@ -28,7 +28,7 @@ tokenizer."""
 # Tabs in the order of the lecture story
 TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RNN gradient flow", gradient_tab),
         ("Attention", attention_tab), ("Seq2seq attention", seq2seq_tab), ("Masked-LM fill-in", fill_mask_tab),
-        ("Generation", generation_tab)]
+        ("Generation", generation_tab), ("Fine-tuning", finetune_tab)]
 
 
 def tab_id(title: str) -> str:
@@ -94,6 +94,9 @@ def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
 # What an event shows, cleared when it fails (a refused input): no answer to the previous input stays beside the
 # new one. Its first text output says so; the controls it updates (sliders, state) keep their values. A Stop button
 # (elem_classes "stop-button") must carry that class: its cancel reaches the failure handler too.
+# How long after a Stop click a failure is taken for that Stop (a live run ends at its next step, which on a busy
+# machine takes seconds): what was made is kept
+STOP_WINDOW_MS = 15_000
 STALE = "⚠ Not shown: the last input was refused (the message says why). Change it and try again."
 _NOTE = {gr.HTML: f'<p class="stale-note">{STALE}</p>', gr.Markdown: f"*{STALE}*"}
 _CLEARED = (gr.Plot, gr.JSON, gr.DownloadButton, gr.Dataframe, gr.Label, gr.HTML, gr.Markdown)
@@ -113,7 +116,7 @@ def clear_on_failure(demo: gr.Blocks) -> None:
         values = [_NOTE[type(block)] if i == note else None for i, block in enumerate(results)]
         js = f"() => {json.dumps(values)}"
         if fn._id in stoppable:  # Stop cancels it, which Gradio reports as a failure: keep what was made (assets/controls.js)
-            js = f"() => Date.now() - (window.playgroundStoppedAt || 0) < 3000 ? [] : {json.dumps(values)}"
+            js = f"() => Date.now() - (window.playgroundStoppedAt || 0) < {STOP_WINDOW_MS} ? [] : {json.dumps(values)}"
         Dependency(None, {}, fn._id, None).failure(None, outputs=results, js=js, queue=False,
                                                    api_visibility="private", show_progress="hidden")
 
@@ -123,13 +126,13 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # from ui/fastpath.py without the queue at all); a new one waits for a model worker: two quick ones (two
 # computations at once keep both cores busy; torch already spreads one over the cores) and one for the events
 # that take long, so that a new sentence's tokens never wait behind a new prompt's 200 generated tokens. The
-# live training of the memory experiment (up to a minute) has its own single worker. Waiting requests hold one of
-# Gradio's handler threads each (THREADS; with Gradio's default of 40, forty waiting misses would hold up every
-# cached answer). At most QUEUE_SIZE requests wait to be dispatched; the next is told the queue is
+# live training (the memory experiment, the Fine-tuning tab: up to a minute) has its own single worker. Waiting
+# requests hold one of Gradio's handler threads each (THREADS; with Gradio's default of 40, forty waiting misses
+# would hold up every cached answer). At most QUEUE_SIZE requests wait to be dispatched; the next is told the queue is
 # full at once instead of waiting for minutes.
 # Measured with `python -m playground.bench --students 200`: see docs/performance.md.
 WORKERS, THREADS, QUEUE_SIZE = (2, 1), 160, 256
-LONG_RUNNING = {"memory_experiment"}
+LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo"}
 ANSWERS_KEPT = 2_000  # answers in the shared cache (most are under 100 kB)
 
 

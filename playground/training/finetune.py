@@ -1,0 +1,434 @@
+"""From a pretrained model to an assistant (lecture 004): LoRA adapters trained three ways on a causal LM.
+
+- `lora`: the next-token loss on a text, the pre-training objective on a new domain (Hu et al. 2021);
+- `sft`: supervised fine-tuning on instruction-response pairs, the loss on the response tokens only: the prompt
+  is given, not learnt (Ouyang et al. 2022, §3.5);
+- `dpo`: direct preference optimisation (Rafailov et al. 2023, eq. 7) on {prompt x, chosen y_w, rejected y_l}:
+
+      L_DPO = -log σ(β [(log π(y_w|x) - log π_ref(y_w|x)) - (log π(y_l|x) - log π_ref(y_l|x))])
+
+  π is the model with its adapters (the policy), π_ref the frozen base; β log(π/π_ref) is the implicit reward.
+
+Every run adapts a private copy of the base's module tree over its shared, frozen tensors (nets/adapters.py),
+trains with the one training loop (training/loop.py), draws everything random from its own generator, and reports
+each step as plain data. `live` runs one on a thread and yields its steps as they come; closing it stops the run.
+The data sets were written for this project (assets/finetune/, CC0 like the rest of the assets).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+
+from playground import checkpoints
+from playground.nets import adapters, lora, smollm2
+from playground.nets.adapters import BASES, GPT, SMOLLM2, TARGET_CHOICES, targets_for  # noqa: F401 - for the UI
+from playground.training import loop
+
+DATA = checkpoints.ASSETS_DIR / "finetune"
+METHODS = ("lora", "sft", "dpo")
+IGNORE = -100                                    # a label that adds nothing to the loss (F.cross_entropy's default)
+LLM_INSTALL, LLMMissing = smollm2.INSTALL, smollm2.Missing
+
+
+def llm_available() -> bool:
+    return smollm2.available()
+
+
+@dataclass
+class FinetuneConfig:
+    """`python -m playground.train lora|sft|dpo` options, and a live run's settings."""
+
+    method: str = "lora"            # lora (a text), sft (instruction-response pairs), dpo (preference triples)
+    base: str = adapters.GPT        # the pretrained model (nets/adapters.py BASES)
+    targets: str = ""               # adapted matrices, comma-separated; "" = the base's default (W_q, W_v)
+    rank: int = 8                   # LoRA r
+    alpha: float = 16.0             # LoRA α (the update is scaled by α / r)
+    steps: int = 40                 # optimizer steps
+    batch_size: int = 8             # windows (lora), pairs (sft) or triples (dpo) per step
+    seq_len: int = 64               # lora: tokens per training window
+    learning_rate: float = 3e-3     # Adam, after a linear warmup of WARMUP steps; adapters from zero want a large one
+    beta: float = 0.1               # dpo: β, how much the policy is held to the reference
+    max_new_tokens: int = 60        # the greedy texts before and after
+    grad_clip: float = 1.0
+    seed: int = 0
+
+    def __post_init__(self):
+        assert self.method in METHODS, f"method must be one of {', '.join(METHODS)}, not {self.method!r}"
+        assert self.base in adapters.BASES, f"base must be one of {', '.join(adapters.BASES)}, not {self.base!r}"
+        assert self.steps >= 1 and self.batch_size >= 1, "steps and batch_size must be positive"
+        assert self.seq_len >= 2, f"seq_len={self.seq_len}: a window needs an input and a target"
+        assert self.beta > 0, f"beta must be positive, not {self.beta}"
+        self.targets = self.targets or adapters.DEFAULT_TARGETS[self.base]
+
+    def adapter_config(self) -> adapters.AdapterConfig:
+        return adapters.AdapterConfig(self.base, self.targets, self.rank, self.alpha, self.method)
+
+
+WARMUP = 5
+
+
+# ---------------------------------------------------------------------------------------------
+# Text in and out of each base: its tokenizer, its prompt format, where an answer ends
+
+
+@dataclass
+class TextFormat:
+    """How one base reads and writes: the GPT knows only Shakespeare's characters, so a turn is `Q: ...\\nA: ...`
+    and ends with a newline; SmolLM2 reads its own chat template and ends a turn with <|im_end|>."""
+
+    base: str
+    tokenizer: object
+    n_positions: int
+    stop: int                                    # the token that ends an answer
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text).ids
+
+    def decode(self, ids: list[int], special: bool = False) -> str:
+        """The text of `ids`; SmolLM2's control tokens (<|im_start|>, ...) only with `special`."""
+        if self.base == adapters.SMOLLM2:
+            return self.tokenizer.decode(ids, skip_special_tokens=not special)
+        return "".join(self.tokenizer.id_to_token(i) for i in ids)
+
+    def prompt(self, instruction: str) -> str:
+        if self.base == adapters.SMOLLM2:
+            return smollm2.shared().chat_prompt([{"role": "user", "content": instruction}])
+        return f"Q: {instruction}\nA:"
+
+    def answer(self, response: str) -> str:
+        """What follows the prompt in a training example: the response and the end of the turn."""
+        if self.base == adapters.SMOLLM2:
+            return response + smollm2.shared().eos
+        return f" {response}\n"
+
+
+def text_format(base: str) -> TextFormat:
+    if base == adapters.SMOLLM2:
+        lm = smollm2.shared()
+        return TextFormat(base, lm.tokenizer, lm.model.config.n_positions, lm.eos_id)
+    gpt = checkpoints.shared(adapters.GPT)
+    return TextFormat(base, gpt.tokenizer, gpt.config.n_positions, gpt.tokenizer.token_to_id("\n"))
+
+
+def read_jsonl(path: Path, keys: tuple[str, ...]) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    for n, row in enumerate(rows, 1):
+        assert set(row) == set(keys), f"{path.name} line {n}: the keys must be {keys}, not {tuple(row)}"
+    return rows
+
+
+def pairs(held_out: bool = False) -> list[dict]:
+    return read_jsonl(DATA / ("sft_held_out.jsonl" if held_out else "sft.jsonl"), ("instruction", "response"))
+
+
+def preferences(held_out: bool = False) -> list[dict]:
+    return read_jsonl(DATA / ("dpo_held_out.jsonl" if held_out else "dpo.jsonl"), ("prompt", "chosen", "rejected"))
+
+
+def default_text() -> str:
+    return (DATA / "lora_text.txt").read_text(encoding="utf-8")
+
+
+def example(fmt: TextFormat, prompt: str, response: str) -> tuple[list[int], list[int]]:
+    """One SFT (or DPO) sequence: ids = prompt + answer, labels = IGNORE on every prompt token (the loss mask)
+    and the next token's id on the answer's. labels[t] is the target of position t (shifted by one)."""
+    p, a = fmt.encode(fmt.prompt(prompt)), fmt.encode(fmt.answer(response))
+    ids = (p + a)[:fmt.n_positions + 1]
+    targets = [IGNORE] * (len(p) - 1) + a                          # position t predicts ids[t + 1]
+    return ids[:-1], targets[:len(ids) - 1]
+
+
+def batch(examples: list[tuple[list[int], list[int]]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded (B, T) ids and labels; padding is IGNORE, and a causal model never reads past position t."""
+    T = max(len(ids) for ids, _ in examples)
+    ids = torch.tensor([i + [0] * (T - len(i)) for i, _ in examples])
+    labels = torch.tensor([t + [IGNORE] * (T - len(t)) for _, t in examples])
+    return ids, labels
+
+
+# ---------------------------------------------------------------------------------------------
+# The losses
+
+
+def response_logps(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """log π(y|x) per sequence: the sum over the answer's tokens (labels != IGNORE) of log p(token). (B,)"""
+    mask = labels != IGNORE
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    picked = logp.gather(-1, labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)    # (B, T)
+    return (picked * mask).sum(-1)
+
+
+def dpo_loss(pi_w: torch.Tensor, pi_l: torch.Tensor, ref_w: torch.Tensor, ref_l: torch.Tensor,
+             beta: float) -> tuple[torch.Tensor, dict]:
+    """Rafailov et al. eq. 7, mean over the batch, and its terms: the implicit rewards r = β (log π - log π_ref)
+    of the chosen and the rejected answers, their margin, and how often the chosen one is ahead."""
+    reward_w, reward_l = beta * (pi_w - ref_w), beta * (pi_l - ref_l)
+    margin = reward_w - reward_l
+    loss = -F.logsigmoid(margin).mean()
+    terms = {"chosen_logp": pi_w.mean().item(), "rejected_logp": pi_l.mean().item(),
+             "chosen_ref_logp": ref_w.mean().item(), "rejected_ref_logp": ref_l.mean().item(),
+             "chosen_reward": reward_w.mean().item(), "rejected_reward": reward_l.mean().item(),
+             "margin": margin.mean().item(), "accuracy": (margin > 0).float().mean().item()}
+    return loss, terms
+
+
+def token_kl(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """KL(π || π_ref) of the next-token distributions, exact over the vocabulary, averaged over the answers'
+    positions: how far the policy has moved from the reference where it is trained."""
+    mask = labels != IGNORE
+    logp, ref = torch.log_softmax(logits.float(), -1), torch.log_softmax(ref_logits.float(), -1)
+    kl = (logp.exp() * (logp - ref)).sum(-1)                                    # (B, T)
+    return float((kl * mask).sum() / mask.sum().clamp(min=1))
+
+
+# ---------------------------------------------------------------------------------------------
+# A run
+
+
+@dataclass
+class Run:
+    cfg: FinetuneConfig
+    fmt: TextFormat
+    base: torch.nn.Module                        # the frozen reference, shared
+    model: torch.nn.Module                       # the policy: the base's copy with adapters
+    generator: torch.Generator
+
+
+def start(cfg: FinetuneConfig) -> Run:
+    generator = torch.Generator().manual_seed(cfg.seed)
+    base = adapters.base_model(cfg.base)
+    return Run(cfg, text_format(cfg.base), base, adapters.adapt(base, cfg.adapter_config(), generator), generator)
+
+
+def _draw(n: int, k: int, g: torch.Generator) -> list[int]:
+    return torch.randperm(n, generator=g)[:k].tolist() if k <= n else torch.randint(0, n, (k,), generator=g).tolist()
+
+
+def text_steps(run: Run, text: str) -> Callable[[int], tuple[torch.Tensor, dict]]:
+    """lora: random windows of the text, the next-token loss at every position."""
+    ids = torch.tensor(run.fmt.encode(text))
+    T = min(run.cfg.seq_len, run.fmt.n_positions, len(ids) - 1)
+    assert T >= 2, "the text is too short to train on: give it at least a line"
+
+    def step(it: int):
+        starts = torch.randint(0, len(ids) - T, (run.cfg.batch_size,), generator=run.generator)
+        x = torch.stack([ids[s:s + T] for s in starts.tolist()])
+        y = torch.stack([ids[s + 1:s + T + 1] for s in starts.tolist()])
+        logits, _ = run.model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1))
+        return loss, {}
+    return step
+
+
+def sft_steps(run: Run, rows: list[dict]) -> Callable[[int], tuple[torch.Tensor, dict]]:
+    """sft: the cross entropy of the response tokens only (the prompt's labels are IGNORE)."""
+    examples = [example(run.fmt, r["instruction"], r["response"]) for r in rows]
+
+    def step(it: int):
+        ids, labels = batch([examples[i] for i in _draw(len(examples), run.cfg.batch_size, run.generator)])
+        logits, _ = run.model(ids)
+        loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=IGNORE)
+        return loss, {"response_tokens": int((labels != IGNORE).sum())}
+    return step
+
+
+def dpo_steps(run: Run, rows: list[dict]) -> Callable[[int], tuple[torch.Tensor, dict]]:
+    """dpo: chosen and rejected answers through the policy (with gradients) and the reference (without)."""
+    chosen = [example(run.fmt, r["prompt"], r["chosen"]) for r in rows]
+    rejected = [example(run.fmt, r["prompt"], r["rejected"]) for r in rows]
+
+    def step(it: int):
+        picked = _draw(len(rows), run.cfg.batch_size, run.generator)
+        ids, labels = batch([chosen[i] for i in picked] + [rejected[i] for i in picked])
+        with torch.no_grad():
+            ref_logits, _ = run.base(ids)                       # π_ref: the frozen base, never trained
+        logits, _ = run.model(ids)
+        pi, ref, B = response_logps(logits, labels), response_logps(ref_logits, labels), len(picked)
+        loss, terms = dpo_loss(pi[:B], pi[B:], ref[:B], ref[B:], run.cfg.beta)
+        return loss, {**terms, "kl": token_kl(logits.detach(), ref_logits, labels)}
+    return step
+
+
+def train(run: Run, step: Callable[[int], tuple[torch.Tensor, dict]],
+          report: Callable[[dict], None] = lambda record: None,
+          should_stop: Callable[[], bool] = lambda: False) -> list[dict]:
+    """The steps through training/loop.fit; each step's record (loss and its terms) goes to `report` as it is
+    made. `should_stop` is asked before every step (a user's Stop): the run ends there, its adapters as trained."""
+    cfg, records, terms = run.cfg, [], {}
+    params = [p for p in run.model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=cfg.learning_rate)
+
+    def one(it: int):
+        if should_stop():
+            raise StopIteration
+        loss, found = step(it)
+        terms.update(found, loss=loss.item())
+        return loss
+
+    def record(it: int, losses: list, last: bool) -> None:
+        if terms:                                               # the step just taken (none before step 0)
+            records.append({"step": it, **{k: round(v, 5) if isinstance(v, float) else v for k, v in terms.items()}})
+            report(records[-1])
+            terms.clear()
+
+    rate = lambda it, _: cfg.learning_rate * min(1.0, (it + 1) / WARMUP)  # noqa: E731 - a short warmup
+    loop.fit(run.model, optimizer, one, loop.Loop(cfg.steps, 1, cfg.grad_clip, show=False), evaluate=record, lr=rate)
+    return records
+
+
+# ---------------------------------------------------------------------------------------------
+# What a run shows: exactness at step 0 and after merging, texts before and after
+
+
+@torch.no_grad()
+def greedy(model: torch.nn.Module, fmt: TextFormat, prompt: str, max_new: int, stop: bool) -> str:
+    """The most probable continuation, token by token with the model's KV cache (`step`); with `stop`, up to
+    the end of the answer. Greedy, so a run's texts depend only on its weights."""
+    ids = fmt.encode(prompt)[-(fmt.n_positions - 1):]
+    logits, cache = model.step(torch.tensor([ids]))
+    out = []
+    for _ in range(max_new):
+        token = int(logits[0, -1].argmax())
+        if stop and token == fmt.stop:
+            break
+        out.append(token)
+        logits, cache = model.step(torch.tensor([[token]]), cache)
+    return fmt.decode(out)
+
+
+@lru_cache(maxsize=256)
+def base_text(base: str, prompt: str, max_new: int, stop: bool) -> str:
+    """The base model's greedy text (the same for every run on it: kept, a few hundred strings at most)."""
+    return greedy(adapters.base_model(base), text_format(base), prompt, max_new, stop)
+
+
+def prompts(cfg: FinetuneConfig, fmt: TextFormat, text: str) -> list[tuple[str, str]]:
+    """(what the user reads, what the model reads) for the texts before and after: the held-out instructions
+    (sft, dpo), or the start of the text's first line (lora)."""
+    if cfg.method == "lora":
+        first = text.strip().splitlines()[0][:40] if text.strip() else "\n"
+        return [(first, first)]
+    rows = pairs(held_out=True) if cfg.method == "sft" else preferences(held_out=True)
+    asked = [r["instruction"] if cfg.method == "sft" else r["prompt"] for r in rows]
+    return [(q, fmt.prompt(q)) for q in asked]
+
+
+@torch.no_grad()
+def max_difference(a: torch.nn.Module, b: torch.nn.Module, ids: list[int]) -> float:
+    """max |logits_a - logits_b| over one sequence."""
+    x = torch.tensor([ids])
+    return float((a(x)[0] - b(x)[0]).abs().max())
+
+
+def probe(fmt: TextFormat, cfg: FinetuneConfig, text: str) -> list[int]:
+    """The sequence the exactness checks run on: the first training example."""
+    if cfg.method == "lora":
+        return fmt.encode(text)[:min(cfg.seq_len, fmt.n_positions)]
+    first = pairs()[0] if cfg.method == "sft" else preferences()[0]
+    ids, _ = example(fmt, first.get("instruction") or first["prompt"], first.get("response") or first["chosen"])
+    return ids
+
+
+def mask_view(fmt: TextFormat, cfg: FinetuneConfig) -> dict:
+    """The first training example's tokens and which of them the loss counts as targets (sft, dpo): the
+    first token is never a target, the prompt's are masked out."""
+    first = pairs()[0] if cfg.method == "sft" else preferences()[0]
+    ids, labels = example(fmt, first.get("instruction") or first["prompt"], first.get("response") or first["chosen"])
+    return {"tokens": [fmt.decode([i], special=True) for i in ids + [labels[-1]]],
+            "in_loss": [False] + [t != IGNORE for t in labels]}
+
+
+def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = lambda record: None,
+            should_stop: Callable[[], bool] = lambda: False) -> dict:
+    """A whole run as plain data: counts, step 0's exactness, every step's record, texts before and after,
+    the merge's exactness, the loss mask (sft, dpo). The adapters stay in run.model."""
+    started = time.perf_counter()
+    cfg, text = run.cfg, default_text() if text is None else text
+    ids, asked, stop_at_end = probe(run.fmt, cfg, text), prompts(cfg, run.fmt, text), cfg.method != "lora"
+    texts = lambda write: [{"prompt": q, "text": write(p)} for q, p in asked]  # noqa: E731
+    result = {"method": cfg.method, "base": cfg.base, "config": asdict(cfg),
+              "counts": {**lora.count_parameters(run.model), "matrices": lora.adapter_table(run.model)},
+              "step0_max_abs_diff": max_difference(run.model, run.base, ids),
+              "before": texts(lambda p: base_text(cfg.base, p, cfg.max_new_tokens, stop_at_end))}
+    if cfg.method != "lora":
+        result["mask"] = mask_view(run.fmt, cfg)
+    step = {"lora": lambda: text_steps(run, text), "sft": lambda: sft_steps(run, pairs()),
+            "dpo": lambda: dpo_steps(run, preferences())}[cfg.method]()
+    result["steps"] = train(run, step, report, should_stop)
+    result["stopped"] = len(result["steps"]) < cfg.steps
+    result["after"] = texts(lambda p: greedy(run.model, run.fmt, p, cfg.max_new_tokens, stop_at_end))
+    merged = lora.merge_lora(lora.shared_copy(run.model))     # W + (α/r) B A in new tensors; the base untouched
+    result["merged_max_abs_diff"] = max_difference(run.model, merged, ids)
+    result["seconds"], result["threads"] = round(time.perf_counter() - started, 2), torch.get_num_threads()
+    return result
+
+
+def live(cfg: FinetuneConfig, text: str | None = None) -> Iterator[dict]:
+    """`execute` on a thread: yields {"step": record} as each step ends, then {"result": ...}. Closing the
+    iterator (the user pressed Stop) ends the run at its next step and waits for it: nothing keeps training."""
+    records: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def work():
+        try:
+            records.put({"result": execute(start(cfg), text, lambda r: records.put({"step": r}), stop.is_set)})
+        except BaseException as err:  # noqa: BLE001 - handed to the caller's thread, raised there
+            records.put({"error": err})
+
+    thread = threading.Thread(target=work, name="finetune", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = records.get()
+            if "error" in item:
+                raise item["error"]
+            yield item
+            if "result" in item:
+                return
+    finally:
+        stop.set()
+        thread.join()
+
+
+# ---------------------------------------------------------------------------------------------
+# python -m playground.train lora|sft|dpo: a shipped run, its adapters and its record in models/
+
+RECIPES = {  # the shipped runs' settings (the app's live runs are shorter: see ui/finetune_tab.py)
+    "lora": FinetuneConfig(method="lora", base=adapters.GPT, steps=60),
+    "sft": FinetuneConfig(method="sft", base=adapters.SMOLLM2, steps=40, batch_size=4, learning_rate=2e-3,
+                          max_new_tokens=40),
+    "dpo": FinetuneConfig(method="dpo", base=adapters.SMOLLM2, steps=40, batch_size=2, learning_rate=3e-4,
+                          max_new_tokens=40),
+}
+SHORT = {adapters.GPT: "gpt-shakespeare", adapters.SMOLLM2: "smollm2"}
+
+
+def train_kind(cfg: FinetuneConfig, run) -> dict:
+    """Train, then save the adapters and the whole record (steps, texts before and after) as the checkpoint
+    `<method>-<base>` (or --name). --corpus gives lora another text; sft and dpo read assets/finetune/."""
+    from dataclasses import replace
+
+    cfg = replace(cfg, seed=run.seed)
+    files = list(run.corpus) if run.corpus else {"lora": [DATA / "lora_text.txt"],
+                                                  "sft": [DATA / "sft.jsonl", DATA / "sft_held_out.jsonl"],
+                                                  "dpo": [DATA / "dpo.jsonl", DATA / "dpo_held_out.jsonl"]}[cfg.method]
+    text = files[0].read_text(encoding="utf-8") if cfg.method == "lora" else None
+    torch.manual_seed(run.seed)
+    job = start(cfg)
+    result = execute(job, text, lambda r: print(f"step {r['step']}: loss {r['loss']:.4f}", flush=True))
+    name = run.name or f"{cfg.method}-{SHORT[cfg.base]}"
+    card = {"kind": "lora-adapter", "model": f"LoRA adapters ({cfg.method}) on {cfg.base}", "base": cfg.base,
+            "data": checkpoints.corpus_record(files), "result": result, "command": run.command,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": "cpu", "seed": run.seed}
+    checkpoints.save(run.out / name, kind="lora-adapter", config=cfg.adapter_config(), card=card, model=job.model)
+    return {k: result[k] for k in ("method", "base", "seconds", "step0_max_abs_diff", "merged_max_abs_diff")}
