@@ -115,3 +115,16 @@ def test_the_word_space_says_what_to_expect_with_the_cards_figures():
     analogy = card["evaluation"]["analogy"]["all"]
     note = embeddings_tab.word2vec_note()
     assert f"{analogy['accuracy']:.0%} of its {analogy['questions']} analogy questions" in note
+
+
+def test_a_seeded_projection_is_the_same_for_everyone_and_says_its_settings():
+    from playground.ui import embeddings_tab as tab
+
+    args = ("cat dog horse cow sheep pig goat mouse lion tiger", "word2vec", "umap", 2, 7, 30, 4, 0.2)
+    fig, _, _, data = tab.embed_words(*args, progress=lambda *a, **k: None)
+    assert data["projection"]["seed"] == 7 and data["projection"]["n_neighbors"] == 4
+    assert "seed 7" in fig.layout.title.text
+    again = tab.embed_words(*args, progress=lambda *a, **k: None)[-1]
+    assert [p["x"] for p in again["points"]] == [p["x"] for p in data["points"]]
+    other = tab.embed_words(*args[:4], 8, *args[5:], progress=lambda *a, **k: None)[-1]
+    assert [p["x"] for p in other["points"]] != [p["x"] for p in data["points"]]

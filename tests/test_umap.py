@@ -119,3 +119,18 @@ def test_project_runs_umap_and_refuses_too_few_points():
     assert Y.shape == (30, 3) and info["method"] == "umap" and info["n_neighbors"] == 15
     with pytest.raises(RuntimeError, match="at least 6 points"):
         projection.project(X[:5], "umap", 2)
+
+
+def test_projections_take_a_seed_and_their_parameters_within_what_the_points_allow():
+    X, _ = clusters(n_per=10)
+    X = X.astype(np.float32)
+    one = projection.Settings(seed=1, n_neighbors=5, min_dist=0.3)
+    Y1, info = projection.project(X, "umap", 2, settings=one)
+    assert info["seed"] == 1 and info["n_neighbors"] == 5 and info["min_dist"] == 0.3
+    np.testing.assert_array_equal(Y1, projection.project(X, "umap", 2, settings=one)[0])
+    assert not np.allclose(Y1, projection.project(X, "umap", 2, settings=projection.Settings(seed=2, n_neighbors=5))[0])
+    _, info = projection.project(X, "umap", 2, settings=projection.Settings(n_neighbors=500))
+    assert info["n_neighbors"] == 29                                   # k < n
+    T1, info = projection.project(X, "tsne", 2, settings=projection.Settings(seed=5, perplexity=500))
+    assert info["perplexity"] == round(29 / 3, 4) and info["seed"] == 5        # below n / 3
+    np.testing.assert_array_equal(T1, projection.project(X, "tsne", 2, settings=projection.Settings(seed=5))[0])

@@ -135,8 +135,13 @@ def search_html(query: str, hits: list[dict]) -> str:
 def word_space_title(data: dict) -> str:
     """The scatter's title from embed_words' data: how many words, where, how projected."""
     title = f"{len(data['points']):,} words, {data['source']}, {METHOD_LABELS[data['method']]} {data['dims']}D"
+    info = data["projection"]
     if data["method"] == "pca":
-        title += f" ({100 * sum(data['projection']['explained_variance_ratio']):.0f}% of the variance)"
+        title += f" ({100 * sum(info['explained_variance_ratio']):.0f}% of the variance)"
+    elif data["method"] == "tsne" and "seed" in info:
+        title += f" (perplexity {info['perplexity']:g}, seed {info['seed']})"
+    elif "seed" in info:
+        title += f" (k = {info['n_neighbors']}, min_dist {info['min_dist']:g}, seed {info['seed']})"
     return title
 
 

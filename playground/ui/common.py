@@ -120,6 +120,15 @@ def as_int(value, name: str, low: int, high: int, notices: list[str]) -> int:
     return int(round(clamped))
 
 
+def as_float(value, name: str, low: float, high: float, notices: list[str]) -> float:
+    """Any number (or numeric string) to a float in [low, high], clamping with a notice."""
+    number = as_number(value, name)
+    clamped = min(max(number, low), high)
+    if clamped != number:
+        notices.append(f"{name} {_shown(value)} is out of range; using {clamped:g} (allowed: {low:g} to {high:g}).")
+    return clamped
+
+
 def _shown(value) -> str:
     """A value as a notice quotes it: at most 30 characters (str() of a 5,000-digit int would even raise)."""
     if isinstance(value, int) and value.bit_length() > 96:

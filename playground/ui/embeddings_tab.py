@@ -20,7 +20,7 @@ from playground.analysis import focus
 from playground.analysis.embeddings import EmbeddingError, classic as cl, contextual as ctx, encoders
 from playground.analysis.embeddings import projection, sentences as sn, words as ws
 from playground.figures import embeddings as fe
-from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_float, as_int, json_file, text_input, warn
 
 SELECTED = "selected:"       # the set that holds the word selected in the shared sentence
 MAX_SENTENCES = 200        # sentence space: more than this is cut with a notice
@@ -119,18 +119,28 @@ def _sentence_model(model, pooling) -> None:
 # Handlers
 
 
-def embed_words(words, source="word2vec", method="pca", dims=3, progress=gr.Progress()):
-    """The words' vectors in one embedding, projected to 2D or 3D; each word's nearest neighbours."""
+def _settings(seed, perplexity, n_neighbors, min_dist, notices: list[str]) -> projection.Settings:
+    return projection.Settings(seed=as_int(seed, "Seed", 0, 2**31 - 1, notices),
+                               perplexity=float(as_int(perplexity, "Perplexity", 2, 100, notices)),
+                               n_neighbors=as_int(n_neighbors, "Neighbours k", 2, 100, notices),
+                               min_dist=as_float(min_dist, "min_dist", 0.0, 0.99, notices))
+
+
+def embed_words(words, source="word2vec", method="pca", dims=3, seed=0, perplexity=30, n_neighbors=15, min_dist=0.1,
+                progress=gr.Progress()):
+    """The words' vectors in one embedding, projected to 2D or 3D; each word's nearest neighbours. t-SNE and UMAP
+    take a seed and their parameters, so the same inputs give everyone the same picture."""
     notices: list[str] = []
     space = _space(source)
     method = _method(method, notices)
     dims = _dims(dims, notices)
+    settings = _settings(seed, perplexity, n_neighbors, min_dist, notices)
     given, groups = parse_words(words, notices)
     if not given:
         raise gr.Error("Type some words (or pick a preset set) to place them in the embedding space.")
     try:
         v = ws.view(space, given, groups, method, dims, notices,
-                    progress=lambda fraction, text: progress(fraction, desc=text))
+                    progress=lambda fraction, text: progress(fraction, desc=text), settings=settings)
     except EmbeddingError as err:
         raise gr.Error(str(err)) from None
     fig = fe.scatter_figure(v.words, v.coords, v.groups, fe.word_space_title(v.data), v.vectors, v.notes)
@@ -309,6 +319,12 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
                                      elem_id="emb-source")
                 method = gr.Radio(method_choices(), value="pca", label="Projection")
                 dims = gr.Radio([("2D", 2), ("3D", 3)], value=3, label="Dimensions")
+                with gr.Accordion("t-SNE and UMAP settings", open=False):
+                    knobs = SimpleNamespace(
+                        seed=gr.Number(0, label="Seed (the same seed, the same picture)", precision=0, minimum=0),
+                        perplexity=gr.Slider(2, 100, 30, step=1, label="t-SNE perplexity"),
+                        n_neighbors=gr.Slider(2, 100, 15, step=1, label="UMAP neighbours k"),
+                        min_dist=gr.Slider(0.0, 0.99, 0.1, step=0.01, label="UMAP min_dist"))
                 run = gr.Button("Show", variant="primary")
         plot = gr.Plot(label="Word space", elem_id="emb-word-plot")
         neighbours = gr.HTML(elem_id="emb-neighbours", elem_classes=FIGURE)
@@ -328,10 +344,14 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
             data = gr.JSON(label="embed_words")
 
     presets.input(fill_presets, inputs=presets, outputs=words, api_visibility="private", queue=False)
-    word_events = dict(fn=embed_words, inputs=[words, source, method, dims], outputs=[plot, neighbours, file, data],
-                       trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
-    shared.remember("emb", source=source, method=method, dims=dims, follow=follow)
-    gr.on([demo.load, tab.select, run.click, words.submit, source.change, method.change, dims.change],
+    settings = [knobs.seed, knobs.perplexity, knobs.n_neighbors, knobs.min_dist]
+    word_events = dict(fn=embed_words, inputs=[words, source, method, dims, *settings],
+                       outputs=[plot, neighbours, file, data], trigger_mode="always_last", concurrency_limit=2,
+                       show_progress="minimal")
+    shared.remember("emb", source=source, method=method, dims=dims, follow=follow, seed=knobs.seed,
+                    perplexity=knobs.perplexity, neighbors=knobs.n_neighbors, min_dist=knobs.min_dist)
+    gr.on([demo.load, tab.select, run.click, words.submit, source.change, method.change, dims.change,
+           knobs.seed.submit, knobs.perplexity.release, knobs.n_neighbors.release, knobs.min_dist.release],
           api_name="embed_words", **word_events)
 
     def with_selected(words_, sentence_, focus_, on):
@@ -348,11 +368,12 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
     gr.on([an.run.click, an.a.submit, an.b.submit, an.c.submit, source.change], analogy,
           inputs=[an.a, an.b, an.c, source], outputs=[an.md, an.json], api_name="analogy", trigger_mode="always_last")
 
-    def compare(words_, other_, method_, dims_):
-        fig, _, _, data_ = embed_words(words_, other_, method_, dims_)
+    def compare(words_, other_, method_, dims_, *settings_):
+        fig, _, _, data_ = embed_words(words_, other_, method_, dims_, *settings_)
         return fig, data_
 
-    gr.on([other.change, run.click], compare, inputs=[words, other, method, dims], outputs=[other_plot, other_json],
+    gr.on([other.change, run.click], compare, inputs=[words, other, method, dims, *settings],
+          outputs=[other_plot, other_json],
           api_visibility="private", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
 
 

@@ -10,7 +10,7 @@ from playground import checkpoints
 from playground.figures import finetune as ff
 from playground.training import finetune
 from playground.training.finetune import BASES, GPT, SMOLLM2, TARGET_CHOICES, FinetuneConfig, targets_for
-from playground.ui.common import Shared, as_int, as_number, json_file, text_input, warn
+from playground.ui.common import Shared, as_float, as_int, json_file, text_input, warn
 
 MODEL_LABELS = {GPT: "our GPT (Shakespeare, 1.8M parameters, characters)", SMOLLM2: "SmolLM2-135M-Instruct"}
 TARGET_LABELS = [("W_q and W_v (Hu et al.; our GPT: its one W_qkv)", "qv"), ("every attention matrix", "attention"),
@@ -52,14 +52,7 @@ def _config(method: str, model, targets, rank, alpha, steps, learning_rate, seed
         raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{finetune.LLM_INSTALL}` and restart the app.")
     if targets not in TARGET_CHOICES:
         raise gr.Error(f"Unknown targets {targets!r}; choose from {', '.join(TARGET_CHOICES)}.")
-    rate = as_number(learning_rate, "Learning rate")
-    if not 1e-5 <= rate <= 1e-1:
-        notices.append(f"Learning rate {rate:g} is outside 1e-5 to 0.1: {min(max(rate, 1e-5), 1e-1):g} was used.")
-        rate = min(max(rate, 1e-5), 1e-1)
-    b = as_number(beta, "β")
-    if not 0.01 <= b <= 5:
-        notices.append(f"β {b:g} is outside 0.01 to 5: {min(max(b, 0.01), 5):g} was used.")
-        b = min(max(b, 0.01), 5)
+    rate, b = as_float(learning_rate, "Learning rate", 1e-5, 0.1, notices), as_float(beta, "β", 0.01, 5.0, notices)
     return FinetuneConfig(method=method, base=model, targets=targets_for(model, targets),
                           rank=as_int(rank, "Rank r", 1, 64, notices), alpha=float(as_int(alpha, "α", 1, 128, notices)),
                           steps=as_int(steps, "Steps", 1, STEPS[model][1], notices), batch_size=BATCH[model],

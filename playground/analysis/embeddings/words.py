@@ -23,7 +23,7 @@ import numpy as np
 from playground import checkpoints
 from playground.analysis.embeddings import EmbeddingError
 from playground.analysis.embeddings.encoders import Encoder, encoder
-from playground.analysis.embeddings.projection import project
+from playground.analysis.embeddings.projection import Settings, project
 
 WORD2VEC = "word2vec-english"
 MAX_WORDS = 10_000          # points in one projection (WebGL scatter stays interactive)
@@ -235,7 +235,7 @@ class WordView:
 
 
 def view(space: WordSpace, given: list[str], groups: list[str], method: str, dims: int, notices: list[str],
-         progress: Callable[[float, str], None] | None = None) -> WordView:
+         progress: Callable[[float, str], None] | None = None, settings: Settings | None = None) -> WordView:
     """The given words (each in its set) placed in 2D or 3D by `method`, and the nearest neighbours of the
     first MAX_NEIGHBOUR_WORDS. Unknown and repeated words are left out with a notice; fewer than three
     known words raise EmbeddingError."""
@@ -249,7 +249,8 @@ def view(space: WordSpace, given: list[str], groups: list[str], method: str, dim
         group_of.setdefault(w.strip().lower() if space.lowercase else w.strip(), g)
     word_groups = [group_of.get(w, "your words") for w in found.words]
     try:
-        Y, info = project(found.vectors, method, dims, cache_key=(space.key, tuple(found.words)), progress=progress)
+        Y, info = project(found.vectors, method, dims, cache_key=(space.key, tuple(found.words)), progress=progress,
+                          settings=settings)
     except RuntimeError as err:  # UMAP on too few points
         raise EmbeddingError(str(err)) from None
     nb = [{"word": w, "neighbours": [[n, round(s, 4)] for n, s in neighbours(space, v, K_NEIGHBOURS)]}
