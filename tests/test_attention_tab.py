@@ -109,7 +109,7 @@ def test_any_input_gives_a_result_or_a_clear_error(text, text_b, layer, head, mo
 
 
 def test_attention_endpoint_returns_the_contract(client):
-    head_view, model_view, plot, path, data = attention(client, S, "It slept.", "minilm", 2, "3")
+    head_view, model_view, plot, summary, path, data = attention(client, S, "It slept.", "minilm", 2, "3")
     T = data["n_tokens"]
     assert data["tokens"][0] == "[CLS]" and data["tokens"].count("[SEP]") == 2
     assert data["segments"][-1] == 1 and data["segments"][0] == 0 and len(data["segments"]) == T
@@ -132,7 +132,7 @@ def test_every_layer_and_head_when_asked_on_a_short_input(client):
 
 
 def test_long_input_is_cut_to_512_tokens_with_a_notice_and_stays_light(client):
-    head_view, model_view, plot, path, data = attention(client, "word " * 600)
+    head_view, model_view, plot, summary, path, data = attention(client, "word " * 600)
     assert data["n_tokens"] == 512 and any("cut" in n for n in data["notices"])
     assert len(data["attention"]) == 512 and len(data["attention"][0]) == 8  # top keys per query, not 512 x 512
     assert len(head_view) + len(model_view) < 1_500_000
@@ -228,7 +228,7 @@ def test_smollm2_attention_shows_its_heads_in_key_value_groups(client):
     import json
 
     long_text = " ".join(["The quick brown fox jumps over the lazy dog near the river bank."] * 20)
-    head_view, model_view, heatmap, _, data = client.predict(long_text, "", "smollm2", 29, "mean", False, "head",
+    head_view, model_view, heatmap, _, _, data = client.predict(long_text, "", "smollm2", 29, "mean", False, "head",
                                                              False, api_name="/attention")
     assert (data["layers"], data["heads"]) == (30, 9) and data["n_tokens"] >= 256
     assert data["kv_heads"] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
@@ -257,3 +257,50 @@ def test_smollm2_reads_the_chat_prompt_and_keeps_the_sentence_spans():
     # inside one head: our recomputation of the softmax matches the model's own weights
     data, _ = att.steps(m, "What is the capital of France?", "", 5, 4, "paper", [], chat=True)
     assert data["max_abs_difference_to_model"] < 1e-4
+
+
+def test_rollout_follows_the_layers_and_stays_a_distribution():
+    from playground.analysis import attention as att
+
+    m = att.load_minilm()
+    enc = att.encode(m, "The animal didn't cross the street because it was too tired.")
+    A = att.attention(m, enc)
+    T = len(enc.ids)
+    R0 = att.rollout(A, 0)
+    np.testing.assert_allclose(R0, 0.5 * A[0].mean(0) + 0.5 * np.eye(T), atol=1e-6)   # one layer: Â_0 itself
+    R = att.rollout(A, m.n_layer - 1)
+    np.testing.assert_allclose(R.sum(1), 1, atol=1e-6)
+    by_hand = np.eye(T)
+    for a in A:
+        step = 0.5 * a.mean(0) + 0.5 * np.eye(T)
+        by_hand = (step / step.sum(1, keepdims=True)) @ by_hand
+    np.testing.assert_allclose(R, by_hand, atol=1e-9)
+    gpt = att.load_gpt()
+    Rg = att.rollout(att.attention(gpt, att.encode(gpt, "to be or not")), gpt.n_layer - 1)
+    assert np.allclose(np.triu(Rg, 1), 0)                                            # causal stays causal
+
+
+def test_head_summary_scores_planted_heads():
+    from playground.analysis import attention as att
+
+    T = 6
+    previous = np.eye(T, k=-1)
+    previous[0, 0] = 1                                   # the first query has no previous token: itself
+    first = np.zeros((T, T))
+    first[:, 0] = 1
+    uniform = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    tokens = ["[CLS]", "a", "b", "[SEP]", "c", "[SEP]"]
+    s = att.head_summary((np.stack([previous, first, uniform]),), tokens)
+    assert s["previous"][0].tolist() == [1.0, pytest.approx(0.2), pytest.approx(np.mean(1 / np.arange(2, T + 1)))]
+    assert s["first"][0, 1] == 1.0 and s["self"][0, 0] == pytest.approx(1 / T)
+    assert s["entropy"][0, 0] == pytest.approx(0) and s["entropy"][0, 2] > 0.5
+    assert s["distance"][0, 0] == pytest.approx(5 / 6)
+    assert s["sep"][0, 1] == 0 and s["sep"][0, 2] > 0
+
+
+def test_attention_offers_rollout_and_the_summary(client):
+    head_view, model_view, plot, summary, path, data = attention(client, S, "", "minilm", 5, "rollout")
+    assert data["head"] == "rollout" and "rollout through layers 0–5" in str(plot)
+    assert set(data["head_summary"]) == {"entropy", "distance", "previous", "first", "sep", "self"}
+    assert np.array(data["head_summary"]["previous"]).shape == (6, 12)
+    np.testing.assert_allclose(np.array(data["attention"]).sum(1), 1, atol=1e-3)

@@ -43,7 +43,7 @@ def test_clicking_toggles_and_masks():
 
 
 def test_attention_maps_tokens_to_the_sentence():
-    head_view, _, heatmap, _, data = attention_tab.attention("The bank flooded.", "It rained.", "minilm", 0, "mean")
+    head_view, _, heatmap, _, _, data = attention_tab.attention("The bank flooded.", "It rained.", "minilm", 0, "mean")
     spans = heatmap.layout.meta["spans"]
     assert len(spans) == len(data["tokens"])
     by_token = dict(zip(data["tokens"], map(tuple, spans)))

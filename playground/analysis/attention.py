@@ -244,8 +244,51 @@ def softmax_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray, causal: bool, sca
                 entropy=-(probs * np.log(np.where(probs > 0, probs, 1))).sum(axis=1))
 
 
+AGGREGATES = ("mean", "max", "rollout")
+
+
+def rollout(A: tuple[np.ndarray, ...], layer: int) -> np.ndarray:
+    """Attention rollout (Abnar & Zuidema 2020, eq. 1): how much each input token reaches each position after
+    layers 0..layer. Each layer's mean over heads is mixed half and half with the identity (the residual
+    connection carries the token itself on), rows renormalised, and the layers multiplied:
+    R = Â_layer ··· Â_0, Â = normalise(0.5 Ā + 0.5 I). Rows sum to 1; a causal model's R stays causal."""
+    T = A[0].shape[-1]
+    R = np.eye(T)
+    for a in A[:layer + 1]:
+        step = 0.5 * a.mean(axis=0) + 0.5 * np.eye(T)                   # (T, T)
+        R = (step / step.sum(axis=1, keepdims=True)) @ R
+    return R
+
+
+# What the head summary scores, in its order: each a (L, H) table over the heads of every layer
+SUMMARY = {"entropy": "entropy (nats): how spread each query's attention is",
+           "distance": "mean distance attended |i − j| in tokens",
+           "previous": "previous-token score: weight on the token just before",
+           "first": "first-token score: weight on the first token ([CLS] in BERT)",
+           "sep": "[SEP] score: weight on the [SEP] tokens",
+           "self": "same-token score: weight on the query itself"}
+
+
+def head_summary(A: tuple[np.ndarray, ...], tokens: list[str]) -> dict[str, np.ndarray]:
+    """Per layer and head (L, H), averaged over the queries: the attention's entropy, the mean distance to what
+    is attended, and the weight on the previous token, the first token, the [SEP] tokens and the query itself,
+    so the roles of the heads can be read at a glance (Clark et al. 2019 scored BERT's heads this way)."""
+    W = np.stack(A).astype(np.float64)                                  # (L, H, T, T)
+    T = W.shape[-1]
+    idx = np.arange(T)
+    logs = np.log(np.where(W > 0, W, 1.0))
+    sep = np.array([t == "[SEP]" for t in tokens])
+    out = {"entropy": -(W * logs).sum(-1).mean(-1),
+           "distance": (W * np.abs(idx[:, None] - idx[None, :])).sum(-1).mean(-1),
+           "previous": W[..., idx[1:], idx[:-1]].mean(-1) if T > 1 else np.zeros(W.shape[:2]),
+           "first": W[..., :, 0].mean(-1),
+           "sep": W[..., :, sep].sum(-1).mean(-1) if sep.any() else np.zeros(W.shape[:2]),
+           "self": W[..., idx, idx].mean(-1)}
+    return {k: out[k] for k in SUMMARY}
+
+
 def aggregate(A_layer: np.ndarray, head: int | str) -> np.ndarray:
-    """One head's (T, T), or over heads: "mean" or "max"."""
+    """One head's (T, T), or over heads: "mean" or "max" (rollout spans layers: see `rollout`)."""
     if head == "mean":
         return A_layer.mean(axis=0)
     if head == "max":
@@ -342,7 +385,7 @@ class View:
 
 def view(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str, hide_special: bool,
          detail: str, notices: list[str], chat: bool = False) -> View:
-    """Every head of every layer on the text (or pair); `head` an index, "mean" or "max"; `detail` "head"
+    """Every head of every layer on the text (or pair); `head` an index, "mean", "max" or "rollout"; `detail` "head"
     (the JSON holds one T x T matrix) or "all" (every layer and head, short inputs only)."""
     enc = prepare(m, text, text_b, notices, chat=chat)
     T = len(enc.ids)
@@ -350,7 +393,7 @@ def view(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str,
         raise AttentionError(f"Every layer and head is returned for inputs up to {ALL_LAYERS_MAX} tokens "
                              f"(this one has {T}: {m.n_layer * m.n_head * T * T:,} numbers); ask for one head instead.")
     A = attention(m, enc)                          # L x (H, T, T)
-    M = aggregate(A[layer], head)                  # (T, T)
+    M = rollout(A, layer) if head == "rollout" else aggregate(A[layer], head)  # (T, T)
 
     k = max(1, min(T, EDGE_BUDGET // (m.n_head * T)))
     edges = top_edges(A[layer], k, MIN_WEIGHT)
@@ -366,13 +409,15 @@ def view(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str,
         if len(keep) < T:
             notices.append("[CLS] and [SEP] are hidden; the weights are not renormalised, so rows sum to less than 1.")
     heat, f = pool(M[np.ix_(keep, keep)], HEATMAP_MAX)
-    head_name = f"head {head}" if isinstance(head, int) else f"{head} over the {m.n_head} heads"
+    head_name = (f"head {head}" if isinstance(head, int) else f"attention rollout through layers 0–{layer}"
+                 if head == "rollout" else f"{head} over the {m.n_head} heads")
     title = f"Layer {layer}, {head_name}"
     if f > 1:
         title += f" (blocks of {f} × {f} tokens averaged: {len(keep)} tokens)"
     data = {"model": m.key, "tokens": enc.tokens, "segments": enc.segments, "n_tokens": T, "layers": m.n_layer,
             "heads": m.n_head, "kv_heads": [h // m.kv_group for h in range(m.n_head)], "layer": layer, "head": head,
-            "notices": notices, **_attention_json(A, M, detail)}
+            "notices": notices, **_attention_json(A, M, detail),
+            "head_summary": {k: np.round(v, 4).tolist() for k, v in head_summary(A, enc.tokens).items()}}
     shown = head if isinstance(head, int) else sharpest_head(A[layer], enc.tokens)
     return View(enc, m.family != "bert", A[layer], edges, shown, note, thumbs, factor, heat, keep, f, title, data)
 

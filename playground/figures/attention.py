@@ -313,3 +313,29 @@ def positional_figure(pe: np.ndarray, dots: np.ndarray, learned: np.ndarray | No
         fig.update_xaxes(title_text="key position n", row=2, col=1)
         fig.update_xaxes(title_text="key position j", row=2, col=2)
     return fig
+
+
+def head_summary_figure(summary: dict[str, list[list[float]]], titles: dict[str, str], kv_heads: list[int]) -> go.Figure:
+    """One small heatmap per score (layers down, heads across): a head's role at a glance (a bright cell in
+    "previous" is a previous-token head). With grouped key/value heads the head labels say their group."""
+    from plotly.subplots import make_subplots
+
+    keys = list(titles)
+    L, H = len(summary[keys[0]]), len(summary[keys[0]][0])
+    top = {k: float(np.max(summary[k])) if k in ("entropy", "distance") else 1.0 for k in keys}  # white 0, dark top
+    fig = make_subplots(rows=2, cols=3, subplot_titles=[f"{titles[k]} (white 0, dark {top[k]:.3g})" for k in keys],
+                        horizontal_spacing=0.06, vertical_spacing=0.16)
+    grouped = len(set(kv_heads)) < H
+    heads = [f"h{h}" + (f" (kv {kv_heads[h]})" if grouped else "") for h in range(H)]
+    for n, key in enumerate(keys):
+        z = np.array(summary[key])
+        fig.add_trace(go.Heatmap(z=z, x=heads, y=[f"layer {i}" for i in range(L)], colorscale="Blues",
+                                 showscale=False, zmin=0, zmax=max(top[key], 1e-9),
+                                 hovertemplate=f"%{{y}}, %{{x}}: {key} %{{z:.3f}}<extra></extra>"),
+                      row=n // 3 + 1, col=n % 3 + 1)
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_yaxes(showticklabels=True, col=1)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_layout(**layout(height=max(360, 140 + 2 * 14 * L), margin=dict(l=70, r=10, t=60, b=20)))
+    fig.update_annotations(font_size=11)
+    return fig

@@ -61,7 +61,7 @@ def _inputs(text, text_b, model_key, notices: list[str]) -> tuple[att.AttentionM
 
 
 def _head(head, m: att.AttentionModel, notices: list[str]) -> int | str:
-    if isinstance(head, str) and head.strip().lower() in ("mean", "max"):
+    if isinstance(head, str) and head.strip().lower() in att.AGGREGATES:
         return head.strip().lower()
     return as_int(head, "Head", 0, m.n_head - 1, notices)
 
@@ -89,8 +89,9 @@ def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hi
                                     causal=v.causal, spans=[enc.spans[i] for i in v.heat_keep])
     else:
         heatmap = fa.heatmap_figure(enc.tokens, v.heat, v.title, keep=v.heat_keep, causal=v.causal, spans=enc.spans)
+    summary = fa.head_summary_figure(v.data["head_summary"], att.SUMMARY, v.data["kv_heads"])
     warn(notices)
-    return head_view, model_view, heatmap, json_file(v.data, "attention"), v.data
+    return head_view, model_view, heatmap, summary, json_file(v.data, "attention"), v.data
 
 
 def pick_head(evt: gr.SelectData):
@@ -164,6 +165,13 @@ much of a value vector is mixed in, not how much that token mattered for the pre
 norms, later layers mix already-mixed vectors, and different weights can give the same output (Jain & Wallace 2019;
 Wiegreffe & Pinter 2019). Treat the views as a microscope on the computation, not as the model's reasons."""
 
+SUMMARY_MD = r"""Each cell is one head (layers down, heads across), averaged over the sentence's tokens as queries: the
+**entropy** of its attention (low: it looks at one token), the **mean distance** it looks over, and how much weight
+it puts on the **previous token**, the **first token** (`[CLS]`), the **`[SEP]`** tokens and **the query itself**.
+A bright cell in *previous* is a previous-token head; bright in *[SEP]* with high entropy elsewhere, a head at rest.
+**Rollout** (in the Head list: Abnar & Zuidema 2020) follows attention through the layers: each layer's mean over
+heads, half mixed with the identity for the residual connection, multiplied from layer 0 up to the chosen one."""
+
 STEPS_MD = r"""**One head from the inside.** First row: $Q$, $K$, $V$ (one row per token, $d_k$ columns) and the output.
 Second row: the raw scores $QK^\top$, the scaled (and, for the GPT, causally masked) scores, the softmax, and its
 local gradient $\partial\sigma_i/\partial z_i = \sigma_i(1-\sigma_i)$. If $q$ and $k$ have unit-variance components,
@@ -197,7 +205,8 @@ def one_head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
 
 
 def head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
-    return [("mean over heads", "mean"), ("max over heads", "max"), *one_head_choices(n_head, group)]
+    return [("mean over heads", "mean"), ("max over heads", "max"), ("rollout through the layers", "rollout"),
+            *one_head_choices(n_head, group)]
 
 
 def model_changed(model_key):
@@ -244,6 +253,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     model_view = gr.HTML(elem_id="attn-model-view", elem_classes=FIGURE, js_on_load=fa.HEAD_PICK_JS)
             heatmap = gr.Plot(label="Attention heatmap", elem_id="attn-heatmap")
             gr.Markdown(PATTERNS_MD)
+            with gr.Accordion("Every head at a glance: the head summary", open=False):
+                gr.Markdown(SUMMARY_MD)
+                summary = gr.Plot(label="Head summary", elem_id="attn-summary")
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 detail = gr.Radio([("the chosen head or aggregate (T × T)", "head"),
                                    (f"every layer and head (L × H × T × T, up to {att.ALL_LAYERS_MAX} tokens)", "all")],
@@ -277,11 +289,11 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     demo.load(model_bounds, inputs=model, outputs=[layer, s_layer, chat], api_visibility="private", queue=False)
     gr.on([demo.load, shared.restored.change, sentence.change, text_b.submit, model.change, layer.release, head.change,
            hide.change, detail.change, chat.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
-          outputs=[head_view, model_view, heatmap, attn_file, attn_json], api_name="attention",
+          outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",
           trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     model_view.select(pick_head, outputs=[layer, head], api_visibility="private", queue=False).then(
         attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
-        outputs=[head_view, model_view, heatmap, attn_file, attn_json], api_visibility="private",
+        outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_visibility="private",
         trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     gr.on([steps_tab.select, sentence.change, text_b.submit, model.change, s_layer.release, s_head.change,
            scale.change, chat.change],
