@@ -9,6 +9,10 @@ from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if "POLLS_DB" not in os.environ:  # the class quiz's rooms: a file of the test run's own, never the app's
+    import tempfile
+
+    os.environ["POLLS_DB"] = os.path.join(tempfile.mkdtemp(prefix="polls-"), "polls.sqlite3")
 
 import pytest
 

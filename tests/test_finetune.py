@@ -78,6 +78,7 @@ def test_a_run_starts_exact_trains_and_merges_exactly_without_touching_the_base(
     assert [s["step"] for s in result["steps"]] == [1, 2, 3] and not result["stopped"]
     assert all(math.isfinite(s["loss"]) for s in result["steps"])
     assert len(result["before"]) == len(result["after"]) >= 1
+    assert result["held_out"]["protocol"] and "loss" in result["held_out"]
     after = fingerprint(base)
     assert all(torch.equal(before[k], after[k]) for k in before)  # the reference never changes
     if method == "dpo":
@@ -105,6 +106,28 @@ def test_same_seed_same_run_and_the_global_generator_untouched():
     assert torch.equal(torch.random.get_rng_state(), state)
     c = ft.execute(ft.start(tiny("lora", seed=4)))
     assert [s["loss"] for s in c["steps"]] != [s["loss"] for s in a["steps"]]
+
+
+def test_lora_never_trains_on_its_held_out_tail():
+    fmt = ft.text_format(adapters.GPT)
+    text = ft.default_text()
+    train, tail = ft.split_text(fmt, text)
+    assert train + tail == fmt.encode(text) and len(tail) == max(2, int(len(train + tail) * ft.HELD_OUT_SHARE))
+    run = ft.start(tiny("lora"))
+    step = ft.text_steps(run, text)
+    seen = []
+    real = run.model.forward
+    run.model.forward = lambda x, *a, **k: (seen.append(x), real(x, *a, **k))[1]
+    step(0)
+    for window in seen[0]:
+        _find(train, window.tolist())                          # every window lies in the training part
+
+
+def _find(haystack: list[int], needle: list[int]) -> int:
+    for s in range(len(haystack) - len(needle) + 1):
+        if haystack[s:s + len(needle)] == needle:
+            return s
+    raise AssertionError("a training window is not inside the training part")
 
 
 def test_closing_a_live_run_stops_its_training():

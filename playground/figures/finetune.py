@@ -63,6 +63,17 @@ def counts_markdown(result: dict) -> str:
             + table)
 
 
+def held_out_markdown(result: dict) -> str:
+    """What the adapters do on data training never saw, beside the base."""
+    h = result.get("held_out")
+    if not h:
+        return ""
+    if "margin" in h:
+        return (f"**Held out** ({h['protocol']}): DPO loss {h['loss']:.3f}, reward margin {h['margin']:+.3f}, "
+                f"chosen answer ahead in {h['accuracy']:.0%} of the triples.")
+    return f"**Held out** ({h['protocol']}): {h['loss_base']:.3f} for the base → {h['loss']:.3f} with the adapters."
+
+
 def exactness_markdown(result: dict) -> str:
     """Step 0 (B = 0, so B A = 0) and the merge W' = W + (α / r) B A, each measured on the first example."""
     merged = result.get("merged_max_abs_diff")

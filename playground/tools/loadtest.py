@@ -68,6 +68,11 @@ def endpoint_arguments(url: str) -> dict[str, dict]:
     for name, endpoint in api.items():
         defaults = {p["parameter_name"]: p["parameter_default"] for p in endpoint["parameters"]}
         calls[name] = {**defaults, **CHEAP.get(name, {})}
+    if "/poll_answer" in calls:  # the class quiz: one room for the whole test, answered and tallied by everyone
+        room = session(url).predict(api_name="/poll_open")[-1]["room"]
+        calls["/exercise"] = {"exercise_id": "tokens-bpe", "answer": "4"}
+        calls["/poll_answer"] = {"room": room, "exercise_id": "tokens-bpe", "answer": "4"}
+        calls["/poll_tally"] = {"room": room, "exercise_id": "tokens-bpe", "key": "", "reveal": False}
     return calls
 
 

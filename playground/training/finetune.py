@@ -214,9 +214,19 @@ def _draw(n: int, k: int, g: torch.Generator) -> list[int]:
     return torch.randperm(n, generator=g)[:k].tolist() if k <= n else torch.randint(0, n, (k,), generator=g).tolist()
 
 
+HELD_OUT_SHARE = 0.1              # lora: the text's last tenth is never trained on
+
+
+def split_text(fmt: TextFormat, text: str) -> tuple[list[int], list[int]]:
+    """The text's tokens: the first 90% to train on, the last 10% held out (at least 2 tokens, at most a context)."""
+    ids = fmt.encode(text)
+    cut = len(ids) - max(2, int(len(ids) * HELD_OUT_SHARE))
+    return ids[:cut], ids[cut:][:fmt.n_positions + 1]
+
+
 def text_steps(run: Run, text: str) -> Callable[[int], tuple[torch.Tensor, dict]]:
-    """lora: random windows of the text, the next-token loss at every position."""
-    ids = torch.tensor(run.fmt.encode(text))
+    """lora: random windows of the text's training part, the next-token loss at every position."""
+    ids = torch.tensor(split_text(run.fmt, text)[0])
     T = min(run.cfg.seq_len, run.fmt.n_positions, len(ids) - 1)
     assert T >= 2, "the text is too short to train on: give it at least a line"
 
@@ -348,6 +358,47 @@ def mask_view(fmt: TextFormat, cfg: FinetuneConfig) -> dict:
             "in_loss": [False] + [t != IGNORE for t in labels]}
 
 
+@torch.no_grad()
+def _response_loss(model: torch.nn.Module, examples: list[tuple[list[int], list[int]]]) -> tuple[float, int]:
+    """Cross entropy per answer token over `examples` (one at a time: no padding), and the number of tokens."""
+    total, n = 0.0, 0
+    for ids, labels in examples:
+        logits, _ = model(torch.tensor([ids]))
+        y = torch.tensor([labels])
+        total += F.cross_entropy(logits[0], y[0], ignore_index=IGNORE, reduction="sum").item()
+        n += int((y != IGNORE).sum())
+    return total / max(n, 1), n
+
+
+@torch.no_grad()
+def held_out(run: Run, text: str) -> dict:
+    """The adapted model against the base on what training never saw, with its protocol: lora, the text's last
+    tenth (next-token loss); sft, the held-out pairs (loss per response token, the prompt masked); dpo, the
+    held-out triples (the DPO loss, the reward margin and how often the chosen answer is ahead)."""
+    cfg, fmt = run.cfg, run.fmt
+    if cfg.method == "lora":
+        tail = split_text(fmt, text)[1]
+        examples = [(tail[:-1], tail[1:])]
+        protocol = "the text's last 10% of tokens (never trained on), next-token loss at every position, nats/token"
+    elif cfg.method == "sft":
+        examples = [example(fmt, r["instruction"], r["response"]) for r in pairs(held_out=True)]
+        protocol = ("the held-out pairs (assets/finetune/sft_held_out.jsonl, all of them), cross entropy per "
+                    "response token with the prompt masked, nats/token")
+    else:
+        rows = preferences(held_out=True)
+        ids, labels = batch([example(fmt, r["prompt"], r[k]) for k in ("chosen", "rejected") for r in rows])
+        pi, ref = response_logps(run.model(ids)[0], labels), response_logps(run.base(ids)[0], labels)
+        B = len(rows)
+        loss, terms = dpo_loss(pi[:B], pi[B:], ref[:B], ref[B:], cfg.beta)
+        return {"protocol": f"the {B} held-out triples (assets/finetune/dpo_held_out.jsonl, all of them), β = "
+                            f"{cfg.beta:g}; the reference scores ln 2, margin 0, accuracy 0", "triples": B,
+                "loss": round(loss.item(), 4), "margin": round(terms["margin"], 4),
+                "accuracy": round(terms["accuracy"], 4)}
+    after, n = _response_loss(run.model, examples)
+    return {"protocol": protocol, "tokens": n, "loss_base": round(_response_loss(run.base, examples)[0], 4),
+            "loss": round(after, 4)}
+
+
 def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = lambda record: None,
             should_stop: Callable[[], bool] = lambda: False) -> dict:
     """A whole run as plain data: counts, step 0's exactness, every step's record, texts before and after,
@@ -367,6 +418,7 @@ def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = 
     result["steps"] = train(run, step, report, should_stop)
     result["stopped"] = len(result["steps"]) < cfg.steps
     result["after"] = texts(lambda p: greedy(run.model, run.fmt, p, cfg.max_new_tokens, stop_at_end))
+    result["held_out"] = held_out(run, text)
     merged = lora.merge_lora(lora.shared_copy(run.model))     # W + (α/r) B A in new tensors; the base untouched
     result["merged_max_abs_diff"] = max_difference(run.model, merged, ids)
     result["seconds"], result["threads"] = round(time.perf_counter() - started, 2), torch.get_num_threads()
@@ -428,7 +480,8 @@ def train_kind(cfg: FinetuneConfig, run) -> dict:
     result = execute(job, text, lambda r: print(f"step {r['step']}: loss {r['loss']:.4f}", flush=True))
     name = run.name or f"{cfg.method}-{SHORT[cfg.base]}"
     card = {"kind": "lora-adapter", "model": f"LoRA adapters ({cfg.method}) on {cfg.base}", "base": cfg.base,
-            "data": checkpoints.corpus_record(files), "result": result, "command": run.command,
+            "data": checkpoints.corpus_record(files), "held_out": result["held_out"], "result": result,
+            "command": run.command,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": "cpu", "seed": run.seed}
     checkpoints.save(run.out / name, kind="lora-adapter", config=cfg.adapter_config(), card=card, model=job.model)
     return {k: result[k] for k in ("method", "base", "seconds", "step0_max_abs_diff", "merged_max_abs_diff")}

@@ -15,7 +15,7 @@ import numpy as np
 
 from playground.analysis import attention as att
 from playground.figures import attention as fa
-from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, things_to_try, warn
 
 # Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped); SmolLM2, when its
 # package is installed, on first use (the Generation tab shares its one copy)
@@ -226,6 +226,13 @@ def model_bounds(model_key):
     return gr.update(maximum=n_layer - 1), gr.update(maximum=n_layer - 1), gr.update(visible=model_key in LAZY)
 
 
+TRY = [("a pronoun", ["The animal didn't cross the street because it was too tired.", ""]),
+       ("a pair (BERT)", ["The man went to the store.", "He bought a gallon of milk."]),
+       ("a long sentence", [" ".join(["The committee that the board appointed last spring, after months of debate about "
+                                      "budgets, finally published the report which everyone had been waiting for."] * 3), ""]),
+       ("repeated words", ["the cat saw the cat and the dog saw the dog", ""])]
+
+
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
@@ -238,6 +245,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             model = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model")  # its labels are long
             chat = gr.Checkbox(False, label="Chat: the sentence as the user's turn in SmolLM2's template",
                                visible=False)  # shown with SmolLM2 (model_changed)
+    things_to_try(TRY, [sentence, text_b])
     with gr.Tabs():
         with gr.Tab("Head view, model view, heatmap"):
             with gr.Row():

@@ -197,6 +197,20 @@ _files_lock = threading.Lock()
 _files_dir: Path | None = None
 
 
+def things_to_try(examples: list[tuple[str, list]], targets: list) -> list:
+    """Three to five one-click examples that make the tab's point: each sets `targets` in the browser (no request,
+    so their change events run as if typed). Returns the clicks, for a tab whose inputs have no change event to
+    chain its own event after them (`.then(...)`)."""
+    clicks = []
+    with gr.Row(elem_classes=["try-these"]):
+        gr.Markdown("**Things to try:**", elem_classes=["try-label"])
+        for label, values in examples:
+            shown = values if len(targets) > 1 else values[0]
+            clicks.append(gr.Button(label, size="sm", scale=0, min_width=80).click(
+                None, None, targets, js=f"() => {orjson.dumps(shown).decode()}", queue=False, api_visibility="private"))
+    return clicks
+
+
 def json_file(data: dict, stem: str) -> str:
     """The data behind a view, as a file to download (Gradio's delete_cache removes it later).
     orjson (a gradio dependency) writes it ~10x faster than json.dump: this runs on every request."""

@@ -13,7 +13,7 @@ from starlette.middleware import Middleware
 from playground import checkpoints
 from playground.analysis import focus
 from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab, gradient_tab,
-                           patches, seq2seq_tab, tokenization_tab, tour, view)
+                           patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
 from playground.ui.cache import AnswerCache, Workers
 from playground.ui.fastpath import CachedCalls
 from playground.ui.common import Shared, checked
@@ -28,7 +28,7 @@ tokenizer."""
 # Tabs in the order of the lecture story
 TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RNN gradient flow", gradient_tab),
         ("Attention", attention_tab), ("Seq2seq attention", seq2seq_tab), ("Masked-LM fill-in", fill_mask_tab),
-        ("Generation", generation_tab), ("Fine-tuning", finetune_tab)]
+        ("Generation", generation_tab), ("Fine-tuning", finetune_tab), ("Class quiz", quiz_tab)]
 
 
 def tab_id(title: str) -> str:

@@ -20,7 +20,8 @@ from playground.analysis import focus
 from playground.analysis.embeddings import EmbeddingError, classic as cl, contextual as ctx, encoders
 from playground.analysis.embeddings import projection, sentences as sn, words as ws
 from playground.figures import embeddings as fe
-from playground.ui.common import FIGURE, LATEX, Shared, as_float, as_int, json_file, text_input, warn
+from playground.ui.common import (FIGURE, LATEX, Shared, as_float, as_int, json_file, text_input, things_to_try,
+                                  warn)
 
 SELECTED = "selected:"       # the set that holds the word selected in the shared sentence
 MAX_SENTENCES = 200        # sentence space: more than this is cut with a notice
@@ -269,6 +270,13 @@ meanings land close even without shared words; the semantic search ranks your se
 
 
 
+TRY = [("animals and vehicles", ["animals: cat, dog, horse, cow, sheep, pig\nvehicles: car, truck, bus, train, boat, plane"]),
+       ("countries and capitals", ["countries: france, italy, spain, germany, japan\n"
+                                   "capitals: paris, rome, madrid, berlin, tokyo"]),
+       ("typos", ["spelling: receive, recieve, believe, beleive, achieve, acheive"]),
+       ("numbers", ["numbers: one, two, three, four, five, ten, hundred, thousand, million"])]
+
+
 def method_choices() -> list[tuple[str, str]]:
     return [("PCA", "pca"), ("t-SNE", "tsne"), ("UMAP", "umap")]
 
@@ -326,6 +334,7 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
                         n_neighbors=gr.Slider(2, 100, 15, step=1, label="UMAP neighbours k"),
                         min_dist=gr.Slider(0.0, 0.99, 0.1, step=0.01, label="UMAP min_dist"))
                 run = gr.Button("Show", variant="primary")
+        tries = things_to_try(TRY, [words])
         plot = gr.Plot(label="Word space", elem_id="emb-word-plot")
         neighbours = gr.HTML(elem_id="emb-neighbours", elem_classes=FIGURE)
         gr.Markdown(word2vec_note(), elem_id="emb-expect")
@@ -353,6 +362,8 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
     gr.on([demo.load, tab.select, run.click, words.submit, source.change, method.change, dims.change,
            knobs.seed.submit, knobs.perplexity.release, knobs.n_neighbors.release, knobs.min_dist.release],
           api_name="embed_words", **word_events)
+    for click in tries:
+        click.then(api_visibility="private", **word_events)
 
     def with_selected(words_, sentence_, focus_, on):
         """The selected word of the sentence as its own set ("selected: word") in the word list."""

@@ -17,7 +17,7 @@ from playground import checkpoints
 from playground.analysis import focus
 from playground.figures import fill_mask as fm
 from playground.analysis import fill_mask as core
-from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, things_to_try, warn
 
 MODEL_NAMES = ("minilm-mlm", "bert-english")  # the default first
 DESCRIPTIONS = {"minilm-mlm": "pretrained MiniLM + LoRA", "bert-english": "small BERT from scratch"}
@@ -299,8 +299,10 @@ def expectation_note() -> str:
             "*capital* lands).")
 
 
-EXAMPLES = ["The cat sat on the [MASK].", "Paris is the [MASK] of France.", "She poured a cup of [MASK] and sat down.",
-            "The [MASK] barked at the [MASK] all night.", "He was a [MASK] man, and [MASK] loved him."]
+TRY = [("a place", ["Paris is the [MASK] of France."]), ("a drink", ["She poured a cup of [MASK] and sat down."]),
+       ("two masks", ["The [MASK] barked at the [MASK] all night."]),
+       ("a pronoun", ["The doctor said that [MASK] would call back tomorrow."]),
+       ("no mask at all", ["The cat sat on the mat."])]
 
 
 def _how_bert_was_trained(choices: list[tuple[str, str]]) -> dict:
@@ -379,7 +381,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Column(scale=2):
             model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
             top_k = gr.Slider(1, TOP_K_MAX, value=5, step=1, label="top_k")
-    gr.Examples(EXAMPLES, inputs=text, label="Examples")
+    tries = things_to_try(TRY, [text])
     gr.Markdown(expectation_note(), elem_id="fm-expect")
     gr.Markdown("**Click a word to mask it:**")
     words = gr.HTML(fm.words_html(core.words(DEFAULT_TEXT)), elem_id="fm-words", js_on_load=fm.WORD_CLICK_JS)
@@ -400,6 +402,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     text.change(show_words, inputs=text, outputs=words, api_visibility="private", queue=False, show_progress="hidden")
     words.select(click_word, inputs=text, outputs=text, api_visibility="private", queue=False).then(
         fill_mask, inputs=inputs, outputs=outputs, api_visibility="private", show_progress="minimal")
+    for click in tries:
+        click.then(fill_mask, inputs=inputs, outputs=outputs, api_visibility="private", show_progress="minimal")
 
     def follow_sentence(sentence_, focus_, on):
         """With the switch on and a word selected: the sentence with that word masked."""

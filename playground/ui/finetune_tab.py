@@ -64,7 +64,8 @@ def _views(result: dict, how: str) -> tuple:
     """Every output of a sub-tab from a run's result (live, or a shipped run's record)."""
     stopped = " Stopped by the user: the adapters as trained so far." if result.get("stopped") else ""
     status = (f"{how} {len(result['steps'])} steps in {result['seconds']:.0f} s on {result['threads']} thread(s)."
-              f"{stopped}\n\n{ff.counts_markdown(result)}\n\n{ff.exactness_markdown(result)}")
+              f"{stopped} {ff.held_out_markdown(result)}\n\n{ff.counts_markdown(result)}\n\n"
+              f"{ff.exactness_markdown(result)}")
     mask = ff.mask_html(result["mask"]) if "mask" in result else ""
     return status, ff.loss_figure(result), mask, ff.texts_html(result), json_file(result, result["method"]), result
 

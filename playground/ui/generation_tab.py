@@ -13,7 +13,7 @@ from playground import checkpoints
 from playground.figures import generation as fgen
 from playground.figures.common import token_label
 from playground.analysis import focus, generation, sampling
-from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, warn
+from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, things_to_try, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn")   # every causal LM kind with `step`; the GPT first
 MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
@@ -31,6 +31,8 @@ SMOLLM2 = "smollm2-135m-instruct"
 LISTED = [*MODELS, *([SMOLLM2] if generation.llm_available() else [])]
 DEFAULT_MODEL = "gpt-shakespeare" if "gpt-shakespeare" in MODELS else next(iter(LISTED), None)
 DEFAULT_PROMPT = "ROMEO:\nBut soft, what light"
+TRY = [("a speaker", ["JULIET:\n"]), ("Hamlet", ["To be, or not to be"]),
+       ("modern English", ["The computer crashed and my phone"]), ("digits it never saw", ["In the year 1600,"])]
 _LOADING = threading.Lock()
 
 
@@ -321,6 +323,27 @@ def _logit_lens_panel() -> None:
           api_name="logit_lens", trigger_mode="always_last")
 
 
+def _causal_attention_panel(gpts: list[tuple[str, str]]) -> gr.Textbox:
+    """The accordion "Causal attention of the generated text" and its event; returns its text box (the generated
+    text is put there)."""
+    with gr.Accordion("Causal attention of the generated text", open=False, visible=bool(gpts)):  # no GPT: none
+        gr.Markdown(ATTENTION_MD)
+        with gr.Row():
+            att_model = gr.Dropdown(gpts, value=gpts[0][1] if gpts else None, label="GPT")
+            layer = gr.Slider(0, max(1, max((MODELS[n].config.n_layer for _, n in gpts), default=2) - 1), value=0, step=1,
+                              label="Layer (from 0)")
+            head = gr.Slider(0, max(1, max((MODELS[n].config.n_head for _, n in gpts), default=2) - 1), value=0, step=1,
+                             label="Head (from 0)")
+            att_run = gr.Button("Show attention", scale=0)
+        att_text = gr.Textbox(DEFAULT_PROMPT, label="Text", lines=2, max_lines=6)
+        att_plot = gr.Plot()
+        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
+            att_json = gr.JSON(label="generation_attention")
+    gr.on([att_run.click, layer.release, head.release], attention, inputs=[att_text, att_model, layer, head],
+          outputs=[att_plot, att_json], api_name="generation_attention", trigger_mode="always_last")
+    return att_text
+
+
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; the prompt can take `shared.text`, the sentence shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
@@ -348,6 +371,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         run = gr.Button("Generate", variant="primary", elem_id="gen-run")
         stop = gr.Button("Stop", variant="stop", elem_id="gen-stop", elem_classes=["stop-button"])
+    tries = things_to_try(TRY, [prompt])
     text_view = gr.HTML(elem_id="gen-text", elem_classes=FIGURE, js_on_load=fgen.GEN_CLICK_JS)
     step_chart = gr.Plot(label="Next-token distribution at the selected step", elem_id="gen-chart")
     steps_state = gr.State([])
@@ -366,19 +390,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             view_b = gr.HTML(elem_classes=FIGURE)
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             compare_json = gr.JSON(label="compare_generate")
-    with gr.Accordion("Causal attention of the generated text", open=False, visible=bool(gpts)):  # no GPT: none
-        gr.Markdown(ATTENTION_MD)
-        with gr.Row():
-            att_model = gr.Dropdown(gpts, value=gpts[0][1] if gpts else None, label="GPT")
-            layer = gr.Slider(0, max(1, max((MODELS[n].config.n_layer for _, n in gpts), default=2) - 1), value=0, step=1,
-                              label="Layer (from 0)")
-            head = gr.Slider(0, max(1, max((MODELS[n].config.n_head for _, n in gpts), default=2) - 1), value=0, step=1,
-                             label="Head (from 0)")
-            att_run = gr.Button("Show attention", scale=0)
-        att_text = gr.Textbox(DEFAULT_PROMPT, label="Text", lines=2, max_lines=6)
-        att_plot = gr.Plot()
-        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
-            att_json = gr.JSON(label="generation_attention")
+    att_text = _causal_attention_panel(gpts)
 
     _logit_lens_panel()
 
@@ -388,16 +400,16 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
           show_progress="hidden")
     shared.remember("gen", prompt=prompt, follow=follow, model=model, strategy=strategy, max_new=max_new,
                     temperature=temperature, top_k=top_k, top_p=top_p, beam=beam_width, seed=seed, chat=chat)
+    generation = dict(inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat],
+                      outputs=[text_view, step_chart, steps_state, gen_file, gen_json], show_progress="hidden")
     event = gr.on([demo.load, run.click, prompt.submit], generate,  # on load: the tab is never empty
-                  inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat],
-                  outputs=[text_view, step_chart, steps_state, gen_file, gen_json], api_name="generate",
-                  concurrency_limit=4, show_progress="hidden")
+                  api_name="generate", concurrency_limit=4, **generation)
     event.then(lambda data: data.get("text", "") if data else gr.skip(), inputs=gen_json, outputs=att_text,
                api_visibility="private")
-    stop.click(None, cancels=[event], api_visibility="private")
+    examples = [click.then(generate, api_visibility="private", **generation) for click in tries]  # as Generate
+    stop.click(None, cancels=[event, *examples], api_visibility="private")
     text_view.click(show_step, inputs=[steps_state, strategy], outputs=step_chart, api_visibility="private",
                     show_progress="hidden")
     compare_run.click(compare, inputs=[prompt, model_a, model_b, max_new, strategy, temperature, top_k, top_p, seed],
                       outputs=[view_a, view_b, compare_json], api_name="compare_generate", concurrency_limit=2)
-    gr.on([att_run.click, layer.release, head.release], attention, inputs=[att_text, att_model, layer, head],
-          outputs=[att_plot, att_json], api_name="generation_attention", trigger_mode="always_last")
+

@@ -10,7 +10,7 @@ from playground.figures import gradient_flow as fg
 from playground.analysis import gradient_flow as flow
 from playground.training import memory as memory_task
 from playground.ui.common import (FIGURE, LATEX, Shared, as_int, as_number, chosen, json_file, left_out, text_input,
-                                  warn)
+                                  things_to_try, warn)
 from playground.ui.gpu import gpu
 
 CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
@@ -187,8 +187,15 @@ curve, which is why each distance gets its own training.) The default run takes 
 CPU."""
 
 
+TRY = [("a short sentence", ["To be, or not to be."]),
+       ("a long one", ["Now is the winter of our discontent made glorious summer by this sun of York, and all the clouds "
+                       "that lowered upon our house in the deep bosom of the ocean buried; now are our brows bound."]),
+       ("one letter again and again", ["a" * 120])]
+
+
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; the gradient flow runs on the sentence shared by every tab."""
+    things_to_try(TRY, [shared.text])
     with gr.Tabs():
         with gr.Tab("Gradient flow through time"):
             _build_flow(demo, shared)

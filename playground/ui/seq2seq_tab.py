@@ -18,7 +18,7 @@ import gradio as gr
 from playground.analysis import seq2seq as an
 from playground.figures import seq2seq as fs
 from playground.training import seq2seq as task
-from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, things_to_try, warn
 
 MODELS = an.load_models()
 RNN_MODELS = [v for v in MODELS if v != "transformer"]
@@ -192,6 +192,13 @@ recurrent model's alignment for the same source. Heads split the work: some foll
 commas or at the words around."""
 
 
+TRY = [("a short one", ["seven , forty two"]),
+       ("a long source: the bottleneck", [", ".join(["three hundred forty two", "seven", "ninety", "six hundred five",
+                                               "eleven", "two hundred"] * 2) + " , eight hundred one"]),
+       ("a misspelt word", ["three hundered forty two , sevn"]),
+       ("a zero no word spells", ["three hundred seven , one hundred"])]
+
+
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events. The sentence shared by the other tabs is not this task's input:
     the source box below is."""
@@ -205,6 +212,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         go_button = gr.Button("Translate", variant="primary", scale=0)
         shuffle = gr.Button("A random held-out source", scale=0)
+    tries = things_to_try(TRY, [source])
     summary = gr.Markdown(elem_id="s2s-output")
     state = gr.State(None)
     with gr.Row():
@@ -248,9 +256,12 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         compare_json = gr.JSON(label="seq2seq_compare")
 
     shared.remember("s2s", source=source, model=model, beam=beam)
+    translation = dict(inputs=[source, model, beam], outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
+                       trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
     gr.on([demo.load, shared.restored.change, go_button.click, source.submit, model.change, beam.release], translate,
-          inputs=[source, model, beam], outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
-          api_name="seq2seq", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+          api_name="seq2seq", **translation)
+    for click in tries:
+        click.then(translate, api_visibility="private", **translation)
     step.release(decoder_step, inputs=[state, step], outputs=[heatmap, step_plot, step_json],
                  api_name="seq2seq_step", trigger_mode="always_last", show_progress="hidden")
     shuffle.click(an.random_source, outputs=source, api_visibility="private", queue=False).then(

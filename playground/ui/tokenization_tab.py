@@ -7,7 +7,8 @@ import gradio as gr
 
 from playground.analysis import normalize, subwords, tokenization
 from playground.figures import tokenization as ft
-from playground.ui.common import FIGURE, LATEX, Shared, as_int, chosen, json_file, left_out, text_input, warn
+from playground.ui.common import (FIGURE, LATEX, Shared, as_int, chosen, json_file, left_out, text_input,
+                                  things_to_try, warn)
 
 DEFAULT_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"  # the lecture's worked example
 VOCAB_MIN, VOCAB_MAX = 300, 30_000
@@ -134,8 +135,16 @@ NORMALIZE_MD = """Classic preprocessing for bag-of-words models, applied in this
 *US* and *us*. Neural tokenizers keep the raw text instead (WordPiece uncased still lowercases)."""
 
 
+TRY = [("a typo", ["I recieved teh pacakge yesterdya, thnaks!"]),
+       ("numbers", ["In 2024, 1,234,567 people paid $3.50 each: 4,320,984.50 in all."]),
+       ("a long German word", ["Der Donaudampfschifffahrtskapitän grüßt die Passagiere."]),
+       ("strawberry", ["How many r's are in the word strawberry?"]),
+       ("code", ["def square(x): return x ** 2  # 🐍"])]
+
+
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's four sub-tabs, each with its components and events."""
+    things_to_try(TRY, [shared.text])
     with gr.Tabs():
         with gr.Tab("Compare tokenizers"):
             _compare_tokenizers(demo, shared)
