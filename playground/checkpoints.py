@@ -47,6 +47,7 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     "seq2seq": ("playground.nets.seq2seq", "Seq2SeqConfig", "load_model"),
     # LoRA adapters on our GPT or SmolLM2 (lora, sft, dpo): the base is named, the file holds A and B
     "lora-adapter": ("playground.nets.adapters", "AdapterConfig", "load_adapted"),
+    "ngram": ("playground.nets.ngram", "NGramConfig", "NGramLM"),   # counts of 1- to n-grams, smoothed on reading
 }
 
 

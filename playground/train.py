@@ -12,6 +12,7 @@ Kinds:
                  code (playground/training/seq2seq.py): no --corpus; writes models/seq2seq-<variant>/
     word2vec     skip-gram or CBOW with negative sampling (playground/training/word2vec.py); writes
                  word2vec-<corpus>/ (or --name) with the analogy and similarity evaluation
+    ngram        a character n-gram LM (counts up to --n, add-k or Kneser-Ney) with a held-out table of every order
     lora, sft, dpo  LoRA adapters on our GPT or SmolLM2 (--base=...): trained on a text (lora; assets/finetune/
                  lora_text.txt or --corpus), instruction-response pairs (sft) or preference triples (dpo);
                  writes <method>-<base>/ with every step's record and the texts before and after
@@ -123,6 +124,13 @@ def _seq2seq_kind() -> tuple[tuple[type, type], Callable[[Any, RunOptions], dict
     return (seq2seq.Seq2SeqConfig, seq2seq_training.Seq2SeqTrainConfig), seq2seq_training.train
 
 
+def _ngram_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
+    """ngram: counts of 1- to n-grams of characters, add-k or interpolated Kneser-Ney (playground/nets/ngram.py)."""
+    from playground.training import ngram
+
+    return ngram.NGramTrainConfig, ngram.train
+
+
 def _finetune_kind(method: str) -> tuple:
     """lora | sft | dpo: LoRA adapters on our GPT or SmolLM2 (playground/training/finetune.py), --base=..."""
     from playground.training import finetune
@@ -144,6 +152,7 @@ KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind
     "bert": _bert_kind(),
     "minilm-mlm": _minilm_mlm_kind(),
     "seq2seq": _seq2seq_kind(),
+    "ngram": _ngram_kind(),
     "lora": _finetune_kind("lora"),
     "sft": _finetune_kind("sft"),
     "dpo": _finetune_kind("dpo"),

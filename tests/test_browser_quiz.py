@@ -50,3 +50,15 @@ def test_a_lecturer_opens_a_room_three_students_answer_and_the_reveal_shows_them
         assert dict(zip(bars["x"], bars["y"])) == {truth: 2, other: 1}
         assert "3 answer(s)" in lecturer.locator("#quiz-tally").inner_text()
         browser.close()
+
+
+def test_each_tab_asks_its_own_questions_at_its_foot(page):
+    page.get_by_role("tab", name="Masked-LM fill-in", exact=True).click()
+    panel = page.locator(".quiz-panel").filter(has_text="about this tab").locator("visible=true").first
+    panel.get_by_text("Predict, then reveal").click()
+    box = panel.locator("textarea, input[type=text]").last
+    box.fill("capital")
+    panel.get_by_role("button", name="Check my guess").click()
+    truth = ex.solution("blank")[0]
+    page.wait_for_function("(t) => [...document.querySelectorAll('.quiz-panel')].some(p => "
+                           "p.innerText.includes('the answer is ' + t))", arg=truth, timeout=60_000)

@@ -13,10 +13,12 @@ from functools import lru_cache
 from typing import Callable
 
 import numpy as np
+import torch
 
 from playground import checkpoints
 from playground.analysis import attention as att
 from playground.analysis import fill_mask, gradient_flow, subwords, tokenization
+from playground.analysis.embeddings import words
 
 LECTURE_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"    # the Tokenization tab's default
 GRADIENT_TEXT = ("The king, my lord, is come to the castle, and the queen with him; they will dine with us tonight "
@@ -84,6 +86,29 @@ def _blank() -> tuple[str, str]:
     return top[0], f"minilm-mlm's five most probable words: {', '.join(top)}."
 
 
+def _analogy() -> tuple[str, str]:
+    space = words.word2vec_space()
+    if space is None:
+        raise RuntimeError("word2vec-english is not shipped here")
+    answers = words.analogy(space, "king", "man", "woman", [], k=5)["answers"]
+    return answers[0]["word"], ("Our word2vec's five nearest words to king − man + woman (3CosAdd, the inputs left "
+                                "out): " + ", ".join(f"{a['word']} ({a['score']:.2f})" for a in answers) + ".")
+
+
+@torch.no_grad()
+def _next_character() -> tuple[str, str]:
+    ckpt = checkpoints.shipped("gpt-shakespeare")
+    if ckpt is None:
+        raise RuntimeError("gpt-shakespeare is not shipped here")
+    prompt = "ROMEO:\nBut soft, what light through yonder windo"
+    ids = torch.tensor([ckpt.tokenizer.encode(prompt).ids])
+    probs = torch.softmax(ckpt.model(ids)[0][0, -1], -1)
+    top = probs.topk(3)
+    shown = [(ckpt.tokenizer.id_to_token(int(i)), float(p)) for p, i in zip(top.values, top.indices)]
+    return shown[0][0], ("Our GPT's most probable next characters: " +
+                         ", ".join(f"{c!r} ({p:.0%})" for c, p in shown) + ": it has read Romeo and Juliet.")
+
+
 def _seq2seq_limit() -> tuple[str, str]:
     card = checkpoints.read_card("seq2seq-none") or {}
     acc = card.get("accuracy_by_length") or {}
@@ -111,6 +136,11 @@ EXERCISES = [
              f"gradient fall below {THRESHOLD:g} (100 steps)?", "number", solve=lambda: _gradient_step("rnn")),
     Exercise("gradient-lstm", "RNN gradient flow", f"And the LSTM's? (a number, or 'never')", "number",
              solve=lambda: _gradient_step("lstm")),
+    Exercise("analogy", "Embeddings", "king − man + woman in our word2vec: which word comes first?", "choice",
+             ("queen", "princess", "prince", "monarch", "daughter", "throne", "woman"), solve=_analogy),
+    Exercise("next-char", "Generation", "After 'ROMEO: But soft, what light through yonder windo', which character "
+             "does our GPT find most probable?", "choice", ("w", "n", "u", "r", "s", "e", "space"),
+             solve=_next_character),
     Exercise("blank", "Masked-LM fill-in", "Which word does minilm-mlm put first in 'Paris is the [MASK] of France.'?",
              "choice", ("capital", "city", "heart", "center", "king", "seat", "pride"), solve=_blank),
     Exercise("seq2seq-limit", "Seq2seq attention", "Up to how many words does seq2seq without attention still "

@@ -114,3 +114,11 @@ def logit_lens(model, tokenizer, ids: list[int], notices: list[str]) -> dict:
             "top_token": top_tokens, "top_prob": top_probs,
             "final_token": [token_text(tokenizer, int(i)) for i in final], "final_token_prob": final_probs,
             "notices": notices}
+
+
+def ngram_context(model, tokenizer, seen: list[int]) -> dict:
+    """What an n-gram model read for its next token: the last n - 1 tokens (`sees`) and the highest order whose
+    context it had counted (`order`: n, none backed off; 0, the uniform distribution)."""
+    n = model.config.n
+    _, order = model.distribution(seen)
+    return {"sees": decode(tokenizer, seen[-(n - 1):]) if n > 1 else "", "order": int(order), "n": n}

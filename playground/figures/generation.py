@@ -64,6 +64,11 @@ def next_token_figure(step: dict, index: int, cutoffs: tuple[str, ...] = ("top-k
               if name in cutoffs and n >= len(labels)]
     title = (f"Step {index + 1}: chose {token_label(step['token'])!r} (p = {step['prob']:.3f}); "
              f"entropy {step['entropy']:.2f} nats" + (f"; {', '.join(beyond)}" if beyond else ""))
+    if "sees" in step:  # an n-gram: what it read, and whether it had to back off
+        n, order = step["n"], step["order"]
+        how = "its whole context was counted" if order == n else (
+            f"backed off to {order}-grams" if order else "nothing counted: uniform")
+        title += f"<br>the {n}-gram sees {token_label(step['sees'])!r}: {how}"
     return go.Figure(fig.data, layout=layout(
         title=dict(text=title, font=dict(size=14)), height=360, shapes=shapes, annotations=notes,
         yaxis=dict(title=dict(text="probability"), rangemode="tozero"), xaxis=dict(tickangle=-45),

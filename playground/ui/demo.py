@@ -62,6 +62,7 @@ def build_demo() -> gr.Blocks:
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
+                    quiz_tab.panel(title)  # the tab's own questions: predict, then reveal
         view.wire(demo, shared, lecture, copy, link_notice)
         tour.wire(shared, *tour_panel)
         clear_on_failure(demo)

@@ -3,6 +3,7 @@ distribution behind every choice; two models side by side on one prompt; the GPT
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
@@ -15,7 +16,7 @@ from playground.figures.common import token_label
 from playground.analysis import focus, generation, sampling
 from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, things_to_try, warn
 
-LM_KINDS = ("gpt", "lstm", "gru", "rnn")   # every causal LM kind with `step`; the GPT first
+LM_KINDS = ("gpt", "lstm", "gru", "rnn", "ngram")   # every causal LM kind with `step`; the GPT first
 MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
 MAX_SEED = 2**31 - 1
 MAX_BEAM = 16
@@ -41,6 +42,8 @@ def _label(name: str) -> str:
         return "SmolLM2-135M-Instruct (Llama family, 4-bit weights, loads on first use)"
     c = MODELS[name]
     loss = c.card.get("held_out", {}).get("loss", c.card.get("val_loss", "?"))
+    if c.kind == "ngram":
+        return f"{name} ({c.config.n}-gram, {c.config.smoothing}, {c.card.get('n_params', 0):,} counts, held-out loss {loss})"
     return f"{name} ({c.kind}, {c.card.get('n_params', 0) / 1e6:.2f}M parameters, held-out loss {loss})"
 
 
@@ -198,8 +201,12 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
         return
     steps: list[dict] = []
     shown = time.perf_counter()
+    seen = list(ids)
     for step in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, stop=_stops(ckpt), **rule):
         steps.append(generation.named(ckpt.tokenizer, step))
+        if ckpt.kind == "ngram":  # what the n-gram saw and the order that answered (where it backed off)
+            steps[-1].update(generation.ngram_context(ckpt.model, ckpt.tokenizer, seen))
+        seen.append(step["token"])
         if time.perf_counter() - shown > STREAM_EVERY and len(steps) < n:
             yield view(steps, True)
             shown = time.perf_counter()
@@ -297,6 +304,26 @@ Click a generated token to see the distribution it was drawn from. Rules for odd
 saw are left out; an empty prompt starts from a new line; top-k above the vocabulary keeps every token; top-p at or
 below 0 keeps the most probable token only, above 1 every token; at most 1,000 new tokens."""
 
+def perplexity_md() -> str:
+    """The lectures' argument in numbers: the n-gram of every order against the networks, each on the whole
+    held-out split of Tiny Shakespeare with the same protocol (the models' cards)."""
+    ngram = next((c for c in MODELS.values() if c.kind == "ngram"), None)
+    if ngram is None:
+        return "No n-gram model is shipped (`python -m playground.train ngram --corpus tinyshakespeare.txt`)."
+    window = ngram.card["held_out"]["block_size"]
+    rows = [f"| {r['n']}-gram, {r['smoothing']} | counts | {r['n'] - 1} of {window} | {r['loss']:.3f} | "
+            f"{r['perplexity']:.2f} |" for r in ngram.card["held_out_table"]]
+    rows += [f"| {name} | {c.card.get('n_params', 0) / 1e6:.2f}M parameters | all of {c.card['held_out']['block_size']} | "
+             f"{c.card['held_out']['loss']:.3f} | {math.exp(c.card['held_out']['loss']):.2f} |"
+             for name, c in MODELS.items() if c.kind != "ngram" and "loss" in c.card.get("held_out", {})]
+    return ("**n-grams against the networks**, each on the whole held-out tenth of Tiny Shakespeare (windows read from "
+            "their own start; loss in nats per character, perplexity = e^loss). An n-gram sees n − 1 characters; "
+            "Kneser-Ney's back-off to shorter contexts is what makes more context pay; add-k has nothing to back off "
+            "to and gains little beyond 4. The networks see everything before a character in its window (the recurrent "
+            "models' cards use windows of 64).\n\n| model | size | "
+            "characters seen | held-out loss | perplexity |\n|---|---|---|---|---|\n" + "\n".join(rows))
+
+
 COMPARE_MD = """The same prompt, decoding rule and seed for two models; the **perplexity** of the prompt,
 $\\exp\\big(-\\frac{1}{T-1}\\sum_{t=2}^{T} \\log p(x_t \\mid x_{<t})\\big)$, says how surprised each model is by it
 (lower is better; 1 would be certainty, the vocabulary size a uniform guess)."""
@@ -393,6 +420,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     att_text = _causal_attention_panel(gpts)
 
     _logit_lens_panel()
+    with gr.Accordion("n-grams against the networks: perplexity on held-out Shakespeare", open=False):
+        gr.Markdown(perplexity_md(), elem_id="gen-perplexity")
 
     gr.on([shared.focus.change, sentence.change, follow.change],
           lambda s, f, on: focus.prefix(s, focus.parse(f, s or "")) if on and s else gr.skip(),

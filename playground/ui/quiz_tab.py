@@ -17,18 +17,30 @@ projects its code; students type the code and send their guesses; the lecturer r
 histogram beside the true one. No login: one answer per browser per question (a new one replaces it); rooms close
 after 3 hours."""
 
+NO_ROOM = "Join a room first: type the code on the lecturer's screen (or open one, below, if you teach)."
 CHOICES = [(f"{e.tab}: {e.question}", e.id) for e in ex.EXERCISES]
 
 
+def _text(value, name: str) -> str:
+    """A text input from the page or an API caller: a string (a plain number is read as its digits)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or (
+            isinstance(value, int) and abs(value) > 10**12):
+        raise gr.Error(f"{name} should be text, not {type(value).__name__}.")
+    return str(value)
+
+
 def _exercise(exercise_id) -> ex.Exercise:
+    exercise_id = _text(exercise_id, "The exercise")
     if exercise_id not in ex.BY_ID:
-        raise gr.Error(f"Unknown exercise {str(exercise_id)[:40]!r}; choose from {', '.join(ex.BY_ID)}.")
+        raise gr.Error(f"Unknown exercise {exercise_id[:40]!r}; choose from {', '.join(ex.BY_ID)}.")
     return ex.BY_ID[exercise_id]
 
 
 def _answer(exercise: ex.Exercise, value) -> str:
     try:
-        given = ex.normalise(exercise, value)
+        given = ex.normalise(exercise, _text(value, "The answer"))
     except ValueError as err:
         raise gr.Error(str(err)) from None
     if not given:
@@ -37,10 +49,14 @@ def _answer(exercise: ex.Exercise, value) -> str:
 
 
 def exercise(exercise_id="", answer=""):
-    """Without an exercise: the list of exercises. With one and an answer: whether it is right, the answer and why."""
+    """Without an exercise: the list of exercises. With one and no answer: the question (the answer stays hidden until
+    a guess is committed). With one and an answer: whether it is right, the answer and why."""
     if not exercise_id:
         return "", {"exercises": ex.listing()}
     e = _exercise(exercise_id)
+    if not _text(answer, "The answer").strip():
+        question = next(q for q in ex.listing() if q["id"] == e.id)
+        return f"**{e.question}** Commit a guess, then check it: the answer stays hidden until then.", question
     result = ex.check(e.id, _answer(e, answer))
     verdict = "✓ Right" if result["correct"] else "✗ Not quite"
     return f"**{verdict}.** You said **{result['given']}**; the answer is **{result['answer']}**. {result['why']}", result
@@ -60,6 +76,9 @@ def poll_open():
 def poll_answer(room="", exercise_id="", answer="", request: gr.Request = None):
     """Send this browser's guess to a room (answering again replaces it)."""
     e = _exercise(exercise_id)
+    room = _text(room, "The room code")
+    if not room.strip():
+        return NO_ROOM, {"room": None, "answers": None}
     given = _answer(e, answer)
     session = getattr(request, "session_hash", None) or ""
     try:
@@ -72,8 +91,11 @@ def poll_answer(room="", exercise_id="", answer="", request: gr.Request = None):
 def poll_tally(room="", exercise_id="", key="", reveal=False):
     """A room's answers to a question: only their number until its lecturer reveals them (with the room's key)."""
     e = _exercise(exercise_id)
+    room, key = _text(room, "The room code"), _text(key, "The key")
+    if not room.strip():
+        return NO_ROOM, None, {"room": None, "answers": None}
     try:
-        data = polls.tally(room, e.id, key or "", bool(reveal))
+        data = polls.tally(room, e.id, key, reveal is True or reveal in ("true", "True", 1))
     except polls.PollError as err:
         raise gr.Error(str(err)) from None
     if not data["revealed"]:
@@ -82,6 +104,27 @@ def poll_tally(room="", exercise_id="", key="", reveal=False):
     data = {**data, "answer": truth, "why": why}
     return (f"**The answer: {truth}.** {why} ({data['answers']} answer(s) in room {data['room']})",
             fq.tally_figure(data["counts"], truth, e.question), data)
+
+
+def _hint(exercise_id):
+    e = ex.BY_ID.get(exercise_id, ex.EXERCISES[0])
+    what = f"one of: {', '.join(e.choices)}" if e.kind == "choice" else "a whole number, or 'never'"
+    return {"label": f"Your guess ({what}): commit it, then check", "value": ""}
+
+
+def panel(tab: str) -> None:
+    """This tab's questions, at its foot: guess, then check (the same answers as the Class quiz tab)."""
+    mine = [e for e in ex.EXERCISES if e.tab == tab]
+    if not mine:
+        return
+    with gr.Accordion(f"Predict, then reveal: {len(mine)} question{'s' if len(mine) > 1 else ''} about this tab",
+                      open=False, elem_classes=["quiz-panel"]):
+        question = gr.Dropdown([(e.question, e.id) for e in mine], value=mine[0].id, label="Question")
+        guess = gr.Textbox(**_hint(mine[0].id))
+        check = gr.Button("Check my guess", size="sm")
+        verdict = gr.Markdown()
+    question.change(lambda i: gr.update(**_hint(i)), question, guess, queue=False, api_visibility="private")
+    check.click(lambda i, g: exercise(i, g)[0], [question, guess], verdict, api_visibility="private")
 
 
 def _answer_box(exercise_id):
