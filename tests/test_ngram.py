@@ -79,3 +79,15 @@ def test_the_shipped_model_generates_and_its_card_makes_the_lectures_point():
     assert table[(5, "kneser-ney")] < table[(5, "add-k")]                                       # smoothing matters
     assert ckpt.card["held_out"]["loss"] == table[(5, "kneser-ney")]
     assert ckpt.card["held_out"]["perplexity"] == pytest.approx(math.exp(ckpt.card["held_out"]["loss"]), rel=1e-3)
+
+
+def test_generation_says_what_the_ngram_saw_and_where_it_backed_off():
+    from playground.figures import generation as fgen
+    from playground.ui import generation_tab
+
+    *_, data = list(generation_tab.generate("ROMEO:", "ngram-shakespeare", 8, "greedy", 1.0, 10, 0.9, 0))[-1]
+    first = data["steps"][0]
+    assert first["sees"] == "MEO:" and first["order"] == 5 and first["n"] == 5
+    title = fgen.next_token_figure(first, 0, ()).layout.title.text
+    assert "the 5-gram sees" in title and "whole context was counted" in title
+    assert "n-grams against the networks" in generation_tab.perplexity_md()
