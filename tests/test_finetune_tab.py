@@ -17,12 +17,12 @@ def last(outputs):
 
 def test_a_live_lora_run_streams_its_loss_then_shows_everything():
     updates = list(ft_tab.lora_finetune(GPT, "qv", 4, 8, 3, 3e-3, "", 0, progress=lambda *a, **k: None))
-    assert len(updates) == 4                                             # three steps, then the whole result
+    assert 2 <= len(updates) <= 4                     # the curve (at most every STREAM_EVERY s), then the result
     status, fig, mask, texts, file, data = updates[-1]
     assert status.startswith("Trained live: 3 steps") and "r (d + k)" in status
     assert isinstance(fig, go.Figure) and len(fig.data[0].x) == 3
     assert "after (with the adapters" in texts and data["counts"]["trainable"] == 4 * 4 * (576 + 192)
-    assert "step 2 of 3" in updates[1][0]
+    assert updates[0][0].startswith("Training: step 1 of 3")
 
 
 def test_sft_and_dpo_on_the_gpt_show_the_mask_and_the_dpo_terms():

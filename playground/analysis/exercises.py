@@ -127,6 +127,10 @@ EXERCISES = [
              solve=lambda: _tokens("unbelievably", "bpe")),
     Exercise("tokens-wordpiece", "Tokenization", "And MiniLM's WordPiece, of 'unbelievably'?", "number",
              solve=lambda: _tokens("unbelievably", "minilm")),
+    Exercise("tokens-unigram", "Tokenization", "And our Unigram tokenizer (SentencePiece style), of 'unbelievably'?",
+             "number", solve=lambda: _tokens("unbelievably", "unigram")),
+    Exercise("tokens-char", "Tokenization", "And the character tokenizer, of 'naïve 👩‍💻'?", "number",
+             solve=lambda: _tokens("naïve 👩‍💻", "char")),
     Exercise("bpe-merge", "Tokenization", "The lecture's table (low 5, lower 2, newest 6, widest 3, highest 2): "
              "which pair does BPE merge 4th?", "choice", ("es", "est", "lo", "low", "ne", "wi", "st"),
              solve=_next_merge),

@@ -4,6 +4,8 @@ tab waits) or shown at once from the shipped runs in models/ (`python -m playgro
 
 from __future__ import annotations
 
+import time
+
 import gradio as gr
 
 from playground import checkpoints
@@ -20,6 +22,7 @@ BATCH = {GPT: 8, SMOLLM2: 2}
 STEPS = {GPT: (40, 200), SMOLLM2: (16, 40)}                  # (default, most) per base
 RATE = {"lora": 3e-3, "sft": 3e-3, "dpo": 1e-3}
 SHIPPED = {"lora": "lora-gpt-shakespeare", "sft": "sft-smollm2", "dpo": "dpo-smollm2"}
+STREAM_EVERY = 0.5                                           # seconds between redraws of a live run's curve
 TEXT_CHARS = 20_000                                          # a LoRA text longer than this is cut, with a notice
 
 INTRO_MD = r"""**From a pretrained model to an assistant.** Pre-training teaches a model text; **supervised fine-tuning**
@@ -81,12 +84,15 @@ def _live(cfg: FinetuneConfig, text: str | None, progress):
     records: list[dict] = []
     head = {"method": cfg.method, "config": {"steps": cfg.steps}}
     progress(0, desc="starting (SmolLM2 is read on first use: about 10 s)" if cfg.base == SMOLLM2 else "starting")
+    shown = 0.0
     try:
         for item in finetune.live(cfg, text):
             if "step" in item:
                 records.append(item["step"])
                 progress(len(records) / cfg.steps, desc=f"step {len(records)}/{cfg.steps}")
-                yield _progress_views(head, records)
+                if time.perf_counter() - shown >= STREAM_EVERY:  # the GPT's steps take milliseconds: the page
+                    shown = time.perf_counter()                   # redraws the curve at most this often
+                    yield _progress_views(head, records)
             else:
                 yield _views(item["result"], "Trained live:")
     except finetune.LLMMissing as err:
