@@ -33,7 +33,7 @@ class NGramConfig:
     n: int = 5                      # the longest sequence counted: a token is predicted from the n - 1 before it
     smoothing: str = "kneser-ney"   # or "add-k"
     k: float = 0.01                 # add-k's pseudo-count
-    n_positions: int = 1_000_000    # no limit on the text's length: the model reads only its last n - 1 tokens
+    n_positions: int = 256          # a prompt longer than this is cut (it reads only its last n - 1 tokens anyway)
 
     def __post_init__(self):
         assert 1 <= self.n <= 8, f"n must be 1 to 8, not {self.n}"

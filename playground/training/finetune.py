@@ -417,6 +417,8 @@ def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = 
             "dpo": lambda: dpo_steps(run, preferences())}[cfg.method]()
     result["steps"] = train(run, step, report, should_stop)
     result["stopped"] = len(result["steps"]) < cfg.steps
+    if should_stop():  # the user left: nobody will read the texts after, the merge check or the held-out figures
+        return result
     result["after"] = texts(lambda p: greedy(run.model, run.fmt, p, cfg.max_new_tokens, stop_at_end))
     result["held_out"] = held_out(run, text)
     merged = lora.merge_lora(lora.shared_copy(run.model))     # W + (α/r) B A in new tensors; the base untouched
