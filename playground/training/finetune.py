@@ -340,20 +340,26 @@ def max_difference(a: torch.nn.Module, b: torch.nn.Module, ids: list[int]) -> fl
     return float((a(x)[0] - b(x)[0]).abs().max())
 
 
+def first_example(fmt: TextFormat, method: str) -> tuple[list[int], list[int]]:
+    """The first training pair (sft) or the first triple's chosen answer (dpo), as ids and labels."""
+    if method == "sft":
+        first = pairs()[0]
+        return example(fmt, first["instruction"], first["response"])
+    first = preferences()[0]
+    return example(fmt, first["prompt"], first["chosen"])
+
+
 def probe(fmt: TextFormat, cfg: FinetuneConfig, text: str) -> list[int]:
     """The sequence the exactness checks run on: the first training example."""
     if cfg.method == "lora":
         return fmt.encode(text)[:min(cfg.seq_len, fmt.n_positions)]
-    first = pairs()[0] if cfg.method == "sft" else preferences()[0]
-    ids, _ = example(fmt, first.get("instruction") or first["prompt"], first.get("response") or first["chosen"])
-    return ids
+    return first_example(fmt, cfg.method)[0]
 
 
 def mask_view(fmt: TextFormat, cfg: FinetuneConfig) -> dict:
     """The first training example's tokens and which of them the loss counts as targets (sft, dpo): the
     first token is never a target, the prompt's are masked out."""
-    first = pairs()[0] if cfg.method == "sft" else preferences()[0]
-    ids, labels = example(fmt, first.get("instruction") or first["prompt"], first.get("response") or first["chosen"])
+    ids, labels = first_example(fmt, cfg.method)
     return {"tokens": [fmt.decode([i], special=True) for i in ids + [labels[-1]]],
             "in_loss": [False] + [t != IGNORE for t in labels]}
 
