@@ -145,7 +145,7 @@ def chosen(values, allowed, what: str) -> list[str]:
     values = [values] if isinstance(values, str) else list(values or [])
     unknown = [v for v in values if v not in allowed]
     if unknown:
-        raise gr.Error(f"Unknown {what}s: {', '.join(map(str, unknown))}; choose from {', '.join(allowed)}.")
+        raise gr.Error(f"Unknown {what}s: {', '.join(map(_shown, unknown))}; choose from {', '.join(allowed)}.")
     if not values:
         raise gr.Error(f"Choose at least one {what}.")
     return values
