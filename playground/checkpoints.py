@@ -48,6 +48,7 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     # LoRA adapters on our GPT or SmolLM2 (lora, sft, dpo): the base is named, the file holds A and B
     "lora-adapter": ("playground.nets.adapters", "AdapterConfig", "load_adapted"),
     "ngram": ("playground.nets.ngram", "NGramConfig", "NGramLM"),   # counts of 1- to n-grams, smoothed on reading
+    "elmo": ("playground.nets.elmo", "ELMoConfig", "ELMo"),   # ELMo's biLM over words (weights stored in fp16)
 }
 
 

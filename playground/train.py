@@ -13,6 +13,7 @@ Kinds:
     word2vec     skip-gram or CBOW with negative sampling (playground/training/word2vec.py); writes
                  word2vec-<corpus>/ (or --name) with the analogy and similarity evaluation
     ngram        a character n-gram LM (counts up to --n, add-k or Kneser-Ney) with a held-out table of every order
+    elmo         ELMo's biLM (playground/training/elmo.py): forward and backward word LSTMs, held-out perplexity of each
     lora, sft, dpo  LoRA adapters on our GPT or SmolLM2 (--base=...): trained on a text (lora; assets/finetune/
                  lora_text.txt or --corpus), instruction-response pairs (sft) or preference triples (dpo);
                  writes <method>-<base>/ with every step's record and the texts before and after
@@ -131,6 +132,14 @@ def _ngram_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
     return ngram.NGramTrainConfig, ngram.train
 
 
+def _elmo_kind() -> tuple[tuple[type, type], Callable[[Any, RunOptions], dict]]:
+    """elmo: ELMo's biLM over words (playground/nets/elmo.py, playground/training/elmo.py): the net's keys and the trainer's."""
+    from playground.nets.elmo import ELMoConfig
+    from playground.training import elmo
+
+    return (ELMoConfig, elmo.ELMoTrainConfig), elmo.train_kind
+
+
 def _finetune_kind(method: str) -> tuple:
     """lora | sft | dpo: LoRA adapters on our GPT or SmolLM2 (playground/training/finetune.py), --base=..."""
     from playground.training import finetune
@@ -153,6 +162,7 @@ KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind
     "minilm-mlm": _minilm_mlm_kind(),
     "seq2seq": _seq2seq_kind(),
     "ngram": _ngram_kind(),
+    "elmo": _elmo_kind(),
     "lora": _finetune_kind("lora"),
     "sft": _finetune_kind("sft"),
     "dpo": _finetune_kind("dpo"),
