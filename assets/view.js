@@ -70,7 +70,9 @@
   }, true);
 
   // A link's sub-tab: the server selects the top-level tab; its sub-tab is clicked here once it is shown
-  // (a click, so the sub-tab's own select events run as if the user had chosen it).
+  // (a click, so the sub-tab's own select events run as if the user had chosen it). Only after the server's
+  // answer (`restored`): clicked before it, on the first tab's sub-tabs, the answer's tab selection would
+  // arrive later and undo a tab the user chose meanwhile.
   function openSubTab(sub, deadline) {
     const tabs = document.getElementById("tabs");
     const button = tabs && subTabs(tabs).flat().find((b) => subId(b.textContent) === sub);
@@ -78,7 +80,6 @@
     else if (Date.now() < deadline) setTimeout(() => openSubTab(sub, deadline), 200);
   }
   const linked = new URL(window.location.href).searchParams.get("tab") || "";
-  if (linked.includes("/")) openSubTab(linked.split("/")[1], Date.now() + 30000);
 
   // What a link got wrong (playground/ui/view.py refused or could not find it) leaves the address bar, so the
   // next copy of the link is clean. A clamped number is rewritten by its component's change (`set`).
@@ -87,6 +88,12 @@
     const url = new URL(window.location.href);
     keys.split(",").forEach((key) => url.searchParams.delete(key));
     move(url);
+  }
+
+  // The server has restored the link's view: drop what it refused, then open the link's sub-tab.
+  function restored(keys) {
+    drop(keys);
+    if (linked.includes("/") && !(keys || "").split(",").includes("tab")) openSubTab(linked.split("/")[1], Date.now() + 30000);
   }
 
   function note(text) {
@@ -178,5 +185,5 @@
     setTimeout(() => { pending = false; scaleAll(); }, 200);
   }).observe(document.documentElement, { childList: true, subtree: true });
 
-  window.playgroundView = { set, copy, lecture, drop };
+  window.playgroundView = { set, copy, lecture, drop, restored };
 })();

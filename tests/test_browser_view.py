@@ -68,6 +68,27 @@ def test_a_link_opens_a_sub_tab_and_choosing_one_rewrites_the_link(fresh, app_ur
     page.wait_for_function("() => new URLSearchParams(location.search).get('tab') === 'generation'", timeout=10_000)
 
 
+def test_a_tab_chosen_while_the_link_is_restored_is_not_undone_by_it(fresh, app_url):
+    """The server's answer to a link arrives late on a busy machine (here: held back 3 s): the link's sub-tab is
+    opened only after it, so a tab clicked next stays chosen (it used to be thrown back to the link's tab)."""
+    import time
+
+    page = fresh
+
+    def late(route):
+        if route.request.method == "POST":
+            time.sleep(3)
+        route.continue_()
+
+    page.route("**/gradio_api/run/**", late)
+    page.goto(f"{app_url}?tab=tokenization/normalisation")
+    page.wait_for_function("() => [...document.querySelectorAll(\"button[role='tab'][aria-selected='true']\")]"
+                           ".some((b) => b.textContent.trim() === 'Normalisation')", timeout=40_000)
+    page.get_by_role("tab", name="Attention", exact=True).click()
+    page.wait_for_timeout(4_000)   # longer than the answer was held back
+    assert page.get_by_role("tab", name="Attention", exact=True).get_attribute("aria-selected") == "true"
+    page.get_by_role("tab", name="Inside one head: Q, K, V, softmax", exact=True).click(timeout=10_000)
+
 def test_changes_rewrite_the_url_and_copy_link_copies_it(fresh, app_url):
     page = fresh
     page.goto(app_url)

@@ -120,7 +120,7 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
 
     demo.load(restore, outputs=[*components, shared.tabs, lecture, shared.restored, banner, dropped],
               api_visibility="private", queue=False).then(
-        None, inputs=dropped, js="(keys) => window.playgroundView.drop(keys)")
+        None, inputs=dropped, js="(keys) => window.playgroundView.restored(keys)")
     for key, component in [*zip(keys, components), ("lecture", lecture)]:
         default = json.dumps(component.value, ensure_ascii=False)
         component.change(None, inputs=[component],
