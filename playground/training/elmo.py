@@ -64,9 +64,14 @@ def encode_words(tok: Tokenizer, lines: Iterable[str]) -> torch.Tensor:
 def word_data(paths, cfg: ELMoTrainConfig) -> TextData:
     """Vocabulary (trained on the whole corpus, as word2vec's), the word stream, its contiguous split."""
     tok = train_vocabulary(read_lines(paths), cfg.max_vocab, cfg.min_count)
-    ids = encode_words(tok, read_lines(paths))
-    n_train = int(len(ids) * (1 - cfg.val_fraction))
-    return TextData(tokenizer=tok, train=ids[:n_train], val=ids[n_train:], corpus=checkpoints.corpus_record(paths))
+    train, val = split_words(encode_words(tok, read_lines(paths)), cfg.val_fraction)
+    return TextData(tokenizer=tok, train=train, val=val, corpus=checkpoints.corpus_record(paths))
+
+
+def split_words(ids: torch.Tensor, val_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The contiguous split: the first (1 - val_fraction) of the word stream trains, the rest is held out."""
+    n_train = int(len(ids) * (1 - val_fraction))
+    return ids[:n_train], ids[n_train:]
 
 
 HELD_OUT_PROTOCOL = (
@@ -111,12 +116,27 @@ def held_out(model: ELMo, ids: torch.Tensor, block_size: int, windows_per_forwar
             "protocol": HELD_OUT_PROTOCOL}
 
 
+def held_out_of_checkpoint(ckpt, paths) -> dict:
+    """held_out() recomputed for a saved ELMo (tools/held_out.py): its own vocabulary over the corpus its card
+    names, the same split and block_size, its stored (fp16) weights."""
+    train_config = ckpt.card["train_config"]
+    _, val = split_words(encode_words(ckpt.tokenizer, read_lines(paths)), train_config["val_fraction"])
+    return held_out(ckpt.model, val, train_config["block_size"])
+
+
 def fp16_copy(model: ELMo) -> ELMo:
     """The weights in fp16 for the checkpoint (half the bytes); `checkpoints.load` builds a float32 model and
     load_state_dict converts back."""
     half = ELMo(model.config)
     half.load_state_dict(model.state_dict())
     return half.half()
+
+
+def as_loaded(stored: ELMo) -> ELMo:
+    """The fp16 copy back in float32, as `checkpoints.load` gives it: the model the card's figures describe."""
+    model = ELMo(stored.config)
+    model.load_state_dict(stored.state_dict())
+    return model
 
 
 def train_kind(configs: tuple[ELMoConfig, ELMoTrainConfig], run) -> dict:
@@ -149,9 +169,12 @@ def train_kind(configs: tuple[ELMoConfig, ELMoTrainConfig], run) -> dict:
 
     def save(it: int, final: bool) -> None:   # (`final` is fit's flag: the run stops here)
         card = _card(model, data, cfg, run, it, state, losses, dtype)
-        if final:   # the estimates read eval_iters batches; the card reports the whole held-out split too
-            card["held_out"] = results["held_out"] = held_out(model, data.val.to(run.device), cfg.block_size)
-        checkpoints.save(run.out / name, kind="elmo", config=model.config, card=card, model=fp16_copy(model),
+        stored = fp16_copy(model)
+        if final:   # the estimates read eval_iters batches; the card reports the whole held-out split too, for
+            # the weights as stored (fp16, computed in float32 as checkpoints.load gives them back)
+            card["held_out"] = results["held_out"] = held_out(as_loaded(stored).to(run.device),
+                                                              data.val.to(run.device), cfg.block_size)
+        checkpoints.save(run.out / name, kind="elmo", config=model.config, card=card, model=stored,
                          tokenizer=data.tokenizer)
 
     model.train()
