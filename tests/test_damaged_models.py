@@ -20,12 +20,13 @@ from playground import checkpoints
 checkpoints.MODELS_DIR = __import__("pathlib").Path(sys.argv[1])
 import app
 from playground.ui import generation_tab, gradient_tab, tokenization_tab
+from playground.analysis.embeddings import encoders
 block = next(b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) == "models-notice")
 assert block.visible
 notice = block.value
 html, *_, data = next(tokenization_tab.tokenize("Hello there", list(tokenization_tab.TOKENIZERS), False, 2000))
 print(json.dumps({"notice": notice, "generation": sorted(generation_tab.MODELS), "cells": sorted(gradient_tab.MODELS),
-                  "tokenizers": sorted(data["tokenizers"])}))
+                  "tokenizers": sorted(data["tokenizers"]), "elmo": encoders.contextual_layers("elmo")}))
 """
 
 
@@ -43,6 +44,9 @@ def test_the_app_starts_without_its_damaged_models_and_names_them(tmp_path):
     (models / "lstm-shakespeare" / "card.json").unlink()
     (models / "tok-bpe" / "tokenizer.json").write_text('{"version": "1.0", "trunc')
     (models / "gru-shakespeare" / "config.json").write_text("{")
+    elmo = (models / "elmo-english").is_dir()
+    if elmo:
+        damage(models / "elmo-english" / "model.safetensors")
     run = subprocess.run([sys.executable, "-c", CHECK, str(models)], cwd=ROOT, capture_output=True, text=True,
                          timeout=280)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -54,3 +58,5 @@ def test_the_app_starts_without_its_damaged_models_and_names_them(tmp_path):
     assert "gpt-shakespeare" not in seen["generation"] and "rnn-shakespeare" in seen["generation"]
     assert seen["cells"] == ["rnn"]
     assert "bpe" not in seen["tokenizers"] and "wordpiece" in seen["tokenizers"]
+    if elmo:   # the contextual view offers MiniLM (and our BERT) without it
+        assert "elmo-english/model.safetensors is damaged" in seen["notice"] and seen["elmo"] is None

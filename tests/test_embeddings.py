@@ -283,3 +283,51 @@ def test_importing_embeddings_does_not_import_sentence_transformers(module):
             "print('sentence_transformers' in sys.modules, 'transformers' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def _tiny_elmo(vocab=("the", "bank", "river", "money", "of", "a", "is", "wet", "lends")):
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+
+    from playground.nets.elmo import ELMo, ELMoConfig
+    from playground.training.word2vec import new_tokenizer
+
+    tok = new_tokenizer({"[UNK]": 0, **{w: i + 1 for i, w in enumerate(vocab)}})
+    assert isinstance(tok, Tokenizer) and isinstance(tok.model, WordLevel)
+    model = ELMo(ELMoConfig(vocab_size=len(vocab) + 1, n_embd=6, n_layer=2))
+    model.reset_parameters(torch.Generator().manual_seed(0))
+    return encoders.ELMoEncoder("elmo", model.eval(), tok, 2, (0.0, 0.0, 0.0), 1.0, 256)
+
+
+ELMO_SENTENCES = ["The bank lends money.", "The river-bank is wet.", "A BANK of the river.", "No such word here."]
+
+
+def test_elmo_contextual_vectors_are_equation_1_of_the_word_s_layers():
+    m = _tiny_elmo()
+    notices = []
+    v = contextual.elmo_view("bank", ELMO_SENTENCES, "mix", m, notices, [0.5, -1.0, 2.0], 2.0)
+    assert v.vectors.shape == (3, 12) and v.coords.shape == (3, 2) and v.data["missing"] == ["No such word here."]
+    assert v.data["layer"] == "mix" and v.data["mix"]["s"] == [0.5, -1.0, 2.0] and v.data["mix"]["gamma"] == 2.0
+    w = torch.softmax(torch.tensor([0.5, -1.0, 2.0]), 0)
+    assert v.data["mix"]["softmax_s"] == pytest.approx(w.tolist(), abs=1e-4) and not v.data["unknown"]
+    # by hand: the word's position through the tokenizer's offsets ("the river bank is wet": position 2)
+    ids = torch.tensor([[m.tokenizer.token_to_id(t) for t in ("the", "river", "bank", "is", "wet")]])
+    reps = m.model.layer_representations(ids)[:, 0, 2]                            # (L+1, 2C)
+    np.testing.assert_allclose(v.vectors[1], (2.0 * (w[:, None] * reps).sum(0)).numpy(), atol=1e-5)
+    plain = contextual.elmo_view("bank", ELMO_SENTENCES, "mix", m, [])            # the card's s = 0, γ = 1
+    np.testing.assert_allclose(plain.vectors[1], reps.mean(0).numpy(), atol=1e-5)
+    np.testing.assert_allclose(contextual.elmo_view("bank", ELMO_SENTENCES, 2, m, []).vectors[1],
+                               reps[2].numpy(), atol=1e-6)
+
+
+def test_elmo_layer_0_is_the_same_in_every_sentence_and_an_unknown_word_is_said():
+    m = _tiny_elmo()
+    v = contextual.elmo_view("bank", ELMO_SENTENCES[:3], 0, m, [])
+    np.testing.assert_allclose(v.similarity, 1.0, atol=1e-5)                        # [x; x]: no context
+    assert v.data["mix"] is None and v.data["layer"] == 0
+    assert not np.allclose(contextual.elmo_view("bank", ELMO_SENTENCES[:3], 1, m, []).similarity, 1.0, atol=1e-3)
+    notices = []
+    v = contextual.elmo_view("shore", ["The shore is wet.", "A shore of the river."], "mix", m, notices)
+    assert v.data["unknown"] and "[UNK]" in notices[0]
+    with pytest.raises(EmbeddingError, match="one weight"):
+        contextual.elmo_view("bank", ELMO_SENTENCES, "mix", m, [], [0.0, 0.0], 1.0)

@@ -105,6 +105,22 @@ def test_our_bert_as_a_sentence_encoder_and_a_contextual_model(client):
     assert data["model"] == "bert" and data["layer"] == min(6, n_layer) and len(data["similarity"]) == 2
 
 
+@pytest.mark.skipif("elmo-english" not in checkpoints.available(), reason="models/elmo-english is not shipped")
+def test_elmo_as_a_contextual_model_with_its_mix(client):
+    sentences = "I put money in the bank.\nThe river bank was muddy.\nHe robbed a bank."
+    md, _, _, data = client.predict("bank", sentences, 4, "elmo", api_name="/contextual")   # the old inputs only
+    assert data["model"] == "elmo" and data["layer"] == "mix" and len(data["similarity"]) == 3
+    assert data["mix"] == {"s": [0.0, 0.0, 0.0], "softmax_s": [0.3333] * 3, "gamma": 1.0} and "eq. 1" in md
+    *_, data = client.predict("bank", sentences, 0, "elmo", False, 1.0, 0, 0, 0, api_name="/contextual")
+    assert data["layer"] == 0 and data["mix"] is None
+    assert np.allclose(data["similarity"], 1.0, atol=1e-3)           # the token layer [x; x] ignores the context
+    *_, data = client.predict("bank", sentences, 4, "elmo", True, 2.0, 0, 0, 3, api_name="/contextual")
+    assert data["mix"]["gamma"] == 2.0 and data["mix"]["s"] == [0.0, 0.0, 3.0]
+    assert data["mix"]["softmax_s"][2] > 0.9
+    *_, data = client.predict("zyzzyva", "A zyzzyva sat.\nThe zyzzyva flew.", 4, "elmo", api_name="/contextual")
+    assert data["unknown"] is True and len(data["similarity"]) == 2
+
+
 def test_the_word_space_says_what_to_expect_with_the_cards_figures():
     from playground import checkpoints
     from playground.ui import embeddings_tab

@@ -15,7 +15,8 @@ CARDS = sorted(p for p in checkpoints.MODELS_DIR.glob("*/card.json") if not p.pa
 FIGURES = {"gpt": ("loss",), "recurrent": ("loss",), "rnn": ("loss",), "lstm": ("loss",), "gru": ("loss",),
            "bert": ("top1", "top5", "nsp_accuracy", "masked_tokens", "pairs"),
            "minilm-mlm": ("top1", "top5", "loss", "masked_tokens", "windows"),
-           "seq2seq": ("trained_lengths", "longer")}
+           "seq2seq": ("trained_lengths", "longer"),
+           "elmo": ("perplexity_forward", "perplexity_backward", "perplexity_mean", "tokens_per_direction", "words")}
 
 
 @pytest.mark.parametrize("card_path", CARDS, ids=lambda p: p.parent.name)
@@ -59,3 +60,22 @@ def test_seq2seq_held_out_takes_only_held_out_sources():
 
     for length in (1, 5, 33):
         assert all(seq2seq.is_test(words) for words, _ in seq2seq.test_set(length, 20))
+
+
+def test_elmo_held_out_is_recomputed_by_the_tool_from_the_stored_weights(tiny_corpus, tmp_path):
+    """The card's figures (the whole held-out word stream, each direction) are those of the fp16 weights it ships:
+    tools/held_out.py recomputes them from the checkpoint and the corpus alone."""
+    from pathlib import Path
+
+    from playground import train
+    from playground.tools import held_out
+
+    threads = torch.get_num_threads()
+    train.main(["elmo", "--corpus", tiny_corpus, "--out", str(tmp_path), "--name", "e", "--n_embd=8",
+                "--batch_size=4", "--block_size=16", "--min_count=1", "--max_iters=20", "--eval_interval=10",
+                "--eval_iters=2", "--threads=1"])
+    torch.set_num_threads(threads)
+    card = checkpoints.load(tmp_path / "e").card
+    figures = card["held_out"]
+    assert figures["words"] == card["words"]["held_out"] and figures["tokens_per_direction"] == figures["words"] - 1
+    assert held_out.held_out(str(tmp_path / "e"), [Path(tiny_corpus)]) == figures

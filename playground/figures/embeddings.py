@@ -170,8 +170,20 @@ def contextual_md(data: dict, sim: np.ndarray, in_word2vec: bool | None) -> str:
               if in_word2vec else f"word2vec has no vector for {word!r}." if in_word2vec is not None else "")
     off = sim[~np.eye(len(sim), dtype=bool)]
     where = "input embeddings + positions" if layer == 0 else f"after block {layer}"
-    return (f"{data['model']}, layer {layer} ({where}): the cosines between the {len(sim)} occurrences range from "
+    which = f"layer {layer} ({where})"
+    if data["model"] == "elmo":
+        which = elmo_layer_md(layer, data.get("mix"))
+    return (f"{data['model']}, {which}: the cosines between the {len(sim)} occurrences range from "
             f"{off.min():.2f} to {off.max():.2f}. {single}")
+
+
+def elmo_layer_md(layer, mix: dict | None) -> str:
+    """What an ELMo layer is: the token layer, a biLSTM layer, or eq. 1's mix with its weights."""
+    if layer == "mix":
+        weights = ", ".join(f"{w:.2f}" for w in mix["softmax_s"])
+        return f"the mix of eq. 1 (γ = {mix['gamma']:g} × Σ_j softmax(s)_j h_j with softmax(s) = ({weights}))"
+    return "layer 0 (the token layer [x; x], the same in every context)" if layer == 0 else \
+        f"layer {layer} (biLSTM layer {layer}: [forward h; backward h])"
 
 
 def classic_md(same_bag: list[tuple[int, int]], disjoint: list[tuple[int, int]]) -> str:

@@ -334,6 +334,7 @@ EVERY_PATH = [(name, {}) for name in ("tokenize", "bpe_trace", "normalize", "exp
                                       "compare_generate", "generation_attention")] + [
     ("tokenize", {"retrain": True}), ("embed_words", {"method": "tsne"}), ("embed_words", {"method": "umap"}),
     ("embed_words", {"source": "bert"}), ("embed_words", {"source": "gpt"}), ("contextual", {"model": "bert"}),
+    ("contextual", {"model": "elmo"}),
     ("embed_sentences", {"model": "sentence-transformers"}), ("embed_sentences", {"model": "bert"}),
     ("attention", {"model_key": "gpt"}), ("attention", {"model_key": "bert", "detail": "all"}),
     ("fill_mask", {"model_name": "bert-english"}), ("seq2seq", {"model_key": "transformer"}),

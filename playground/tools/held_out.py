@@ -5,6 +5,8 @@ held-out split, with the protocol, written into its card.json as `held_out`.
 - bert-english: masked-token loss, top-1/top-5 and NSP accuracy with every held-out sentence starting a pair once
   (training/bert.py);
 - minilm-mlm: masked-token loss and top-1/top-5 over every held-out window (training/minilm_mlm.py);
+- elmo: the perplexity of each direction (forward, backward) over every word of the held-out word stream
+  (training/elmo.py);
 - seq2seq: exact match over a fixed sample of held-out sources of every length (training/seq2seq.py; no corpus).
 The corpus must be the one the card names (checked by sha256); each model uses its own tokenizer and split."""
 
@@ -48,6 +50,10 @@ def held_out(name: str, corpus: list[Path]) -> dict:
         pairs = bert._pair_corpus(ckpt.tokenizer, val_s, val_d)
         return bert.held_out(ckpt.model.eval(), ckpt.tokenizer, pairs, train_config["n_positions"],
                              train_config.get("prob", 0.15))
+    if kind == "elmo":
+        from playground.training import elmo
+
+        return elmo.held_out_of_checkpoint(ckpt, corpus)
     text = data.load_text(corpus, tokenizer=ckpt.tokenizer)
     return lm.held_out_loss(ckpt.model, text.val, train_config["block_size"])
 

@@ -64,41 +64,64 @@ def encode_words(tok: Tokenizer, lines: Iterable[str]) -> torch.Tensor:
 def word_data(paths, cfg: ELMoTrainConfig) -> TextData:
     """Vocabulary (trained on the whole corpus, as word2vec's), the word stream, its contiguous split."""
     tok = train_vocabulary(read_lines(paths), cfg.max_vocab, cfg.min_count)
-    ids = encode_words(tok, read_lines(paths))
-    n_train = int(len(ids) * (1 - cfg.val_fraction))
-    return TextData(tokenizer=tok, train=ids[:n_train], val=ids[n_train:], corpus=checkpoints.corpus_record(paths))
+    train, val = split_words(encode_words(tok, read_lines(paths)), cfg.val_fraction)
+    return TextData(tokenizer=tok, train=train, val=val, corpus=checkpoints.corpus_record(paths))
+
+
+def split_words(ids: torch.Tensor, val_fraction: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The contiguous split: the first (1 - val_fraction) of the word stream trains, the rest is held out."""
+    n_train = int(len(ids) * (1 - val_fraction))
+    return ids[:n_train], ids[n_train:]
 
 
 HELD_OUT_PROTOCOL = (
-    "the whole held-out split (the last 10% of the word stream) in non-overlapping windows of block_size + 1 words "
-    "w_0..w_T, each read from its own start (no state carried across windows); the forward LM reads w_0..w_{T-1} "
-    "and predicts w_1..w_T, the backward LM reads w_T..w_1 and predicts w_{T-1}..w_0, so each direction scores "
-    "every held-out word once (bar one word at the split's edges); perplexity = exp(mean negative log-likelihood "
-    "in nats) per direction, and of their mean (the training loss)")
+    "the whole held-out split (the last 10% of the word stream) in consecutive windows of block_size + 1 words "
+    "w_0..w_T, each starting on the previous window's last word and read from its own start (no state carried "
+    "across windows), the last window shorter where the split ends; the forward LM reads w_0..w_{T-1} and "
+    "predicts w_1..w_T, the backward LM reads w_T..w_1 and predicts w_{T-1}..w_0, so each direction scores every "
+    "held-out word once bar one (the forward LM the first, the backward LM the last); perplexity = exp(mean "
+    "negative log-likelihood in nats) per direction, and of their mean (the training loss)")
+
+
+def held_out_windows(n_words: int, block_size: int) -> list[tuple[int, int]]:
+    """(start, T) of each held-out window: words start .. start + T, T = block_size except in the last window,
+    which takes what is left; together they score words 1 .. n_words - 1 forward and 0 .. n_words - 2 backward."""
+    assert n_words >= 2, f"{n_words} held-out words are too few: a window needs two"
+    return [(i, min(block_size, n_words - 1 - i)) for i in range(0, n_words - 1, block_size)]
 
 
 def held_out(model: ELMo, ids: torch.Tensor, block_size: int, windows_per_forward: int = 32) -> dict:
     """The held-out perplexity of each direction and of their mean over the whole split: HELD_OUT_PROTOCOL."""
-    n = (len(ids) - 1) // block_size
-    assert n >= 1, f"{len(ids)} held-out words are too few for block_size={block_size}"
-    x = ids[: n * block_size].view(n, block_size)                           # w_0 .. w_{T-1} of each window
-    y = ids[1: n * block_size + 1].view(n, block_size)                      # w_1 .. w_T
-    was_training, (nll_f, nll_b) = model.training, (0.0, 0.0)
+    windows = held_out_windows(len(ids), block_size)
+    full = [i for i, T in windows if T == block_size]                      # the equal windows, batched
+    batches = [torch.tensor(full[i:i + windows_per_forward]) for i in range(0, len(full), windows_per_forward)]
+    batches += [torch.tensor([i]) for i, T in windows if T < block_size]    # the short last window on its own
+    was_training, (nll_f, nll_b, tokens) = model.training, (0.0, 0.0, 0)
     model.eval()
     with torch.inference_mode():
-        for i in range(0, n, windows_per_forward):
-            xb, yb = x[i:i + windows_per_forward], y[i:i + windows_per_forward]
+        for starts in batches:
+            T = min(block_size, len(ids) - 1 - int(starts[0]))
+            at = starts[:, None] + torch.arange(T + 1)                      # (n, T + 1): w_0 .. w_T
+            xb, yb = ids[at[:, :-1]], ids[at[:, 1:]]                        # w_0..w_{T-1}, w_1..w_T
             (logits_f, logits_b), _ = model(xb, yb)
             nll_f += F.cross_entropy(logits_f.flatten(0, 1), yb.flatten(), reduction="sum").item()
             nll_b += F.cross_entropy(logits_b.flatten(0, 1), xb.flatten(), reduction="sum").item()
+            tokens += xb.numel()
     model.train(was_training)
-    tokens = n * block_size
     f, b = nll_f / tokens, nll_b / tokens
     return {"loss_forward": round(f, 4), "loss_backward": round(b, 4), "loss_mean": round((f + b) / 2, 4),
             "perplexity_forward": round(math.exp(f), 2), "perplexity_backward": round(math.exp(b), 2),
-            "perplexity_mean": round(math.exp((f + b) / 2), 2), "windows": n, "block_size": block_size,
-            "tokens_per_direction": tokens, "unk_share": round(float((ids == 0).float().mean()), 4),
+            "perplexity_mean": round(math.exp((f + b) / 2), 2), "windows": len(windows), "block_size": block_size,
+            "words": len(ids), "tokens_per_direction": tokens, "unk_share": round(float((ids == 0).float().mean()), 4),
             "protocol": HELD_OUT_PROTOCOL}
+
+
+def held_out_of_checkpoint(ckpt, paths) -> dict:
+    """held_out() recomputed for a saved ELMo (tools/held_out.py): its own vocabulary over the corpus its card
+    names, the same split and block_size, its stored (fp16) weights."""
+    train_config = ckpt.card["train_config"]
+    _, val = split_words(encode_words(ckpt.tokenizer, read_lines(paths)), train_config["val_fraction"])
+    return held_out(ckpt.model, val, train_config["block_size"])
 
 
 def fp16_copy(model: ELMo) -> ELMo:
@@ -107,6 +130,13 @@ def fp16_copy(model: ELMo) -> ELMo:
     half = ELMo(model.config)
     half.load_state_dict(model.state_dict())
     return half.half()
+
+
+def as_loaded(stored: ELMo) -> ELMo:
+    """The fp16 copy back in float32, as `checkpoints.load` gives it: the model the card's figures describe."""
+    model = ELMo(stored.config)
+    model.load_state_dict(stored.state_dict())
+    return model
 
 
 def train_kind(configs: tuple[ELMoConfig, ELMoTrainConfig], run) -> dict:
@@ -126,7 +156,7 @@ def train_kind(configs: tuple[ELMoConfig, ELMoTrainConfig], run) -> dict:
     model.reset_parameters(generator)       # the initial weights come from the run's own generator
     model = model.to(run.device)
     optimizer = loop.make_optimizer(model, cfg, run.device)
-    state, losses, final = loop.TrainState(), {}, {}
+    state, losses, results = loop.TrainState(), {}, {}
     name = run.name or f"elmo-{run.corpus[0].stem}"
 
     def step(it: int):
@@ -137,11 +167,14 @@ def train_kind(configs: tuple[ELMoConfig, ELMoTrainConfig], run) -> dict:
         losses.update(estimate_loss(model, data, cfg, run.device, run.seed + 1))
         return {"train": round(losses["train"], 4), "val": round(losses["val"], 4)}
 
-    def save(it: int, final: bool) -> None:
+    def save(it: int, final: bool) -> None:   # (`final` is fit's flag: the run stops here)
         card = _card(model, data, cfg, run, it, state, losses, dtype)
-        if final:   # the estimates read eval_iters batches; the card reports the whole held-out split too
-            card["held_out"] = final["held_out"] = held_out(model, data.val.to(run.device), cfg.block_size)
-        checkpoints.save(run.out / name, kind="elmo", config=model.config, card=card, model=fp16_copy(model),
+        stored = fp16_copy(model)
+        if final:   # the estimates read eval_iters batches; the card reports the whole held-out split too, for
+            # the weights as stored (fp16, computed in float32 as checkpoints.load gives them back)
+            card["held_out"] = results["held_out"] = held_out(as_loaded(stored).to(run.device),
+                                                              data.val.to(run.device), cfg.block_size)
+        checkpoints.save(run.out / name, kind="elmo", config=model.config, card=card, model=stored,
                          tokenizer=data.tokenizer)
 
     model.train()
@@ -151,7 +184,7 @@ def train_kind(configs: tuple[ELMoConfig, ELMoTrainConfig], run) -> dict:
              state=state, resume_dir=run.out / f".{name}.resume", resume=run.resume, rngs=[generator],
              device=run.device)
     return {"name": name, "steps": state.it, "train_loss": losses["train"], "val_loss": losses["val"],
-            "seconds": round(state.elapsed, 1), "held_out": final.get("held_out")}
+            "seconds": round(state.elapsed, 1), "held_out": results.get("held_out")}
 
 
 def _schedule(cfg: ELMoTrainConfig):

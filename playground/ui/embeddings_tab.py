@@ -3,7 +3,7 @@ to sentence vectors you can search with.
 
 Word space (our word2vec, MiniLM's input embeddings, our BERT's, our GPT's characters: PCA / t-SNE / UMAP in
 2D or 3D, neighbours, analogies, the same words in another embedding), contextual embeddings (one word in
-several sentences at a chosen MiniLM layer), sentence space (SBERT pooling, similarity, semantic search), and
+several sentences at a chosen MiniLM layer, or ELMo's mix of its biLM's layers), sentence space (SBERT pooling, similarity, semantic search), and
 the classic representations (one-hot, bag of words, TF-IDF). Nothing is loaded at import: word2vec's
 8 MB loads on first use, MiniLM is the encoder the Attention tab already loaded.
 """
@@ -27,6 +27,9 @@ SELECTED = "selected:"       # the set that holds the word selected in the share
 MAX_SENTENCES = 200        # sentence space: more than this is cut with a notice
 MAX_CONTEXT_SENTENCES = 20
 MAX_CLASSIC_SENTENCES = 20   # the classic tables: one row per sentence
+ELMO_WEIGHTS = 3             # s_0 .. s_2: ELMo's token layer and its L = 2 biLSTM layers (the shipped biLM's L)
+S_RANGE = 5.0                # |s_j| ≤ 5: softmax weights from ~0 to ~1 already
+GAMMA_RANGE = (0.1, 10.0)    # γ > 0: it scales the ELMo vector (cosines do not change)
 SOURCE_LABELS = {"word2vec": "our word2vec", "minilm": "MiniLM input embeddings",
                  "bert": "our BERT's input embeddings", "gpt": "our GPT's characters"}
 SENTENCE_MODELS = {
@@ -90,6 +93,16 @@ def _encoder(model) -> encoders.Encoder:
     m = encoders.encoder(model) if model in encoders.ENCODERS else None
     if m is None:
         raise gr.Error(f"Unknown or unavailable encoder {model!r}; choose from {', '.join(encoders.ENCODERS)}.")
+    return m
+
+
+def _elmo() -> encoders.ELMoEncoder:
+    m = encoders.elmo_encoder()
+    if m is None:
+        raise gr.Error(f"Our ELMo ({encoders.ELMO_CHECKPOINT}) is not shipped here; choose "
+                       f"{' or '.join(encoders.ENCODERS)}.")
+    if m.n_layer + 1 != ELMO_WEIGHTS:
+        raise gr.Error(f"This ELMo has {m.n_layer + 1} layers; the tab offers {ELMO_WEIGHTS} weights s_j.")
     return m
 
 
@@ -165,11 +178,12 @@ def analogy(a, b, c, source="word2vec"):
     return fe.analogy_md(data), data
 
 
-def contextual(word, sentences, layer=4, model="minilm"):
-    """One word in several sentences, through MiniLM (or our BERT) at the chosen layer: its vectors and
-    their similarity."""
+def contextual(word, sentences, layer=4, model="minilm", mix=True, gamma=1.0, s_0=0.0, s_1=0.0, s_2=0.0):
+    """One word in several sentences, through MiniLM (or our BERT) at the chosen layer, or through our ELMo (a
+    layer of its biLM, or with `mix` eq. 1's γ Σ_j softmax(s)_j h_j with s = (s_0, s_1, s_2)): its vectors and
+    their similarity. mix, gamma and s_j are ELMo's only; their defaults are its card's (the plain average)."""
     notices: list[str] = []
-    m = _encoder(model)
+    m = _elmo() if model == "elmo" else _encoder(model)
     word = text_input(word, notices, 60).strip()
     if not word or not re.fullmatch(r"[^\W\d_][\w'-]*", word):
         raise gr.Error("Type one word (letters) to follow through the sentences, e.g. bank.")
@@ -177,16 +191,21 @@ def contextual(word, sentences, layer=4, model="minilm"):
     if len(lines) > MAX_CONTEXT_SENTENCES:
         notices.append(f"The first {MAX_CONTEXT_SENTENCES} sentences are used.")
         lines = lines[:MAX_CONTEXT_SENTENCES]
-    layer = as_int(layer, "Layer", 0, m.n_layer, notices)
+    mixing = model == "elmo" and bool(mix)
+    layer = "mix" if mixing else as_int(layer, "Layer", 0, m.n_layer, notices)
     try:
-        v = ctx.view(word, lines, layer, m, notices)
+        if model == "elmo":
+            weights = [as_float(w, f"s_{j}", -S_RANGE, S_RANGE, notices) for j, w in enumerate((s_0, s_1, s_2))]
+            v = ctx.elmo_view(word, lines, layer, m, notices, weights, as_float(gamma, "γ", *GAMMA_RANGE, notices))
+        else:
+            v = ctx.view(word, lines, layer, m, notices)
     except EmbeddingError as err:
         raise gr.Error(str(err)) from None
-    kept = v.data["sentences"]
+    kept, where = v.data["sentences"], "mix (eq. 1)" if mixing else f"layer {layer}"
     heat = fe.similarity_figure([f"{i + 1}. {s}" for i, s in enumerate(kept)], v.similarity,
-                                f"{word!r} at {m.key} layer {layer}: cosine between its vectors")
+                                f"{word!r} at {m.key} {where}: cosine between its vectors")
     scatter = fe.scatter_figure([str(i + 1) for i in range(len(kept))], v.coords, ["sentences"] * len(kept),
-                                f"{word!r} in each sentence, layer {layer} (PCA)", v.vectors)
+                                f"{word!r} in each sentence, {where} (PCA)", v.vectors)
     warn(notices)
     return fe.contextual_md(v.data, v.similarity, v.in_word2vec), scatter, heat, v.data
 
@@ -261,7 +280,16 @@ A BERT's input embeddings are a table of the same kind, over WordPiece tokens.""
 
 CONTEXT_MD = r"""**Contextual embeddings.** word2vec gives *bank* one vector. A Transformer gives each occurrence
 its own, mixed with the sentence by attention: follow one word through MiniLM's layers (0: the input embedding
-plus position; 6: the last layer), or our small BERT's, and compare its vectors across sentences."""
+plus position; 6: the last layer), or our small BERT's, and compare its vectors across sentences. ELMo (our
+biLM) does it with two LSTM language models, one reading forward and one backward."""
+
+ELMO_MD = r"""**ELMo** (Peters et al. 2018) reads words with a forward and a backward LSTM language model; the word's
+layer $j$ is $h_{k,j} = [\overrightarrow{h}_{k,j}; \overleftarrow{h}_{k,j}]$, layer 0 (the token layer) is
+$[x_k; x_k]$, the same in every sentence, and layers 1–2 are the biLSTM's. Eq. 1 mixes them:
+$\mathrm{ELMo}_k = \gamma \sum_{j=0}^{L} \mathrm{softmax}(s)_j\, h_{k,j}$. The paper **learns $s$ and $\gamma$
+for each downstream task**, with that task's model; there is no task here, so you set them: $s = 0$, $\gamma = 1$
+(the card's defaults) is the plain average of the layers. $\gamma$ only scales the vector, so the cosines do not
+move with it. Unticking the mix shows the layer chosen above. Words outside ELMo's vocabulary are read as [UNK]."""
 
 SENTENCE_MD = r"""**Sentence embeddings** (SBERT, Reimers & Gurevych 2019): run the encoder, then pool its last layer's
 token vectors into one: the **mean** over the real tokens (what all-MiniLM-L6-v2 was trained with), the **max** of
@@ -394,10 +422,11 @@ def _contextual() -> None:
         gr.Markdown(CONTEXT_MD, latex_delimiters=LATEX)
         with gr.Row():
             word = gr.Textbox("bank", label="Word", scale=1)
-            model = gr.Dropdown([(label, key) for key, label in encoders.ENCODERS.items()
-                                 if key == "minilm" or "bert-english" in checkpoints.available()],
+            model = gr.Dropdown([(label, key) for key, label in encoders.CONTEXTUAL.items()
+                                 if key == "minilm" or f"{key}-english" in checkpoints.available()],
                                 value="minilm", label="Encoder", scale=2)
             layer = gr.Slider(0, 6, value=4, step=1, label="Layer", scale=2)
+        mix, gamma, weights, elmo_box = _elmo_controls()
         sentences = gr.Textbox("\n".join(ctx.CONTEXT_SENTENCES), lines=5, label="Sentences (one per line)")
         md = gr.Markdown()
         with gr.Row():
@@ -405,11 +434,31 @@ def _contextual() -> None:
             heat = gr.Plot(label="Similarity")
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             data = gr.JSON(label="contextual")
-    model.change(lambda key: gr.update(maximum=(encoders.encoder(key) or encoders.encoder("minilm")).n_layer),
-                 inputs=model, outputs=layer, api_visibility="private", queue=False)
-    gr.on([tab.select, word.submit, layer.release, sentences.blur, model.change], contextual,
-          inputs=[word, sentences, layer, model], outputs=[md, plot, heat, data], api_name="contextual",
-          trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+
+    def model_changed(key):
+        top = encoders.contextual_layers(key) or encoders.contextual_layers("minilm")
+        return gr.update(maximum=top), gr.update(visible=key == "elmo")
+
+    model.change(model_changed, inputs=model, outputs=[layer, elmo_box], api_visibility="private", queue=False)
+    gr.on([tab.select, word.submit, layer.release, sentences.blur, model.change, mix.change, gamma.release,
+           *[w.release for w in weights]], contextual,
+          inputs=[word, sentences, layer, model, mix, gamma, *weights], outputs=[md, plot, heat, data],
+          api_name="contextual", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+
+
+def _elmo_controls():
+    """ELMo's mix (eq. 1): the switch, γ and one weight s_j per layer, defaults from its card; shown for ELMo."""
+    m = encoders.elmo_encoder() if f"{encoders.ELMO_CHECKPOINT}" in checkpoints.available() else None
+    s, g = (m.s, m.gamma) if m is not None and len(m.s) == ELMO_WEIGHTS else ((0.0,) * ELMO_WEIGHTS, 1.0)
+    names = ["token layer", *(f"biLSTM {j}" for j in range(1, ELMO_WEIGHTS))]
+    with gr.Column(visible=False) as box:
+        gr.Markdown(ELMO_MD, latex_delimiters=LATEX)
+        with gr.Row():
+            mix = gr.Checkbox(True, label="Mix the layers (eq. 1)", scale=1)
+            gamma = gr.Slider(GAMMA_RANGE[0], GAMMA_RANGE[1], value=g, step=0.1, label="γ", scale=1)
+            weights = [gr.Slider(-S_RANGE, S_RANGE, value=w, step=0.1, label=f"s_{j} ({name})", scale=1)
+                       for j, (w, name) in enumerate(zip(s, names))]
+    return mix, gamma, weights, box
 
 
 def _sentence_space(shared: Shared) -> gr.Textbox:

@@ -1,6 +1,7 @@
-"""The BERT encoders the contextual and sentence views run (all-MiniLM-L6-v2 in our BERT encoder, the one the
-Attention tab loaded; our own BERT when its checkpoint is shipped), their padded batches and SBERT's pooling
-(Reimers & Gurevych 2019). The encoders are loaded once, shared and only read."""
+"""The encoders the contextual and sentence views run (all-MiniLM-L6-v2 in our BERT encoder, the one the
+Attention tab loaded; our own BERT when its checkpoint is shipped; for the contextual view also our ELMo's biLM),
+their padded batches and SBERT's pooling (Reimers & Gurevych 2019). The encoders are loaded once, shared and
+only read."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ MAX_SENTENCE_TOKENS = 256   # all-MiniLM-L6-v2's max_seq_length (sentence_bert_c
 POOLINGS = ("mean", "max", "cls")
 ENCODERS = {"minilm": "all-MiniLM-L6-v2 (pretrained, 6 layers × 384)",
             "bert": "our BERT (bert-english, pre-trained here from scratch; not trained for sentence similarity)"}
+CONTEXTUAL = {**ENCODERS, "elmo": "our ELMo (elmo-english: a biLM over words, 2 biLSTM layers; eq. 1's mix)"}
+ELMO_CHECKPOINT = "elmo-english"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,37 @@ def _bert_encoder(name: str = "bert-english") -> Encoder | None:
         return None
     model, c = ckpt.model.bert, ckpt.config
     return Encoder("bert", model, ckpt.tokenizer, c.n_layer, min(MAX_SENTENCE_TOKENS, c.n_positions))
+
+
+@dataclass(frozen=True)
+class ELMoEncoder:
+    """Our ELMo's biLM for the contextual view: shared, read-only; the default mix (s, γ) comes from its card."""
+
+    key: str
+    model: torch.nn.Module      # nets.elmo.ELMo: layer_representations(idx) -> (L+1, B, T, 2C)
+    tokenizer: object           # its word vocabulary (lowercased letter runs; [UNK] is id 0)
+    n_layer: int                # L: the biLSTM layers; the representations are layers 0 .. L
+    s: tuple[float, ...]        # the card's default weights (0: the plain average)
+    gamma: float
+    max_tokens: int             # words read per sentence (the LSTMs have no position limit; a budget)
+
+
+@lru_cache(maxsize=None)
+def elmo_encoder(name: str = ELMO_CHECKPOINT) -> ELMoEncoder | None:
+    """Our ELMo when its checkpoint is shipped (and whole), else None."""
+    ckpt = checkpoints.shipped(name)
+    if ckpt is None:
+        return None
+    L = ckpt.config.n_layer
+    mix = ckpt.card.get("mix") or {}
+    s = tuple(float(w) for w in mix.get("s", [0.0] * (L + 1)))
+    return ELMoEncoder("elmo", ckpt.model, ckpt.tokenizer, L, s, float(mix.get("gamma", 1.0)), MAX_SENTENCE_TOKENS)
+
+
+def contextual_layers(key: str) -> int | None:
+    """The highest layer the contextual view offers for `key` (None: not available)."""
+    m = elmo_encoder() if key == "elmo" else encoder(key)
+    return None if m is None else m.n_layer
 
 
 def encode_batch(tokenizer, sentences: list[str],
