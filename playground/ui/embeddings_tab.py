@@ -448,8 +448,9 @@ def _contextual() -> None:
 
 def _elmo_controls():
     """ELMo's mix (eq. 1): the switch, γ and one weight s_j per layer, defaults from its card; shown for ELMo."""
-    m = encoders.elmo_encoder() if f"{encoders.ELMO_CHECKPOINT}" in checkpoints.available() else None
-    s, g = (m.s, m.gamma) if m is not None and len(m.s) == ELMO_WEIGHTS else ((0.0,) * ELMO_WEIGHTS, 1.0)
+    mix = (checkpoints.read_card(encoders.ELMO_CHECKPOINT) or {}).get("mix") or {}   # the card, not the weights
+    s = mix.get("s") if len(mix.get("s") or []) == ELMO_WEIGHTS else (0.0,) * ELMO_WEIGHTS
+    g = float(mix.get("gamma", 1.0))
     names = ["token layer", *(f"biLSTM {j}" for j in range(1, ELMO_WEIGHTS))]
     with gr.Column(visible=False) as box:
         gr.Markdown(ELMO_MD, latex_delimiters=LATEX)
