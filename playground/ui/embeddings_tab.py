@@ -435,14 +435,19 @@ def _contextual() -> None:
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             data = gr.JSON(label="contextual")
 
-    def model_changed(key):
+    def model_changed(key, value):
+        """The layer slider narrowed to the encoder's layers, its value first (a value above the new maximum
+        would be refused by the slider when the view is computed next)."""
         top = encoders.contextual_layers(key) or encoders.contextual_layers("minilm")
-        return gr.update(maximum=top), gr.update(visible=key == "elmo")
+        held = value if isinstance(value, (int, float)) and 0 <= value else top
+        return gr.update(maximum=top, value=min(int(held), top)), gr.update(visible=key == "elmo")
 
-    model.change(model_changed, inputs=model, outputs=[layer, elmo_box], api_visibility="private", queue=False)
-    gr.on([tab.select, word.submit, layer.release, sentences.blur, model.change, mix.change, gamma.release,
-           *[w.release for w in weights]], contextual,
-          inputs=[word, sentences, layer, model, mix, gamma, *weights], outputs=[md, plot, heat, data],
+    inputs, outputs = [word, sentences, layer, model, mix, gamma, *weights], [md, plot, heat, data]
+    model.change(model_changed, inputs=[model, layer], outputs=[layer, elmo_box], api_visibility="private",
+                 queue=False).then(contextual, inputs=inputs, outputs=outputs, api_visibility="private",
+                                   concurrency_limit=2, show_progress="minimal")
+    gr.on([tab.select, word.submit, layer.release, sentences.blur, mix.change, gamma.release,
+           *[w.release for w in weights]], contextual, inputs=inputs, outputs=outputs,
           api_name="contextual", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
 
 
