@@ -100,9 +100,11 @@ class GloVe(nn.Module):
             ∂J/∂w_i = g w̃_j,   ∂J/∂w̃_j = g w_i,   ∂J/∂b_i = ∂J/∂b̃_j = g
 
         Each entry is one stochastic sample of J, as in the paper ("stochastically sampling nonzero
-        elements from X"): its update θ -= lr ∂/√G uses the squared-gradient sum G as it stood before the
-        batch, and the batch's updates and squared gradients are added up (what asynchronous threads
-        doing one entry each would do, without the races). `G` holds one accumulator per parameter
+        elements from X"): its step θ -= lr ∂/√G uses the squared-gradient sum G as it stood before the
+        batch, the batch's steps are added up, and so are their squared gradients into G (what asynchronous
+        threads doing one entry each would do, without the races). For a row the batch touches once this is
+        exactly AdaGrad; for a row it touches k times the step is AdaGrad's on the summed gradient, and G
+        grows by the k entries' squares. `G` holds one accumulator per parameter
         (`new_accumulators`). Returns the batch's J (before the update), summed over its entries."""
         f = weighting(X, self.config.x_max, self.config.alpha)         # (B,)
         w_i, w_j = self.W.index_select(0, i), self.W_tilde.index_select(0, j)       # (B, d), (B, d)
