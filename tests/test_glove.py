@@ -112,6 +112,26 @@ def test_adagrad_lowers_the_loss_and_reconstructs_log_x():
     assert torch.allclose(fitted, torch.log(X), atol=0.05)
 
 
+def toy_counts():
+    ids = torch.randint(1, 30, (2000,), generator=torch.Generator().manual_seed(5))
+    return glove.cooccurrence(ids, 30, 4)
+
+
+def run(seed: int, **overrides) -> tuple[GloVe, dict]:
+    torch.manual_seed(0)  # the same initial vectors every time: only the run's seed (the order) differs
+    cfg = glove.GloVeTrainConfig(**{"dim": 6, "epochs": 3, "batch_size": 128, "threads": 1, **overrides})
+    model = glove.build(30, cfg)
+    return model, glove.train(model, *toy_counts(), cfg, seed=seed)
+
+
+def test_the_epochs_order_comes_from_the_runs_seed_and_max_seconds_stops_a_run():
+    (a, ha), (b, _), (c, _) = run(0), run(0), run(1)
+    assert torch.equal(a.vectors(), b.vectors()) and not torch.equal(a.vectors(), c.vectors())
+    assert [e["epoch"] for e in ha["epochs"]] == [1, 2, 3] and ha["epochs"][-1]["loss"] < ha["epochs"][0]["loss"]
+    _, short = run(0, epochs=100_000, max_seconds=0.5)
+    assert 0 < short["steps"] < 100_000 * math.ceil(len(toy_counts()[2]) / 128)
+
+
 def test_vectors_are_w_plus_w_tilde():
     model = GloVe(GloVeConfig(vocab_size=5, dim=3))
     assert torch.equal(model.vectors(), (model.W + model.W_tilde).detach())
