@@ -43,6 +43,7 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     # that rebuilds the base from its package and merges the adapters (playground/nets/minilm_mlm.py)
     "minilm-mlm": ("playground.nets.minilm_mlm", "MiniLMMLMConfig", "load_adapted"),
     "word2vec": ("playground.nets.word2vec", "Word2VecConfig", "Word2Vec"),
+    "glove": ("playground.nets.glove", "GloVeConfig", "GloVeVectors"),   # GloVe's W + W̃ only (fp16 on disk)
     # one kind for the five encoder-decoders: a loader function picks the class from config.variant
     "seq2seq": ("playground.nets.seq2seq", "Seq2SeqConfig", "load_model"),
     # LoRA adapters on our GPT or SmolLM2 (lora, sft, dpo): the base is named, the file holds A and B

@@ -1,7 +1,7 @@
 """The Embeddings tab: from one-hot and counts to learned dense vectors, to vectors that depend on context,
 to sentence vectors you can search with.
 
-Word space (our word2vec, MiniLM's input embeddings, our BERT's, our GPT's characters: PCA / t-SNE / UMAP in
+Word space (our word2vec and GloVe, MiniLM's input embeddings, our BERT's, our GPT's characters: PCA / t-SNE / UMAP in
 2D or 3D, neighbours, analogies, the same words in another embedding), contextual embeddings (one word in
 several sentences at a chosen MiniLM layer, or ELMo's mix of its biLM's layers), sentence space (SBERT pooling, similarity, semantic search), and
 the classic representations (one-hot, bag of words, TF-IDF). Nothing is loaded at import: word2vec's
@@ -30,7 +30,7 @@ MAX_CLASSIC_SENTENCES = 20   # the classic tables: one row per sentence
 ELMO_WEIGHTS = 3             # s_0 .. s_2: ELMo's token layer and its L = 2 biLSTM layers (the shipped biLM's L)
 S_RANGE = 5.0                # |s_j| ≤ 5: softmax weights from ~0 to ~1 already
 GAMMA_RANGE = (0.1, 10.0)    # γ > 0: it scales the ELMo vector (cosines do not change)
-SOURCE_LABELS = {"word2vec": "our word2vec", "minilm": "MiniLM input embeddings",
+SOURCE_LABELS = {"word2vec": "our word2vec", "glove": "our GloVe", "minilm": "MiniLM input embeddings",
                  "bert": "our BERT's input embeddings", "gpt": "our GPT's characters"}
 SENTENCE_MODELS = {
     "minilm": "all-MiniLM-L6-v2 through our BERT encoder (shared with the Attention tab)",
@@ -276,6 +276,10 @@ negative sampling minimises $-\log\sigma(v'_{o}\cdot v_{w}) - \sum_{i=1}^{k}\log
 (word, context) pairs, with $k$ noise words drawn from $U(w)^{3/4}$ and frequent words subsampled. Words used
 alike end up close (cosine), and some relations become directions: *king − man + woman ≈ queen*. Our word2vec was
 trained here on the English corpus (Austen, the Bible, WordNet glosses, the Jargon File, Shakespeare; see its card).
+**GloVe** (Pennington et al. 2014) learns the same kind of table from the corpus's co-occurrence counts $X_{ij}$
+instead: it fits $w_i\cdot\tilde w_j + b_i + \tilde b_j \approx \log X_{ij}$ by weighted least squares,
+$J=\sum_{ij} f(X_{ij})\,(w_i\cdot\tilde w_j + b_i + \tilde b_j - \log X_{ij})^2$ with $f(x)=\min(1,(x/x_{max})^{3/4})$,
+and shows $W+\tilde W$. Ours has word2vec's vocabulary and corpus.
 A BERT's input embeddings are a table of the same kind, over WordPiece tokens."""
 
 CONTEXT_MD = r"""**Contextual embeddings.** word2vec gives *bank* one vector. A Transformer gives each occurrence
@@ -309,15 +313,26 @@ def method_choices() -> list[tuple[str, str]]:
     return [("PCA", "pca"), ("t-SNE", "tsne"), ("UMAP", "umap")]
 
 
+def _card_analogy(name: str) -> tuple[dict, dict]:
+    """A shipped word model's card and its overall analogy result ({} when it is not shipped)."""
+    card = checkpoints.read_card(name) or {}
+    return card, ((card.get("evaluation") or {}).get("analogy") or {}).get("all") or {}
+
+
 def word2vec_note() -> str:
-    """What our word2vec can be expected to show, with its own evaluation (its card)."""
-    card = checkpoints.read_card("word2vec-english") or {}
-    analogy = ((card.get("evaluation") or {}).get("analogy") or {}).get("all") or {}
+    """What our word2vec (and GloVe, when shipped) can be expected to show, with their own evaluations (their
+    cards: the same analogy questions)."""
+    card, analogy = _card_analogy(ws.WORD2VEC)
     if not analogy:
         return ""
+    _, glove = _card_analogy(ws.GLOVE)
+    beside = (f"; our GloVe, on the same words and corpus, {glove['accuracy']:.0%} of its {glove['questions']}"
+              if glove else "")
     return (f"**What to expect from our word2vec.** {card.get('tokens', 0) / 1e6:.1f} M words of Austen, Shakespeare, "
             f"the Bible, WordNet's glosses and the Jargon File, {card.get('dim')} dimensions: "
-            f"{analogy['accuracy']:.0%} of its {analogy['questions']} analogy questions right (its card). Its neighbours "
+            f"{analogy['accuracy']:.0%} of its {analogy['questions']} analogy questions right{beside} "
+            f"({'their cards' if glove else 'its card'}). "
+            "Its neighbours "
             "are how words are used in those books: in Shakespeare a *dog* is an insult, so its neighbours are "
             "insults. And every cosine is high (the vectors share one common direction, as small word2vec models "
             "do): read the order of the neighbours, not the values.")

@@ -1,7 +1,8 @@
 """Word spaces for the Embeddings tab: tables of word vectors, their neighbours and analogies, and the view
 that places words in 2D or 3D.
 
-- The spaces: our word2vec (playground/nets/word2vec.py, models/word2vec-english), the input token
+- The spaces: our word2vec (playground/nets/word2vec.py, models/word2vec-english), our GloVe
+  (playground/nets/glove.py, models/glove-english: the same words and corpus, vectors W + W̃), the input token
   embeddings E_tok of all-MiniLM-L6-v2 and of our own BERT, and the character embeddings of our GPT. A word a
   space does not have is reported by name; where the space has subword pieces its vector is built from
   them, as FastText does (Bojanowski et al. 2017: a word is the sum of its n-gram vectors; here the
@@ -26,6 +27,7 @@ from playground.analysis.embeddings.encoders import Encoder, encoder
 from playground.analysis.embeddings.projection import Settings, project
 
 WORD2VEC = "word2vec-english"
+GLOVE = "glove-english"
 MAX_WORDS = 10_000          # points in one projection (WebGL scatter stays interactive)
 MAX_NEIGHBOUR_WORDS = 20    # the neighbours table covers the first 20 words (each is a scan of the vocabulary)
 K_NEIGHBOURS = 8
@@ -71,15 +73,27 @@ def unit_rows(X: np.ndarray) -> np.ndarray:
     return (X / np.linalg.norm(X, axis=1, keepdims=True).clip(min=1e-12)).astype(np.float32)
 
 
-@lru_cache(maxsize=None)
-def word2vec_space(name: str = WORD2VEC) -> WordSpace | None:
-    """Our word2vec: one vector per word of its vocabulary; no subwords, so an unknown word stays unknown."""
+def _whole_word_space(key: str, name: str) -> WordSpace | None:
+    """A table with one vector per word of a word-level vocabulary (word2vec, GloVe): no subwords, so an
+    unknown word stays unknown. None when the checkpoint is not shipped."""
     ckpt = checkpoints.shipped(name)
     if ckpt is None:
         return None
     vocab = {w: i for w, i in ckpt.tokenizer.get_vocab().items() if i != 0}  # [UNK] (row 0) is not a word
     vectors = ckpt.model.vectors().numpy()
-    return WordSpace("word2vec", vocab, vectors, np.array(sorted(vocab.values())), None, True)
+    return WordSpace(key, vocab, vectors, np.array(sorted(vocab.values())), None, True)
+
+
+@lru_cache(maxsize=None)
+def word2vec_space(name: str = WORD2VEC) -> WordSpace | None:
+    """Our word2vec: its input vectors v_w, one per word of its vocabulary."""
+    return _whole_word_space("word2vec", name)
+
+
+@lru_cache(maxsize=None)
+def glove_space(name: str = GLOVE) -> WordSpace | None:
+    """Our GloVe: W + W̃ (Pennington et al. 2014, §4.2), one vector per word of its vocabulary (word2vec's)."""
+    return _whole_word_space("glove", name)
 
 
 def _wordpiece_space(key: str, m: Encoder) -> WordSpace:
@@ -135,8 +149,10 @@ def gpt_space(name: str = "gpt-shakespeare") -> WordSpace | None:
     return WordSpace("gpt", vocab, E, letters, compose, False)
 
 
-SPACE_CHECKPOINTS = {"word2vec": WORD2VEC, "minilm": None, "bert": "bert-english", "gpt": "gpt-shakespeare"}
-_LOADERS = {"word2vec": word2vec_space, "minilm": minilm_space, "bert": bert_space, "gpt": gpt_space}
+SPACE_CHECKPOINTS = {"word2vec": WORD2VEC, "glove": GLOVE, "minilm": None, "bert": "bert-english",
+                     "gpt": "gpt-shakespeare"}
+_LOADERS = {"word2vec": word2vec_space, "glove": glove_space, "minilm": minilm_space, "bert": bert_space,
+            "gpt": gpt_space}
 
 
 def space_keys() -> list[str]:
@@ -271,8 +287,8 @@ def _lookup_notices(found: Lookup, space: WordSpace, notices: list[str]) -> None
     if found.unknown:
         more = f" and {len(found.unknown) - 30:,} more" if len(found.unknown) > 30 else ""
         notices.append(f"Not in {space.key}'s vocabulary, left out: {', '.join(found.unknown[:30])}{more}"
-                       + (" (word2vec has one vector per word it saw in training and nothing for the others)."
-                          if space.key == "word2vec" else "."))
+                       + (f" ({space.key} has one vector per word it saw in training and nothing for the others)."
+                          if space.key in ("word2vec", "glove") else "."))
     if found.composed:
         shown = "; ".join(f"{w} = mean({' '.join(p)})" for w, p in list(found.composed.items())[:8])
         notices.append(f"Not single tokens of {space.key}, built from their pieces as FastText does: {shown}.")
