@@ -12,6 +12,8 @@ Kinds:
                  code (playground/training/seq2seq.py): no --corpus; writes models/seq2seq-<variant>/
     word2vec     skip-gram or CBOW with negative sampling (playground/training/word2vec.py); writes
                  word2vec-<corpus>/ (or --name) with the analogy and similarity evaluation
+    fasttext     skip-gram over character n-grams (Bojanowski et al. 2017; playground/training/fasttext.py):
+                 writes fasttext-<corpus>/ (or --name) with word2vec's evaluation and an out-of-vocabulary check
     ngram        a character n-gram LM (counts up to --n, add-k or Kneser-Ney) with a held-out table of every order
     elmo         ELMo's biLM (playground/training/elmo.py): forward and backward word LSTMs, held-out perplexity of each
     lora, sft, dpo  LoRA adapters on our GPT or SmolLM2 (--base=...): trained on a text (lora; assets/finetune/
@@ -102,6 +104,13 @@ def _word2vec_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
     return word2vec.Word2VecTrainConfig, word2vec.train_kind
 
 
+def _fasttext_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
+    """fasttext: skip-gram over character n-grams hashed into buckets (playground/training/fasttext.py)."""
+    from playground.training import fasttext
+
+    return fasttext.FastTextTrainConfig, fasttext.train_kind
+
+
 def _minilm_mlm_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
     """minilm-mlm: all-MiniLM-L6-v2 frozen + LoRA adapters + an MLM head (playground/nets/minilm_mlm.py, playground/training/minilm_mlm.py)."""
     from playground.training import minilm_mlm
@@ -158,6 +167,7 @@ KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind
     "gru": _recurrent("gru"),
     "gpt": _gpt(),
     "word2vec": _word2vec_kind(),
+    "fasttext": _fasttext_kind(),
     "bert": _bert_kind(),
     "minilm-mlm": _minilm_mlm_kind(),
     "seq2seq": _seq2seq_kind(),
