@@ -148,6 +148,9 @@ def train(model: FastText, ids: torch.Tensor, counts: torch.Tensor, cfg: FastTex
         negatives = torch.multinomial(noise, len(contexts) * cfg.negatives, replacement=True, generator=g)
         rows, mask = gather(table, centres)
         value = model.sgd_step(rows, mask, contexts, negatives.view(-1, cfg.negatives), lr)
+        if not math.isfinite(value):  # summed updates on a few frequent n-grams can blow up: say what to change
+            raise FloatingPointError(f"fasttext: the loss is {value} at step {it} (lr {lr:.4g}); lower "
+                                     "--learning_rate or --batch_size")
         pairs[0] += len(contexts)
         data.report(value, len(contexts))
         return value
@@ -191,7 +194,7 @@ def pairs_loss(model: FastText, ids: torch.Tensor, counts: torch.Tensor, negativ
 
 
 def misspell(word: str) -> str:
-    """A deterministic typo: the two letters in the middle of the word swapped ("strawberry" -> "strawbrery")."""
+    """A deterministic typo: the two letters in the middle of the word swapped ("strawberry" -> "strabwerry")."""
     i = len(word) // 2 - 1
     return word[:i] + word[i + 1] + word[i] + word[i + 2:]
 

@@ -1,8 +1,8 @@
 """The Embeddings tab: from one-hot and counts to learned dense vectors, to vectors that depend on context,
 to sentence vectors you can search with.
 
-Word space (our word2vec, MiniLM's input embeddings, our BERT's, our GPT's characters: PCA / t-SNE / UMAP in
-2D or 3D, neighbours, analogies, the same words in another embedding), contextual embeddings (one word in
+Word space (our word2vec, our FastText, MiniLM's input embeddings, our BERT's, our GPT's characters: PCA /
+t-SNE / UMAP in 2D or 3D, neighbours, analogies, the same words in another embedding), contextual embeddings (one word in
 several sentences at a chosen MiniLM layer), sentence space (SBERT pooling, similarity, semantic search), and
 the classic representations (one-hot, bag of words, TF-IDF). Nothing is loaded at import: word2vec's
 8 MB loads on first use, MiniLM is the encoder the Attention tab already loaded.
@@ -27,7 +27,8 @@ SELECTED = "selected:"       # the set that holds the word selected in the share
 MAX_SENTENCES = 200        # sentence space: more than this is cut with a notice
 MAX_CONTEXT_SENTENCES = 20
 MAX_CLASSIC_SENTENCES = 20   # the classic tables: one row per sentence
-SOURCE_LABELS = {"word2vec": "our word2vec", "minilm": "MiniLM input embeddings",
+SOURCE_LABELS = {"word2vec": "our word2vec", "fasttext": "our FastText (character n-grams)",
+                 "minilm": "MiniLM input embeddings",
                  "bert": "our BERT's input embeddings", "gpt": "our GPT's characters"}
 SENTENCE_MODELS = {
     "minilm": "all-MiniLM-L6-v2 through our BERT encoder (shared with the Attention tab)",
