@@ -156,8 +156,8 @@ def test_the_oov_check_finds_the_words_behind_their_typos(trained):
     words = [w for w, i in sorted(model.vocab.items(), key=lambda x: x[1]) if i]
     unit = torch.nn.functional.normalize(model.vectors(words), dim=1)
     nearest = [words[int((unit @ model.word_vector(t)).argmax())] for t, _ in typos]   # computed here, directly
-    assert result["misspellings"]["top1"] == pytest.approx(sum(n == w for n, (_, w) in zip(nearest, typos)) / len(typos),
-                                                           abs=1e-4)
+    right = sum(n == w for n, (_, w) in zip(nearest, typos))
+    assert result["misspellings"]["top1"] == pytest.approx(right / len(typos), abs=1e-4)
     assert result["misspellings"]["top5"] >= result["misspellings"]["top1"] > 0
     assert 0 < result["ngrams_only"]["mean_cosine"] <= 1
 
@@ -179,3 +179,20 @@ def test_the_fasttext_space_composes_an_unknown_word_and_names_its_ngrams(traine
     assert any("‹swimminng› from 30 n-grams: <sw, <swi, <swim" in n for n in notices), notices
     assert v.notes["swimminng"].startswith("from 30 n-grams: <sw <swi")
     assert v.data["neighbours"]["swimminng"][0][0] == "swimming"
+
+
+@pytest.mark.skipif("fasttext-english" not in checkpoints.available("fasttext"), reason="fasttext-english not shipped")
+def test_the_shipped_fasttext_through_the_tabs_handler():
+    from playground.ui import embeddings_tab as tab
+
+    card = checkpoints.read_card("fasttext-english")
+    assert card["evaluation"]["analogy"]["all"]["questions"] == 756 and card["held_out"]["protocol"]
+    words = "king, queen, man, woman, qeuen, housse"
+    fig, _, _, data = tab.embed_words(words, "fasttext", "pca", 2, progress=lambda *a, **k: None)
+    assert data["source"] == "fasttext" and data["unknown"] == [] and len(data["points"]) == 6
+    assert data["composed"] == {"qeuen": char_ngrams("qeuen"), "housse": char_ngrams("housse")}
+    assert any(n.startswith("Not in fasttext's vocabulary") and "‹housse› from 18 n-grams: <ho, <hou" in n
+               for n in data["notices"]), data["notices"]
+    assert "misspelt words" in tab.fasttext_note() and f"{card['oov']['misspellings']['top1']:.0%}" in tab.fasttext_note()
+    md, out = tab.analogy("king", "man", "woman", "fasttext")
+    assert out["source"] == "fasttext" and len(out["answers"]) == 5

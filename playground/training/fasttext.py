@@ -50,7 +50,8 @@ class FastTextTrainConfig:
     threads: int = 0                # torch.set_num_threads; 0 leaves PyTorch's default
 
     def __post_init__(self):
-        assert self.max_vocab >= 2 and self.dim >= 1 and self.buckets >= 1, "max_vocab, dim and buckets must be positive"
+        assert self.max_vocab >= 2 and self.dim >= 1 and self.buckets >= 1, \
+            f"max_vocab={self.max_vocab}, dim={self.dim} and buckets={self.buckets} must be positive"
         assert 1 <= self.minn <= self.maxn, f"need 1 <= minn <= maxn, got minn={self.minn} maxn={self.maxn}"
         assert self.epochs >= 1 and self.batch_size >= 1 and self.negatives >= 1, "epochs, batch_size, negatives >= 1"
         assert 0 < self.lr_floor <= 1, f"lr_floor={self.lr_floor} must lie in (0, 1]"
@@ -290,7 +291,8 @@ def train_kind(cfg: FastTextTrainConfig, run) -> dict:
         "corpus": checkpoints.corpus_record(run.corpus), "tokens": int(len(ids)), "trained_tokens": int(len(train_ids)),
         "vocab_size": tok.get_vocab_size(), "buckets": cfg.buckets, "ngrams": [cfg.minn, cfg.maxn], "dim": cfg.dim,
         "steps": history["steps"], "pairs_seen": history["pairs"], "wall_time_s": round(seconds, 1),
-        "train_seconds": history["seconds"], "device": "cpu", "threads": cfg.threads, "train_loss": history["final_loss"],
+        "train_seconds": history["seconds"], "device": "cpu", "threads": cfg.threads,
+        "train_loss": history["final_loss"],
         "held_out": {"loss": after.get("loss"), "loss_before": before.get("loss"), "pairs": after.get("pairs"),
                      "tokens": int(n_held),
                      "protocol": f"the corpus's last {n_held:,} words, never trained on: the mean negative-sampling "
@@ -304,6 +306,7 @@ def train_kind(cfg: FastTextTrainConfig, run) -> dict:
     name = run.name or f"fasttext-{run.corpus[0].stem}"
     checkpoints.save(run.out / name, kind="fasttext", config=model.config, card=card, model=fp16_copy(model),
                      tokenizer=tok)
-    return {"name": name, "tokens": int(len(ids)), "held_out": card["held_out"], "analogy": evaluation["analogy"]["all"],
+    return {"name": name, "tokens": int(len(ids)), "held_out": card["held_out"],
+            "analogy": evaluation["analogy"]["all"],
             "similarity": evaluation["similarity"], "oov": {k: v for k, v in oov.items() if k != "protocol"},
             "seconds": round(seconds, 1)}

@@ -2,9 +2,9 @@
 to sentence vectors you can search with.
 
 Word space (our word2vec, our FastText, MiniLM's input embeddings, our BERT's, our GPT's characters: PCA /
-t-SNE / UMAP in 2D or 3D, neighbours, analogies, the same words in another embedding), contextual embeddings (one word in
-several sentences at a chosen MiniLM layer), sentence space (SBERT pooling, similarity, semantic search), and
-the classic representations (one-hot, bag of words, TF-IDF). Nothing is loaded at import: word2vec's
+t-SNE / UMAP in 2D or 3D, neighbours, analogies, the same words in another embedding), contextual embeddings
+(one word in several sentences at a chosen MiniLM layer), sentence space (SBERT pooling, similarity, semantic
+search), and the classic representations (one-hot, bag of words, TF-IDF). Nothing is loaded at import: word2vec's
 8 MB loads on first use, MiniLM is the encoder the Attention tab already loaded.
 """
 
@@ -258,7 +258,10 @@ negative sampling minimises $-\log\sigma(v'_{o}\cdot v_{w}) - \sum_{i=1}^{k}\log
 (word, context) pairs, with $k$ noise words drawn from $U(w)^{3/4}$ and frequent words subsampled. Words used
 alike end up close (cosine), and some relations become directions: *king − man + woman ≈ queen*. Our word2vec was
 trained here on the English corpus (Austen, the Bible, WordNet glosses, the Jargon File, Shakespeare; see its card).
-A BERT's input embeddings are a table of the same kind, over WordPiece tokens."""
+**FastText** (Bojanowski et al. 2017) trains the same objective with $v_w$ replaced by the mean of the vectors
+of the word's character n-grams (`<wh, whe, her, ere, re>` ... for *where*, n = 3 to 6, hashed into buckets),
+so any string, a misspelling included, gets a vector. A BERT's input embeddings are a table of the same kind as
+word2vec's, over WordPiece tokens."""
 
 CONTEXT_MD = r"""**Contextual embeddings.** word2vec gives *bank* one vector. A Transformer gives each occurrence
 its own, mixed with the sentence by attention: follow one word through MiniLM's layers (0: the input embedding
@@ -294,6 +297,21 @@ def word2vec_note() -> str:
             "are how words are used in those books: in Shakespeare a *dog* is an insult, so its neighbours are "
             "insults. And every cosine is high (the vectors share one common direction, as small word2vec models "
             "do): read the order of the neighbours, not the values.")
+
+
+def fasttext_note() -> str:
+    """What our FastText can be expected to show, from its card: the same analogy questions as word2vec, and
+    the misspellings check."""
+    card = checkpoints.read_card("fasttext-english") or {}
+    analogy = ((card.get("evaluation") or {}).get("analogy") or {}).get("all") or {}
+    typos = (card.get("oov") or {}).get("misspellings") or {}
+    if not analogy or not typos.get("words"):
+        return ""
+    return (f"\n\n**And from our FastText** ({card.get('dim')} dimensions, {card.get('buckets', 0):,} n-gram buckets, "
+            f"the same books): {analogy['accuracy']:.0%} of the same {analogy['questions']} analogy questions; for "
+            f"{typos['words']} misspelt words (their middle two letters swapped) the right word is the nearest "
+            f"neighbour {typos['top1']:.0%} of the time and among the five nearest {typos['top5']:.0%}, where word2vec "
+            "has no vector at all.")
 
 
 def fill_presets(names):
@@ -338,7 +356,7 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
         tries = things_to_try(TRY, [words])
         plot = gr.Plot(label="Word space", elem_id="emb-word-plot")
         neighbours = gr.HTML(elem_id="emb-neighbours", elem_classes=FIGURE)
-        gr.Markdown(word2vec_note(), elem_id="emb-expect")
+        gr.Markdown(word2vec_note() + fasttext_note(), elem_id="emb-expect")
         with gr.Accordion("Analogy: a − b + c", open=True):
             with gr.Row():
                 an = SimpleNamespace(a=gr.Textbox("king", label="a"), b=gr.Textbox("man", label="− b"),
