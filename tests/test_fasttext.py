@@ -50,7 +50,8 @@ def test_an_unseen_word_is_the_mean_of_its_ngram_rows():
     assert torch.allclose(model.hidden(rows_t, mask), torch.stack([model.word_vector(w) for w in ["catz", "cats", ""]]))
 
 
-def test_written_out_sgd_step_equals_autograd():
+@pytest.mark.parametrize("average_repeats", [True, False])
+def test_written_out_sgd_step_equals_autograd(average_repeats):
     torch.manual_seed(0)
     vocab = {"[UNK]": 0, **{w: i + 1 for i, w in enumerate(["ab", "abc", "bcd", "cde", "xyzzy"])}}
     model = FastText(FastTextConfig(vocab_size=6, buckets=11, dim=4), vocab)
@@ -69,9 +70,13 @@ def test_written_out_sgd_step_equals_autograd():
     per_pair = [reference(rows[c:c + 1], mask[c:c + 1], targets[i:i + 1], negatives[i:i + 1])
                 for i, c in enumerate(centres.tolist())]
     in_grad = torch.autograd.grad(sum(n * l for n, l in zip(sizes, per_pair)), reference.W_in.weight)[0]
-    value = model.sgd_step(rows[centres], mask[centres], targets, negatives, lr)
+    value = model.sgd_step(rows[centres], mask[centres], targets, negatives, lr, average_repeats=average_repeats)
     assert value == pytest.approx(float(sum(per_pair).detach()) / 4, rel=1e-5)
     assert torch.allclose(model.W_out.weight, reference.W_out.weight - lr * out_grad, atol=1e-6)
+    if average_repeats:  # a row used in several places of the batch moves by the mean of their updates
+        uses = torch.bincount(rows[centres][mask[centres]], minlength=model.W_in.weight.size(0)).clamp(min=1)
+        assert uses.max() > 1                                         # "abc" and "bcd" share a row, 2 is there twice
+        in_grad = in_grad / uses.unsqueeze(1)
     assert torch.allclose(model.W_in.weight, reference.W_in.weight - lr * in_grad, atol=1e-6)
     assert not torch.equal(model.W_in.weight, reference.W_in.weight)   # the step did move the rows
 

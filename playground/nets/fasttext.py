@@ -178,7 +178,7 @@ class FastText(nn.Module):
 
     @torch.no_grad()
     def sgd_step(self, rows: torch.Tensor, mask: torch.Tensor, targets: torch.Tensor, negatives: torch.Tensor,
-                 lr: float) -> float:
+                 lr: float, average_repeats: bool = True) -> float:
         """One SGD step with the gradients written out, the pairs' updates summed (as Word2Vec.sgd_step).
         With s = v · u and σ the logistic function, ∂loss/∂s = σ(s_c) - 1 for the context word and σ(s_i)
         for each noise word, so
@@ -190,8 +190,16 @@ class FastText(nn.Module):
         The exact gradient of the mean u would give each z_g only g / |G_w|; like the paper's code
         (Model::update), every n-gram row takes the whole g, as if it alone were u (a learning rate
         |G_w| times larger on the input side, so a word of 25 n-grams learns as fast as word2vec's one
-        row). `tests/test_fasttext.py` checks both sides against autograd. Returns the batch's mean loss
-        (before the update)."""
+        row).
+
+        average_repeats: a batch is our deviation from the code's one pair at a time, and n-grams are shared
+        by many words: `ing>` can sit in hundreds of the batch's pairs, and the sum of hundreds of updates
+        computed from the same stale rows overshoots (the frequent n-grams' rows grew to 10x the others' and
+        every word came to point one common way; on a toy corpus the loss went to NaN). So each input row
+        moves by the MEAN of the updates it gets in the batch (the sum divided by its number of uses), as it
+        would move about once per pair in the sequential code. The output side keeps the sum, as word2vec's.
+        `tests/test_fasttext.py` checks both sides against autograd. Returns the batch's mean loss (before
+        the update)."""
         W_in, W_out = self.W_in.weight, self.W_out.weight
         u = self.hidden(rows, mask)                                   # (B, d)
         v_c, v_n = W_out[targets], W_out[negatives]                   # (B, d), (B, k, d)
@@ -206,7 +214,12 @@ class FastText(nn.Module):
         W_out.index_add_(0, negatives.reshape(-1), (g_n.unsqueeze(-1) * u.unsqueeze(1)).reshape(-1, d), alpha=-lr)
         real = mask.reshape(-1)                                       # (B*L,) the real n-grams, not the padding
         grads = g.unsqueeze(1).expand(-1, rows.size(1), -1).reshape(-1, d)   # (B*L, d) g for each n-gram slot
-        W_in.index_add_(0, rows.reshape(-1)[real], grads[real], alpha=-lr)
+        flat = rows.reshape(-1)[real]
+        if average_repeats:
+            counts = torch.bincount(flat, minlength=W_in.size(0)).clamp(min=1).to(grads.dtype)
+            W_in.index_add_(0, flat, grads[real] / counts[flat].unsqueeze(1), alpha=-lr)
+        else:
+            W_in.index_add_(0, flat, grads[real], alpha=-lr)
         return float(loss)
 
 

@@ -42,6 +42,8 @@ class FastTextTrainConfig:
     subsample: float = 1e-4         # t of the subsampling formula (the paper: 1e-4); 0: off
     epochs: int = 5                 # passes over the (re-subsampled) corpus (the paper: 5)
     batch_size: int = 1024          # pairs per step, their updates summed (as word2vec's trainer)
+    average_repeats: bool = True    # an input row used k times in a batch moves by the mean of its k updates,
+                                    # not the sum (FastText.sgd_step: summed, frequent n-grams overshoot)
     learning_rate: float = 0.025    # the start of the linear decay (word2vec-english's 0.025; the paper's code 0.05)
     lr_floor: float = 0.0001        # the rate at the end of the linear decay, as a fraction of learning_rate
     chunk_tokens: int = 200_000     # the stream is cut into chunks whose pairs are shuffled together
@@ -148,7 +150,7 @@ def train(model: FastText, ids: torch.Tensor, counts: torch.Tensor, cfg: FastTex
         lr = cfg.learning_rate * max(cfg.lr_floor, 1.0 - done)
         negatives = torch.multinomial(noise, len(contexts) * cfg.negatives, replacement=True, generator=g)
         rows, mask = gather(table, centres)
-        value = model.sgd_step(rows, mask, contexts, negatives.view(-1, cfg.negatives), lr)
+        value = model.sgd_step(rows, mask, contexts, negatives.view(-1, cfg.negatives), lr, cfg.average_repeats)
         if not math.isfinite(value):  # summed updates on a few frequent n-grams can blow up: say what to change
             raise FloatingPointError(f"fasttext: the loss is {value} at step {it} (lr {lr:.4g}); lower "
                                      "--learning_rate or --batch_size")
