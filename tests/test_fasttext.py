@@ -27,7 +27,7 @@ def test_the_ngrams_of_where_are_the_papers_example():
     assert names[0] == "<where>" and rows[0] == 2 and names[1:] == grams  # the word itself, as its own sequence
     assert all(3 <= r < 53 for r in rows[1:]) and rows[1] == 3 + fnv1a("<wh") % 50
     unseen, _ = model.ngrams("her")        # not in the vocabulary: n-grams only, "<her>" among them (5 characters)
-    assert unseen == ["<he", "<her", "<her>", "her", "her>", "er>"]
+    assert unseen == ["<he", "her", "er>", "<her", "her>", "<her>"]
 
 
 def test_fnv1a_matches_the_published_test_vectors():
@@ -180,9 +180,9 @@ def test_the_fasttext_space_composes_an_unknown_word_and_names_its_ngrams(traine
     assert found.composed == {"swimminng": char_ngrams("swimminng")}    # 9 + 8 + 7 + 6 = 30 n-grams
     notices: list[str] = []
     v = ws.view(space, ["swimming", "swimminng", "reader", "book", "pool"], ["a"] * 5, "pca", 2, notices)
-    assert v.data["composed"]["swimminng"][:3] == ["<sw", "<swi", "<swim"]
-    assert any("‹swimminng› from 30 n-grams: <sw, <swi, <swim" in n for n in notices), notices
-    assert v.notes["swimminng"].startswith("from 30 n-grams: <sw <swi")
+    assert v.data["composed"]["swimminng"][:3] == ["<sw", "swi", "wim"]   # the 3-grams first
+    assert any("‹swimminng› from 30 n-grams: <sw, swi, wim" in n for n in notices), notices
+    assert v.notes["swimminng"].startswith("from 30 n-grams: <sw swi")
     assert v.data["neighbours"]["swimminng"][0][0] == "swimming"
 
 
@@ -196,7 +196,7 @@ def test_the_shipped_fasttext_through_the_tabs_handler():
     fig, _, _, data = tab.embed_words(words, "fasttext", "pca", 2, progress=lambda *a, **k: None)
     assert data["source"] == "fasttext" and data["unknown"] == [] and len(data["points"]) == 6
     assert data["composed"] == {"qeuen": char_ngrams("qeuen"), "housse": char_ngrams("housse")}
-    assert any(n.startswith("Not in fasttext's vocabulary") and "‹housse› from 18 n-grams: <ho, <hou" in n
+    assert any(n.startswith("Not in fasttext's vocabulary") and "‹housse› from 18 n-grams: <ho, hou, ous, uss, sse, se>, <hou" in n
                for n in data["notices"]), data["notices"]
     assert "misspelt words" in tab.fasttext_note() and f"{card['oov']['misspellings']['top1']:.0%}" in tab.fasttext_note()
     md, out = tab.analogy("king", "man", "woman", "fasttext")

@@ -56,10 +56,11 @@ def fnv1a(text: str) -> int:
 
 
 def char_ngrams(word: str, minn: int = 3, maxn: int = 6) -> list[str]:
-    """The character n-grams of `<word>`, n = minn..maxn, in order of start, then length. The whole `<word>`
-    is among them when its length is in range (the paper's code keeps it as an n-gram too)."""
+    """The character n-grams of `<word>`, n = minn..maxn, by length, then in order (the paper lists "where"'s
+    3-grams so). The whole `<word>` is among them when its length is in range (the paper's code keeps it as an
+    n-gram too)."""
     s = BOW + word + EOW
-    return [s[i:i + n] for i in range(len(s)) for n in range(minn, maxn + 1) if i + n <= len(s)]
+    return [s[i:i + n] for n in range(minn, maxn + 1) for i in range(len(s) - n + 1)]
 
 
 # ---------------------------------------------------------------------------------------------
