@@ -184,6 +184,8 @@ def test_the_fasttext_space_composes_an_unknown_word_and_names_its_ngrams(traine
     assert any("‹swimminng› from 30 n-grams: <sw, swi, wim" in n for n in notices), notices
     assert v.notes["swimminng"].startswith("from 30 n-grams: <sw swi")
     assert v.data["neighbours"]["swimminng"][0][0] == "swimming"
+    odd = ws.lookup(space, ["a" * (ws.MAX_NGRAM_WORD + 1), "\ud800ß", "a" * ws.MAX_NGRAM_WORD])
+    assert odd.unknown == ["a" * (ws.MAX_NGRAM_WORD + 1)] and len(odd.words) == 2   # any string but a blob composes
 
 
 @pytest.mark.skipif("fasttext-english" not in checkpoints.available("fasttext"), reason="fasttext-english not shipped")

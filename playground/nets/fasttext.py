@@ -50,7 +50,7 @@ def fnv1a(text: str) -> int:
     sign-extends bytes >= 0x80 before the xor; we xor the plain byte, so non-ASCII n-grams land in other
     buckets than theirs. Our vocabulary is the letters a-z, where the two agree.)"""
     h = FNV_OFFSET
-    for byte in text.encode("utf-8"):
+    for byte in text.encode("utf-8", errors="surrogatepass"):   # any str hashes, a lone surrogate too
         h = ((h ^ byte) * FNV_PRIME) & 0xFFFFFFFF
     return h
 

@@ -31,6 +31,7 @@ FASTTEXT = "fasttext-english"
 MAX_WORDS = 10_000          # points in one projection (WebGL scatter stays interactive)
 MAX_NEIGHBOUR_WORDS = 20    # the neighbours table covers the first 20 words (each is a scan of the vocabulary)
 K_NEIGHBOURS = 8
+MAX_NGRAM_WORD = 100        # FastText composes words up to this many characters; longer ones are left out, named
 
 
 # ---------------------------------------------------------------------------------------------
@@ -100,6 +101,8 @@ def fasttext_space(name: str = FASTTEXT) -> WordSpace | None:
     vectors = model.vectors(words).numpy()                          # (V, d) u_w of every vocabulary word
 
     def compose(word: str):
+        if len(word) > MAX_NGRAM_WORD:   # ~4 n-grams per character, each hashed in Python: a pasted blob is no word
+            return None
         grams, rows = model.ngrams(word)
         if not rows:       # no n-gram in range (only the empty string): the zero vector would point nowhere
             return None
