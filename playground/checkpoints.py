@@ -44,6 +44,8 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     "minilm-mlm": ("playground.nets.minilm_mlm", "MiniLMMLMConfig", "load_adapted"),
     "word2vec": ("playground.nets.word2vec", "Word2VecConfig", "Word2Vec"),
     "glove": ("playground.nets.glove", "GloVeConfig", "GloVeVectors"),   # GloVe's W + W̃ only (fp16 on disk)
+    # FastText ships only its input rows (words and n-gram buckets): a loader function builds the model from them
+    "fasttext": ("playground.nets.fasttext", "FastTextConfig", "load_model"),
     # one kind for the five encoder-decoders: a loader function picks the class from config.variant
     "seq2seq": ("playground.nets.seq2seq", "Seq2SeqConfig", "load_model"),
     # LoRA adapters on our GPT or SmolLM2 (lora, sft, dpo): the base is named, the file holds A and B
@@ -262,6 +264,8 @@ def load(name_or_dir: str | Path, device: str | None = "cpu") -> Checkpoint:
         raise CheckpointError(f"{path / 'config.json'} is not a checkpoint config ({err}){_rebuild(card)}") from None
     tokenizer = _load_tokenizer(path, card) if (path / "tokenizer.json").is_file() else None
     model = _load_model(path, card, config, model_cls, device) if model_cls is not None else None
+    if model is not None and tokenizer is not None and hasattr(model, "set_vocabulary"):
+        model.set_vocabulary(tokenizer.get_vocab())  # FastText: which strings have a word row of their own
     return Checkpoint(name=path.name, path=path, kind=kind, config=config, card=card, tokenizer=tokenizer, model=model)
 
 

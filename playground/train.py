@@ -14,6 +14,8 @@ Kinds:
                  word2vec-<corpus>/ (or --name) with the analogy and similarity evaluation
     glove        GloVe (playground/training/glove.py): symmetric co-occurrence counts weighted 1/d, AdaGrad on the
                  weighted least squares; writes glove-<corpus>/ (or --name) with word2vec's evaluation
+    fasttext     skip-gram over character n-grams (Bojanowski et al. 2017; playground/training/fasttext.py):
+                 writes fasttext-<corpus>/ (or --name) with word2vec's evaluation and an out-of-vocabulary check
     ngram        a character n-gram LM (counts up to --n, add-k or Kneser-Ney) with a held-out table of every order
     elmo         ELMo's biLM (playground/training/elmo.py): forward and backward word LSTMs, held-out perplexity of each
     lora, sft, dpo  LoRA adapters on our GPT or SmolLM2 (--base=...): trained on a text (lora; assets/finetune/
@@ -109,6 +111,11 @@ def _glove_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
     from playground.training import glove
 
     return glove.GloVeTrainConfig, glove.train_kind
+def _fasttext_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
+    """fasttext: skip-gram over character n-grams hashed into buckets (playground/training/fasttext.py)."""
+    from playground.training import fasttext
+
+    return fasttext.FastTextTrainConfig, fasttext.train_kind
 
 
 def _minilm_mlm_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
@@ -168,6 +175,7 @@ KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind
     "gpt": _gpt(),
     "word2vec": _word2vec_kind(),
     "glove": _glove_kind(),
+    "fasttext": _fasttext_kind(),
     "bert": _bert_kind(),
     "minilm-mlm": _minilm_mlm_kind(),
     "seq2seq": _seq2seq_kind(),

@@ -1,10 +1,11 @@
 """The Embeddings tab: from one-hot and counts to learned dense vectors, to vectors that depend on context,
 to sentence vectors you can search with.
 
-Word space (our word2vec and GloVe, MiniLM's input embeddings, our BERT's, our GPT's characters: PCA / t-SNE / UMAP in
-2D or 3D, neighbours, analogies, the same words in another embedding), contextual embeddings (one word in
-several sentences at a chosen MiniLM layer, or ELMo's mix of its biLM's layers), sentence space (SBERT pooling, similarity, semantic search), and
-the classic representations (one-hot, bag of words, TF-IDF). Nothing is loaded at import: word2vec's
+Word space (our word2vec, GloVe and FastText, MiniLM's input embeddings, our BERT's, our GPT's characters:
+PCA / t-SNE / UMAP in 2D or 3D, neighbours, analogies, the same words in another embedding), contextual
+embeddings (one word in several sentences at a chosen MiniLM layer, or ELMo's mix of its biLM's layers),
+sentence space (SBERT pooling, similarity, semantic search), and the classic representations (one-hot,
+bag of words, TF-IDF). Nothing is loaded at import: word2vec's
 8 MB loads on first use, MiniLM is the encoder the Attention tab already loaded.
 """
 
@@ -30,7 +31,8 @@ MAX_CLASSIC_SENTENCES = 20   # the classic tables: one row per sentence
 ELMO_WEIGHTS = 3             # s_0 .. s_2: ELMo's token layer and its L = 2 biLSTM layers (the shipped biLM's L)
 S_RANGE = 5.0                # |s_j| ≤ 5: softmax weights from ~0 to ~1 already
 GAMMA_RANGE = (0.1, 10.0)    # γ > 0: it scales the ELMo vector (cosines do not change)
-SOURCE_LABELS = {"word2vec": "our word2vec", "glove": "our GloVe", "minilm": "MiniLM input embeddings",
+SOURCE_LABELS = {"word2vec": "our word2vec", "glove": "our GloVe",
+                 "fasttext": "our FastText (character n-grams)", "minilm": "MiniLM input embeddings",
                  "bert": "our BERT's input embeddings", "gpt": "our GPT's characters"}
 SENTENCE_MODELS = {
     "minilm": "all-MiniLM-L6-v2 through our BERT encoder (shared with the Attention tab)",
@@ -280,7 +282,10 @@ trained here on the English corpus (Austen, the Bible, WordNet glosses, the Jarg
 instead: it fits $w_i\cdot\tilde w_j + b_i + \tilde b_j \approx \log X_{ij}$ by weighted least squares,
 $J=\sum_{ij} f(X_{ij})\,(w_i\cdot\tilde w_j + b_i + \tilde b_j - \log X_{ij})^2$ with $f(x)=\min(1,(x/x_{max})^{3/4})$,
 and shows $W+\tilde W$. Ours has word2vec's vocabulary and corpus.
-A BERT's input embeddings are a table of the same kind, over WordPiece tokens."""
+**FastText** (Bojanowski et al. 2017) trains the same objective with $v_w$ replaced by the mean of the vectors
+of the word's character n-grams (`<wh, whe, her, ere, re>` ... for *where*, n = 3 to 6, hashed into buckets),
+so any string, a misspelling included, gets a vector. A BERT's input embeddings are a table of the same kind as
+word2vec's, over WordPiece tokens."""
 
 CONTEXT_MD = r"""**Contextual embeddings.** word2vec gives *bank* one vector. A Transformer gives each occurrence
 its own, mixed with the sentence by attention: follow one word through MiniLM's layers (0: the input embedding
@@ -338,6 +343,21 @@ def word2vec_note() -> str:
             "do): read the order of the neighbours, not the values.")
 
 
+def fasttext_note() -> str:
+    """What our FastText can be expected to show, from its card: the same analogy questions as word2vec, and
+    the misspellings check."""
+    card = checkpoints.read_card("fasttext-english") or {}
+    analogy = ((card.get("evaluation") or {}).get("analogy") or {}).get("all") or {}
+    typos = (card.get("oov") or {}).get("misspellings") or {}
+    if not analogy or not typos.get("words"):
+        return ""
+    return (f"\n\n**And from our FastText** ({card.get('dim')} dimensions, {card.get('buckets', 0):,} n-gram buckets, "
+            f"the same books): {analogy['accuracy']:.0%} of the same {analogy['questions']} analogy questions; for "
+            f"{typos['words']} misspelt words (their middle two letters swapped) the right word is the nearest "
+            f"neighbour {typos['top1']:.0%} of the time and among the five nearest {typos['top5']:.0%}, where word2vec "
+            "has no vector at all.")
+
+
 def fill_presets(names):
     names = [n for n in (names or []) if n in ws.PRESETS]
     return "\n".join(f"{n}: {', '.join(ws.PRESETS[n])}" for n in names)
@@ -380,7 +400,7 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
         tries = things_to_try(TRY, [words])
         plot = gr.Plot(label="Word space", elem_id="emb-word-plot")
         neighbours = gr.HTML(elem_id="emb-neighbours", elem_classes=FIGURE)
-        gr.Markdown(word2vec_note(), elem_id="emb-expect")
+        gr.Markdown(word2vec_note() + fasttext_note(), elem_id="emb-expect")
         with gr.Accordion("Analogy: a − b + c", open=True):
             with gr.Row():
                 an = SimpleNamespace(a=gr.Textbox("king", label="a"), b=gr.Textbox("man", label="− b"),
@@ -458,12 +478,12 @@ def _contextual() -> None:
         return gr.update(maximum=top, value=min(int(held), top)), gr.update(visible=key == "elmo")
 
     inputs, outputs = [word, sentences, layer, model, mix, gamma, *weights], [md, plot, heat, data]
-    model.change(model_changed, inputs=[model, layer], outputs=[layer, elmo_box], api_visibility="private",
-                 queue=False).then(contextual, inputs=inputs, outputs=outputs, api_visibility="private",
-                                   concurrency_limit=2, show_progress="minimal")
     gr.on([tab.select, word.submit, layer.release, sentences.blur, mix.change, gamma.release,
            *[w.release for w in weights]], contextual, inputs=inputs, outputs=outputs,
           api_name="contextual", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+    model.change(model_changed, inputs=[model, layer], outputs=[layer, elmo_box], api_visibility="private",
+                 queue=False).then(contextual, inputs=inputs, outputs=outputs, api_name="contextual_new_encoder",
+                                   api_visibility="private", concurrency_limit=2, show_progress="minimal")
 
 
 def _elmo_controls():

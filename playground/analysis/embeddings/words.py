@@ -2,11 +2,12 @@
 that places words in 2D or 3D.
 
 - The spaces: our word2vec (playground/nets/word2vec.py, models/word2vec-english), our GloVe
-  (playground/nets/glove.py, models/glove-english: the same words and corpus, vectors W + W̃), the input token
-  embeddings E_tok of all-MiniLM-L6-v2 and of our own BERT, and the character embeddings of our GPT. A word a
-  space does not have is reported by name; where the space has subword pieces its vector is built from
-  them, as FastText does (Bojanowski et al. 2017: a word is the sum of its n-gram vectors; here the
-  mean of its WordPiece pieces, or of its characters for the GPT).
+  (playground/nets/glove.py, models/glove-english: the same words and corpus, vectors W + W̃), our FastText
+  (playground/nets/fasttext.py, models/fasttext-english), the input token embeddings E_tok of all-MiniLM-L6-v2
+  and of our own BERT, and the character embeddings of our GPT. A word a space does not have is reported by
+  name; where the space has subword pieces its vector is built from them: FastText from its character
+  n-grams, as it was trained (Bojanowski et al. 2017; the mean of the n-gram rows, as the paper's code), the
+  others from the mean of their WordPiece pieces, or of their characters for the GPT.
 - Neighbours by cosine; analogies a - b + c with the 3CosAdd rule of Mikolov et al. 2013a (the three
   question words excluded from the answers).
 
@@ -28,9 +29,11 @@ from playground.analysis.embeddings.projection import Settings, project
 
 WORD2VEC = "word2vec-english"
 GLOVE = "glove-english"
+FASTTEXT = "fasttext-english"
 MAX_WORDS = 10_000          # points in one projection (WebGL scatter stays interactive)
 MAX_NEIGHBOUR_WORDS = 20    # the neighbours table covers the first 20 words (each is a scan of the vocabulary)
 K_NEIGHBOURS = 8
+MAX_NGRAM_WORD = 100        # FastText composes words up to this many characters; longer ones are left out, named
 
 
 # ---------------------------------------------------------------------------------------------
@@ -47,6 +50,7 @@ class WordSpace:
     candidates: np.ndarray            # rows that may be answers (neighbours, analogies): whole words
     compose: Callable[[str], tuple[list[str], np.ndarray] | None] | None = None  # word -> (pieces, vector)
     lowercase: bool = True
+    pieces: str = "pieces"            # what compose builds from: "pieces" (their mean) or "n-grams" (FastText)
     _unit: np.ndarray | None = field(default=None, repr=False)
     _inverse: dict[int, str] | None = field(default=None, repr=False)
 
@@ -94,6 +98,40 @@ def word2vec_space(name: str = WORD2VEC) -> WordSpace | None:
 def glove_space(name: str = GLOVE) -> WordSpace | None:
     """Our GloVe: W + W̃ (Pennington et al. 2014, §4.2), one vector per word of its vocabulary (word2vec's)."""
     return _whole_word_space("glove", name)
+
+
+@lru_cache(maxsize=None)
+def fasttext_space(name: str = FASTTEXT) -> WordSpace | None:
+    """Our FastText: each vocabulary word's vector u_w (its own row and its n-grams' rows, averaged); any other
+    string is composed from its character n-grams alone, and the n-grams are reported."""
+    ckpt = checkpoints.shipped(name)
+    if ckpt is None:
+        return None
+    model = ckpt.model
+    vocab = {w: i for w, i in ckpt.tokenizer.get_vocab().items() if i != 0}  # [UNK] (row 0) is not a word
+    words = [""] * model.config.vocab_size
+    for w, i in vocab.items():
+        words[i] = w
+    vectors = model.vectors(words).numpy()                          # (V, d) u_w of every vocabulary word
+
+    def compose(word: str):
+        if len(word) > MAX_NGRAM_WORD:   # ~4 n-grams per character, each hashed in Python: a pasted blob is no word
+            return None
+        grams, rows = model.ngrams(word)
+        if not rows:       # no n-gram in range (only the empty string): the zero vector would point nowhere
+            return None
+        return grams, model.word_vector(word).numpy()
+
+    return WordSpace("fasttext", vocab, vectors, np.array(sorted(vocab.values())), compose, True, "n-grams")
+
+
+def composed_text(space: WordSpace, word: str, pieces: list[str], limit: int = 12) -> str:
+    """How a composed word reads in a notice: "‹strawbery› from 30 n-grams: <st, str, ..." for FastText,
+    "unbelievably = mean(un ##bel ##ie ##vably)" for the spaces that average pieces."""
+    if space.pieces == "n-grams":
+        more = f", … (+{len(pieces) - limit})" if len(pieces) > limit else ""
+        return f"‹{word}› from {len(pieces)} n-grams: {', '.join(pieces[:limit])}{more}"
+    return f"{word} = mean({' '.join(pieces)})"
 
 
 def _wordpiece_space(key: str, m: Encoder) -> WordSpace:
@@ -149,9 +187,10 @@ def gpt_space(name: str = "gpt-shakespeare") -> WordSpace | None:
     return WordSpace("gpt", vocab, E, letters, compose, False)
 
 
-SPACE_CHECKPOINTS = {"word2vec": WORD2VEC, "glove": GLOVE, "minilm": None, "bert": "bert-english",
-                     "gpt": "gpt-shakespeare"}
-_LOADERS = {"word2vec": word2vec_space, "glove": glove_space, "minilm": minilm_space, "bert": bert_space,
+SPACE_CHECKPOINTS = {"word2vec": WORD2VEC, "glove": GLOVE, "fasttext": FASTTEXT, "minilm": None,
+                     "bert": "bert-english", "gpt": "gpt-shakespeare"}
+_LOADERS = {"word2vec": word2vec_space, "glove": glove_space, "fasttext": fasttext_space, "minilm": minilm_space,
+            "bert": bert_space,
             "gpt": gpt_space}
 
 
@@ -227,8 +266,8 @@ def analogy(space: WordSpace, a: str, b: str, c: str, notices: list[str], k: int
     if len(found.words) < 3:
         raise EmbeddingError("The three words must be different.")
     if found.composed:
-        notices.append("Built from pieces: " + "; ".join(f"{w} = mean({' '.join(p)})"
-                                                      for w, p in found.composed.items()))
+        notices.append(f"Built from {space.pieces}: " + "; ".join(composed_text(space, w, p)
+                                                                 for w, p in found.composed.items()))
     ua, ub, uc = unit_rows(found.vectors)
     answers = neighbours(space, ua - ub + uc, k, exclude=tuple(found.words))
     return {"source": space.key, "query": found.words, "unknown": [], "composed": found.composed,
@@ -277,7 +316,8 @@ def view(space: WordSpace, given: list[str], groups: list[str], method: str, dim
     data = {"source": space.key, "method": method, "dims": dims, "projection": info, "points": points,
             "neighbours": {r["word"]: r["neighbours"] for r in nb}, "unknown": found.unknown,
             "composed": found.composed, "duplicates": sorted(set(found.duplicates)), "notices": notices}
-    notes = {w: f"from pieces {' '.join(p)}" for w, p in found.composed.items()}
+    notes = {w: (f"from {len(p)} n-grams: {' '.join(p)}" if space.pieces == "n-grams" else f"from pieces {' '.join(p)}")
+             for w, p in found.composed.items()}
     return WordView(data, found.words, word_groups, Y, found.vectors, notes, nb)
 
 
@@ -290,8 +330,12 @@ def _lookup_notices(found: Lookup, space: WordSpace, notices: list[str]) -> None
                        + (f" ({space.key} has one vector per word it saw in training and nothing for the others)."
                           if space.key in ("word2vec", "glove") else "."))
     if found.composed:
-        shown = "; ".join(f"{w} = mean({' '.join(p)})" for w, p in list(found.composed.items())[:8])
-        notices.append(f"Not single tokens of {space.key}, built from their pieces as FastText does: {shown}.")
+        shown = "; ".join(composed_text(space, w, p) for w, p in list(found.composed.items())[:8])
+        if space.pieces == "n-grams":
+            notices.append(f"Not in {space.key}'s vocabulary, built from their character n-grams (the mean of "
+                           f"their rows): {shown}.")
+        else:
+            notices.append(f"Not single tokens of {space.key}, built from their pieces as FastText does: {shown}.")
 
 
 # ---------------------------------------------------------------------------------------------
