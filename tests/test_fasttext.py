@@ -203,3 +203,17 @@ def test_the_shipped_fasttext_through_the_tabs_handler():
     assert "misspelt words" in tab.fasttext_note() and f"{card['oov']['misspellings']['top1']:.0%}" in tab.fasttext_note()
     md, out = tab.analogy("king", "man", "woman", "fasttext")
     assert out["source"] == "fasttext" and len(out["answers"]) == 5
+
+
+def test_a_notice_with_angle_brackets_reaches_the_toast_whole(monkeypatch):
+    """Gradio renders toasts as HTML: FastText's n-grams (<st, ...>) were read as a tag and the notice cut there."""
+    import gradio as gr
+
+    from playground.ui import common
+
+    shown = []
+    monkeypatch.setattr(gr, "Warning", shown.append)
+    with common.recording_notices() as recorded:
+        common.warn(["‹strawbery› from 30 n-grams: <st, str, tra, ry>"])
+    assert shown == ["‹strawbery› from 30 n-grams: &lt;st, str, tra, ry&gt;"]
+    assert recorded == ["‹strawbery› from 30 n-grams: <st, str, tra, ry>"]   # the raw text, for the JSON and the cache

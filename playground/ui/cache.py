@@ -184,7 +184,7 @@ _DONE = object()
 def replay(answer: Answer, n_outputs: int):
     """A cached answer as the handler returned it: its notices shown again, its state outputs copied."""
     for notice in answer.notices:
-        gr.Warning(notice)
+        common.toast(notice)
     outputs = tuple(copy.deepcopy(o) if i in answer.state else _detached(o) for i, o in enumerate(answer.outputs))
     return outputs[0] if n_outputs == 1 else outputs
 

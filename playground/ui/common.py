@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import html
 import inspect
 import math
 import tempfile
@@ -169,9 +170,15 @@ def text_input(text, notices: list[str], max_chars: int = MAX_CHARS) -> str:
 _recorder = threading.local()  # the notices of the answer being computed on this thread (ui/cache.py keeps them)
 
 
+def toast(notice: str) -> None:
+    """A notice as a toast, its text shown as written: Gradio renders toasts as HTML, where FastText's n-gram
+    `<st` or a link's `<b>` would be read as a tag and the rest of the notice lost."""
+    gr.Warning(html.escape(notice, quote=False))
+
+
 def warn(notices: list[str]) -> None:
     for notice in notices:
-        gr.Warning(notice)
+        toast(notice)
         recorder = getattr(_recorder, "notices", None)
         if recorder is not None:
             recorder.append(notice)

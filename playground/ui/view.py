@@ -22,7 +22,7 @@ import re
 
 import gradio as gr
 
-from playground.ui.common import Shared
+from playground.ui.common import Shared, toast
 
 MAX_TEXT = 2_000  # characters of a text box kept in a link
 
@@ -112,7 +112,7 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
         if unknown:
             notices.append(f"The link's {', '.join(unknown)[:80]} are not part of this app's views; ignored.")
         for notice in notices[:3]:
-            gr.Warning(notice)
+            toast(notice)
         restored = len(set(params) & set(keys)) > 0
         drop = rejected + unknown + (["tab"] if tab_rejected else [])
         return [*values, selected, lecture_on, gr.Number(value=1) if restored else gr.skip(),
