@@ -17,13 +17,14 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from types import SimpleNamespace
 
 import torch
 import torch.nn.functional as F
 
 from playground.nets.fasttext import FastText, FastTextConfig
 from playground.training import loop
-from playground.training.word2vec import (context_pairs, encode_corpus, evaluate, keep_probability,
+from playground.training.word2vec import (Batches, context_pairs, encode_corpus, evaluate, keep_probability,
                                           noise_distribution, read_lines, train_vocabulary)
 
 
@@ -86,43 +87,6 @@ def gather(table: tuple[torch.Tensor, torch.Tensor], centres: torch.Tensor) -> t
 # Training
 
 
-class _Batches:
-    """The (centres, contexts) batches of every epoch, as word2vec's trainer draws them: each epoch
-    subsamples the stream again, visits its chunks in a random order and shuffles each chunk's pairs.
-    Keeps the per-epoch record (mean loss, tokens kept)."""
-
-    def __init__(self, ids: torch.Tensor, keep: torch.Tensor, cfg: FastTextTrainConfig, window: int,
-                 generator: torch.Generator):
-        self.ids, self.keep, self.cfg, self.window, self.g = ids, keep, cfg, window, generator
-        self.epochs: list[dict] = []
-        self.epoch, self.loss, self.n, self.kept, self.open = 0, 0.0, 0, 0, False
-        self.started = time.perf_counter()
-
-    def __iter__(self):
-        cfg, g = self.cfg, self.g
-        for epoch in range(cfg.epochs):
-            kept = self.ids[torch.rand(len(self.ids), generator=g, dtype=torch.float64) < self.keep[self.ids]]
-            self.epoch, self.loss, self.n, self.kept, self.open = epoch, 0.0, 0, len(kept), True
-            chunk_order = torch.randperm(max(1, math.ceil(len(kept) / cfg.chunk_tokens)), generator=g)
-            for c in chunk_order.tolist():
-                centres, contexts = context_pairs(kept[c * cfg.chunk_tokens:(c + 1) * cfg.chunk_tokens], self.window, g)
-                perm = torch.randperm(len(centres), generator=g)
-                for s in range(0, len(centres), cfg.batch_size):
-                    idx = perm[s:s + cfg.batch_size]
-                    yield centres[idx], contexts[idx]
-            self.close()
-
-    def report(self, loss: float, n: int) -> None:
-        self.loss, self.n = self.loss + loss * n, self.n + n
-
-    def close(self) -> None:
-        """Record the current epoch (also one cut short by max_seconds)."""
-        if self.open:
-            self.epochs.append({"epoch": self.epoch + 1, "loss": round(self.loss / max(1, self.n), 4),
-                                "tokens_kept": int(self.kept), "seconds": round(time.perf_counter() - self.started, 1)})
-            self.open = False
-
-
 def train(model: FastText, ids: torch.Tensor, counts: torch.Tensor, cfg: FastTextTrainConfig, seed: int = 0,
           progress: bool = False, log_every: int = 200) -> dict:
     """Train on a stream of word ids (N,) with FastText.sgd_step; `counts` (V,) the corpus counts of each id.
@@ -137,11 +101,11 @@ def train(model: FastText, ids: torch.Tensor, counts: torch.Tensor, cfg: FastTex
     expected = float(keep[ids].sum()) if len(ids) else 0.0
     pairs_per_centre = model.config.window + 1                        # 2 x the mean of 1..window
     total_steps = max(1, int(cfg.epochs * expected * pairs_per_centre / cfg.batch_size))
-    data = _Batches(ids, keep, cfg, model.config.window, g)
+    data = Batches(ids, keep, cfg, SimpleNamespace(architecture="skipgram", window=model.config.window), g)
     batches, pairs = iter(data), [0]
 
     def step(it: int) -> float:
-        centres, contexts = next(batches)
+        centres, contexts, _ = next(batches)                           # skip-gram: no mask
         # linear decay to the floor (word2vec's schedule); under a time budget, by whichever of steps or
         # seconds is further along, so a run cut by max_seconds still ends annealed
         done = it / total_steps

@@ -159,10 +159,11 @@ class Word2VecTrainConfig:
         assert self.optimizer in ("sgd", "adam"), f"optimizer={self.optimizer!r}: choose sgd or adam"
 
 
-class _Batches:
+class Batches:
     """The (inputs, targets, mask) batches of every epoch, drawn from one generator in the C code's order:
     each epoch subsamples the stream again, visits its chunks in a random order and shuffles each chunk's
-    pairs. Keeps the per-epoch record (mean loss, tokens kept) as the steps report their losses."""
+    pairs. Keeps the per-epoch record (mean loss, tokens kept) as the steps report their losses. FastText's
+    trainer draws its skip-gram batches here too (`config` needs only `architecture` and `window`)."""
 
     def __init__(self, ids: torch.Tensor, keep: torch.Tensor, cfg: Word2VecTrainConfig, config: Word2VecConfig,
                  generator: torch.Generator):
@@ -219,7 +220,7 @@ def train(model: Word2Vec, ids: torch.Tensor, counts: torch.Tensor, cfg: Word2Ve
     expected = float((keep[ids] if len(ids) else keep[:0]).sum())
     per_token = 1.0 if model.config.architecture == "cbow" else (model.config.window + 1)  # pairs per centre
     total_steps = max(1, int(cfg.epochs * expected * per_token / cfg.batch_size))
-    data = _Batches(ids, keep, cfg, model.config, g)
+    data = Batches(ids, keep, cfg, model.config, g)
     batches, pairs = iter(data), [0]
 
     def step(it: int):
