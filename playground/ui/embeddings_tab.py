@@ -337,10 +337,9 @@ def word2vec_note() -> str:
             f"the Bible, WordNet's glosses and the Jargon File, {card.get('dim')} dimensions: "
             f"{analogy['accuracy']:.0%} of its {analogy['questions']} analogy questions right{beside} "
             f"({'their cards' if glove else 'its card'}). "
-            "Its neighbours "
-            "are how words are used in those books: in Shakespeare a *dog* is an insult, so its neighbours are "
-            "insults. And every cosine is high (the vectors share one common direction, as small word2vec models "
-            "do): read the order of the neighbours, not the values.")
+            "Its neighbours are how words are used in those books: *dog* sits with hound and mongrel, but *king*'s "
+            "nearest come from Shakespeare's histories and the Bible (Pomfret, Bathsheba, Fortinbras); with 4 million "
+            "words, capitals are almost never answered.")
 
 
 def fasttext_note() -> str:
