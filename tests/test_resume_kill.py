@@ -39,6 +39,14 @@ def result(out: Path) -> tuple[dict, list]:
     return weights, history
 
 
+def steps_written(out: Path) -> int:
+    """The steps of the run's last checkpoint (written whole by a rename, so never read half-written); 0 before."""
+    try:
+        return json.loads((out / "run" / "card.json").read_text(encoding="utf-8"))["steps"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return 0
+
+
 @pytest.mark.timeout(600)
 def test_a_run_killed_at_random_moments_resumes_bit_for_bit(tiny_corpus, tmp_path):
     subprocess.run(command(tiny_corpus, tmp_path / "whole"), cwd=ROOT, env=ENV, check=True, capture_output=True,
@@ -50,10 +58,12 @@ def test_a_run_killed_at_random_moments_resumes_bit_for_bit(tiny_corpus, tmp_pat
         out = tmp_path / f"trial-{trial}"
         child = subprocess.Popen(command(tiny_corpus, out), cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
                                  stderr=subprocess.DEVNULL)
-        started = time.monotonic()
-        while not loop.has_resume_state(out / ".run.resume") and time.monotonic() - started < 120:
-            time.sleep(0.05)  # the run's first steps: torch's import takes a few seconds
-        time.sleep(rng.uniform(0.0, 0.6))  # then somewhere in its 40 steps
+        # a random moment of the run, whatever the machine's speed: once it has written step `target`'s
+        # checkpoint (torch's import takes a few seconds first), a random part of a step later
+        target, started = rng.randint(1, 38), time.monotonic()
+        while steps_written(out) < target and child.poll() is None and time.monotonic() - started < 120:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0.0, 0.02))
         child.send_signal(signal.SIGKILL)
         child.wait()
         again = ["--resume"] if loop.has_resume_state(out / ".run.resume") else []
