@@ -165,7 +165,7 @@ def attention_bytes() -> tuple[int, int]:
         sizes = []
         for layer in range(attention.load_minilm().n_layer):
             event = httpx.post(f"{url}gradio_api/call/attention", timeout=120,
-                               json={"data": [TEXT_LONG, "", "minilm", layer, "mean", False, "head"]}).json()
+                               json={"data": [TEXT_LONG, "", "minilm", layer, "mean", False, "head", False]}).json()
             answer = httpx.get(f"{url}gradio_api/call/attention/{event['event_id']}", timeout=120)
             assert "event: complete" in answer.text, answer.text[-300:]
             sizes.append((len(answer.content), layer))
