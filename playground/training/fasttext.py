@@ -23,9 +23,8 @@ import torch
 import torch.nn.functional as F
 
 from playground.nets.fasttext import FastText, FastTextConfig
-from playground.training import loop
-from playground.training.word2vec import (Batches, context_pairs, encode_corpus, evaluate, keep_probability,
-                                          noise_distribution, read_lines, train_vocabulary)
+from playground.training.word2vec import (Batches, context_pairs, encode_corpus, evaluate, fit_pairs,
+                                          keep_probability, noise_distribution, read_lines, train_vocabulary)
 
 
 @dataclass
@@ -97,46 +96,22 @@ def train(model: FastText, ids: torch.Tensor, counts: torch.Tensor, cfg: FastTex
     keep = keep_probability(counts, cfg.subsample)                   # (V,)
     noise = noise_distribution(counts).float()                       # (V,)
     table = vocabulary_ngrams(model)                                 # (V, L) rows and mask, built once
-    # the steps are not known in advance (subsampling is random): estimate them from the expected kept tokens
-    expected = float(keep[ids].sum()) if len(ids) else 0.0
-    pairs_per_centre = model.config.window + 1                        # 2 x the mean of 1..window
-    total_steps = max(1, int(cfg.epochs * expected * pairs_per_centre / cfg.batch_size))
     data = Batches(ids, keep, cfg, SimpleNamespace(architecture="skipgram", window=model.config.window), g)
-    batches, pairs = iter(data), [0]
+    batches = iter(data)
 
     def step(it: int) -> float:
         centres, contexts, _ = next(batches)                           # skip-gram: no mask
-        # linear decay to the floor (word2vec's schedule); under a time budget, by whichever of steps or
-        # seconds is further along, so a run cut by max_seconds still ends annealed
-        done = it / total_steps
-        if cfg.max_seconds > 0:
-            done = max(done, (time.perf_counter() - data.started) / cfg.max_seconds)
-        lr = cfg.learning_rate * max(cfg.lr_floor, 1.0 - done)
+        lr = data.learning_rate(it)                                   # word2vec's schedule
         negatives = torch.multinomial(noise, len(contexts) * cfg.negatives, replacement=True, generator=g)
         rows, mask = gather(table, centres)
         value = model.sgd_step(rows, mask, contexts, negatives.view(-1, cfg.negatives), lr, cfg.average_repeats)
         if not math.isfinite(value):  # summed updates on a few frequent n-grams can blow up: say what to change
             raise FloatingPointError(f"fasttext: the loss is {value} at step {it} (lr {lr:.4g}); lower "
                                      "--learning_rate or --batch_size")
-        pairs[0] += len(contexts)
         data.report(value, len(contexts))
         return value
 
-    def record(it: int, losses: list, last: bool) -> dict | None:
-        if it % log_every or not losses:  # the log: the mean loss of every log_every steps
-            return None
-        return {"loss": round(sum(losses) / len(losses), 4)}
-
-    model.train()
-    settings = loop.Loop(None, log_every, max_seconds=cfg.max_seconds, show=progress, expected_iters=total_steps,
-                         desc="fasttext skipgram")
-    state = loop.fit(model, None, step, settings, evaluate=record)
-    data.close()
-    model.eval()
-    log = [{"step": h["iter"], "loss": h["loss"], "seconds": h["seconds"]} for h in state.history]
-    return {"log": log, "epochs": data.epochs, "pairs": pairs[0], "steps": state.it,
-            "seconds": round(time.perf_counter() - data.started, 1),
-            "final_loss": data.epochs[-1]["loss"] if data.epochs else float("nan")}
+    return fit_pairs(model, None, step, data, "fasttext skipgram", progress, log_every)
 
 
 @torch.no_grad()

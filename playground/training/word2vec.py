@@ -169,8 +169,20 @@ class Batches:
                  generator: torch.Generator):
         self.ids, self.keep, self.cfg, self.config, self.g = ids, keep, cfg, config, generator
         self.epochs: list[dict] = []
-        self.epoch, self.loss, self.n, self.kept, self.open = 0, 0.0, 0, 0, False
+        self.epoch, self.loss, self.n, self.kept, self.open, self.pairs = 0, 0.0, 0, 0, False, 0
         self.started = time.perf_counter()
+        # the steps are not known in advance (subsampling is random): estimated from the expected kept tokens
+        expected = float((keep[ids] if len(ids) else keep[:0]).sum())
+        per_token = 1.0 if config.architecture == "cbow" else (config.window + 1)   # pairs per centre
+        self.total_steps = max(1, int(cfg.epochs * expected * per_token / cfg.batch_size))
+
+    def learning_rate(self, it: int) -> float:
+        """Linear decay to the floor (the C code's schedule); under a time budget, by whichever of steps or
+        seconds is further along, so a run cut by max_seconds still ends annealed."""
+        done = it / self.total_steps
+        if self.cfg.max_seconds > 0:
+            done = max(done, (time.perf_counter() - self.started) / self.cfg.max_seconds)
+        return self.cfg.learning_rate * max(self.cfg.lr_floor, 1.0 - done)
 
     def __iter__(self):
         cfg, g, cbow, window = self.cfg, self.g, self.config.architecture == "cbow", self.config.window
@@ -193,7 +205,8 @@ class Batches:
             self.close()
 
     def report(self, loss: float, n: int) -> None:
-        self.loss, self.n = self.loss + loss * n, self.n + n
+        """A step's mean loss over its n pairs."""
+        self.loss, self.n, self.pairs = self.loss + loss * n, self.n + n, self.pairs + n
 
     def close(self) -> None:
         """Record the current epoch (also one cut short by max_seconds)."""
@@ -216,24 +229,14 @@ def train(model: Word2Vec, ids: torch.Tensor, counts: torch.Tensor, cfg: Word2Ve
     optimizer = None
     if cfg.optimizer == "adam":
         optimizer = torch.optim.SparseAdam(list(model.parameters()), lr=cfg.learning_rate)
-    # steps are not known in advance (subsampling is random): estimate from the expected kept tokens
-    expected = float((keep[ids] if len(ids) else keep[:0]).sum())
-    per_token = 1.0 if model.config.architecture == "cbow" else (model.config.window + 1)  # pairs per centre
-    total_steps = max(1, int(cfg.epochs * expected * per_token / cfg.batch_size))
     data = Batches(ids, keep, cfg, model.config, g)
-    batches, pairs = iter(data), [0]
+    batches = iter(data)
 
     def step(it: int):
         inputs, targets, mask = next(batches)
-        # linear decay to the floor (the C code's schedule); under a time budget, by whichever of
-        # steps or seconds is further along, so a run cut by max_seconds still ends annealed
-        done = it / total_steps
-        if cfg.max_seconds > 0:
-            done = max(done, (time.perf_counter() - data.started) / cfg.max_seconds)
-        lr = cfg.learning_rate * max(cfg.lr_floor, 1.0 - done)
+        lr = data.learning_rate(it)
         negatives = torch.multinomial(noise, len(targets) * cfg.negatives, replacement=True, generator=g)
         negatives = negatives.view(-1, cfg.negatives)
-        pairs[0] += len(targets)
         if optimizer is None:
             value = model.sgd_step(inputs, targets, negatives, lr, mask)
             data.report(value, len(targets))
@@ -244,19 +247,26 @@ def train(model: Word2Vec, ids: torch.Tensor, counts: torch.Tensor, cfg: Word2Ve
         data.report(loss.item(), len(targets))
         return loss
 
-    def evaluate(it: int, losses: list, last: bool) -> dict | None:
+    return fit_pairs(model, optimizer, step, data, f"word2vec {model.config.architecture}", progress, log_every)
+
+
+def fit_pairs(model, optimizer, step, data: Batches, desc: str, progress: bool, log_every: int) -> dict:
+    """The run of a pair-batch trainer (word2vec's, FastText's) through the one loop, `data`'s steps
+    estimated and its time budget: the history, the mean loss of every log_every steps and of each epoch."""
+
+    def record(it: int, losses: list, last: bool) -> dict | None:
         if it % log_every or not losses:  # the log: the mean loss of every log_every steps
             return None
         return {"loss": round(sum(losses) / len(losses), 4)}
 
     model.train()
-    settings = loop.Loop(None, log_every, max_seconds=cfg.max_seconds, show=progress, expected_iters=total_steps,
-                         desc=f"word2vec {model.config.architecture}")
-    state = loop.fit(model, optimizer, step, settings, evaluate=evaluate)
+    settings = loop.Loop(None, log_every, max_seconds=data.cfg.max_seconds, show=progress,
+                         expected_iters=data.total_steps, desc=desc)
+    state = loop.fit(model, optimizer, step, settings, evaluate=record)
     data.close()
     model.eval()
     log = [{"step": h["iter"], "loss": h["loss"], "seconds": h["seconds"]} for h in state.history]
-    return {"log": log, "epochs": data.epochs, "pairs": pairs[0], "steps": state.it,
+    return {"log": log, "epochs": data.epochs, "pairs": data.pairs, "steps": state.it,
             "seconds": round(time.perf_counter() - data.started, 1),
             "final_loss": data.epochs[-1]["loss"] if data.epochs else float("nan")}
 
