@@ -373,9 +373,12 @@ def smollm2_rows() -> list[tuple]:
 
 
 def class_quiz_rows(students: int = 200, seconds: float = 30.0) -> list[tuple]:
-    """A class answering a question within `seconds` over the plain HTTP API, each student its own session:
-    the latency of each answer (post and result), and whether the revealed tally counts every student once."""
+    """A class answering over the plain HTTP API, each student its own session: once arriving at random within
+    `seconds` (the budget's case), then all at the same instant on another question (the worst case: the lecturer
+    says "now"). Per round, the latency of each answer (post and result) and whether the revealed tally counts
+    every student once."""
     import random
+    import tempfile
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx
@@ -386,30 +389,37 @@ def class_quiz_rows(students: int = 200, seconds: float = 30.0) -> list[tuple]:
         assert "event: complete" in text, text[-300:]
         return json.loads(text.rsplit("data: ", 1)[1])[-1]
 
-    import tempfile
-
-    os.environ["POLLS_DB"] = os.path.join(tempfile.mkdtemp(prefix="bench-polls-"), "polls.sqlite3")  # the app's child
-    with served_app() as (url, _), httpx.Client(base_url=url, timeout=60,
-                                                  limits=httpx.Limits(max_connections=students)) as client:
-        room = call(client, "poll_open", [], "lecturer")
-        arrivals = sorted(random.Random(0).uniform(0, seconds) for _ in range(students))
+    def round_(client: httpx.Client, room: dict, question: str, within: float) -> tuple[list[float], dict]:
+        rng = random.Random(0)
+        arrivals = sorted(rng.uniform(0, within) for _ in range(students))
         start = time.perf_counter()
 
         def student(i: int) -> float:
             time.sleep(max(0.0, arrivals[i] - (time.perf_counter() - start)))
             began = time.perf_counter()
-            call(client, "poll_answer", [room["room"], "tokens-bpe", str(i % 7)], f"student-{i}")
+            call(client, "poll_answer", [room["room"], question, str(i % 7)], f"student-{i}")
             return time.perf_counter() - began
 
         with ThreadPoolExecutor(students) as pool:
             latencies = sorted(pool.map(student, range(students)))
-        tally = call(client, "poll_tally", [room["room"], "tokens-bpe", room["key"], True], "lecturer")
-    counted = sum(tally["counts"].values()) == students == tally["answers"]
-    p95 = _p95(latencies)
-    return [(f"class quiz: {students} students answer within {seconds:.0f} s (HTTP, a session each), p95",
-             ms(p95), "", "≤ 1,000 ms", p95 <= 1.0),
-            ("  every answer counted once in the revealed tally", f"{tally['answers']} of {students}", "", "all",
-             counted)]
+        return latencies, call(client, "poll_tally", [room["room"], question, room["key"], True], "lecturer")
+
+    os.environ["POLLS_DB"] = os.path.join(tempfile.mkdtemp(prefix="bench-polls-"), "polls.sqlite3")  # the app's child
+    rows = []
+    with served_app(warm=True) as (url, _), httpx.Client(base_url=url, timeout=60,
+                                                           limits=httpx.Limits(max_connections=students)) as client:
+        room = call(client, "poll_open", [], "lecturer")
+        for question, within, budget in (("tokens-bpe", seconds, 1.0), ("tokens-wordpiece", 0.0, None)):
+            latencies, tally = round_(client, room, question, within)
+            counted = sum(tally["counts"].values()) == students == tally["answers"]
+            p95 = _p95(latencies)
+            when = f"within {within:.0f} s" if within else "at the same instant"
+            rows += [(f"class quiz: {students} students answer {when} (HTTP, a session each)",
+                      ms(statistics.median(latencies)), ms(p95), "p95 ≤ 1 s" if budget else "",
+                      p95 <= budget if budget else None),
+                     ("  every answer counted once in the revealed tally", f"{tally['answers']} of {students}", "",
+                      "all", counted)]
+    return rows
 
 
 def finetune_rows() -> list[tuple]:
