@@ -21,7 +21,7 @@ from playground import checkpoints
 from playground.nets import lora
 from playground.nets.bert import BertForPreTraining
 from playground.nets.minilm_mlm import (BLOCK_LINEARS, MINILM, MiniLMMLMConfig, base_dir, base_record, build,
-                                        masked_logits)
+                                        masked_logits, trained_state)
 from playground.training import loop
 from playground.training.masking import mask_tokens, topk_accuracy
 
@@ -54,6 +54,7 @@ class MiniLMMLMTrainConfig:
     max_seconds: float = 0.0        # stop after this much wall time; 0: no limit
     threads: int = 0                # torch.set_num_threads; 0 leaves PyTorch's default
     bf16: bool = False              # bfloat16 autocast for the matmuls on a CPU (fp32 master weights): faster with AMX
+    init: str = ""                  # a minilm-mlm checkpoint to start from (same rank and targets): training in stages
 
     def __post_init__(self):
         assert self.max_iters >= 1 and self.batch_size >= 1, "max_iters and batch_size must be positive"
@@ -188,7 +189,7 @@ def _val_batches(data: MLMData, cfg: MiniLMMLMTrainConfig, seed: int, device: st
 
 
 def _card(cfg: MiniLMMLMTrainConfig, run, config: MiniLMMLMConfig, data: MLMData, state: loop.TrainState,
-          metrics: dict, counted: dict) -> dict:
+          metrics: dict, counted: dict, earlier: dict) -> dict:
     it, result = state.it, metrics["val"]
     return {
         "kind": "minilm-mlm", "model": "all-MiniLM-L6-v2 + LoRA adapters + MLM head (masked-LM)",
@@ -206,7 +207,27 @@ def _card(cfg: MiniLMMLMTrainConfig, run, config: MiniLMMLMConfig, data: MLMData
         "trained": "LoRA A, B on " + config.targets + "; MLM head (transform, LayerNorm, bias; decoder tied "
                    "to the frozen token embedding)" + ("; encoder LayerNorms" if config.train_layernorm else ""),
         "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed, "command": run.command,
+        **({"init": earlier} if earlier else {}),
     }
+
+
+def _earlier_stage(cfg: MiniLMMLMTrainConfig, config: MiniLMMLMConfig, model: BertForPreTraining) -> dict:
+    """Start from the adapters, head and LayerNorms of the checkpoint `cfg.init`; returns what its card says of how
+    it was made (its command, steps, corpus, curve), for this run's card: a model trained in stages names them all."""
+    before = checkpoints.load(cfg.init)
+    same = ("base", "rank", "alpha", "targets", "train_layernorm")
+    if before.kind != "minilm-mlm" or any(getattr(before.config, k) != getattr(config, k) for k in same):
+        raise SystemExit(f"--init={cfg.init} is not a minilm-mlm checkpoint with this run's {', '.join(same)}")
+    from safetensors.torch import load_file
+
+    state = load_file(before.path / "model.safetensors")       # checked by load(); the adapters before merging
+    assert set(state) == set(trained_state(model)), "the checkpoint's tensors are not this model's trained ones"
+    model.load_state_dict(state, strict=False)
+    card = before.card
+    earlier = {k: card[k] for k in ("steps", "tokens_seen", "masked_tokens_seen", "wall_time_s", "seed", "command",
+                                    "history") if k in card}
+    return {"checkpoint": str(cfg.init), "corpus": [c["sha256"] for c in card.get("corpus", [])], **earlier,
+            **({"init": card["init"]} if "init" in card else {})}
 
 
 def train(cfg: MiniLMMLMTrainConfig, run) -> dict:
@@ -226,7 +247,9 @@ def train(cfg: MiniLMMLMTrainConfig, run) -> dict:
     counts = torch.bincount(torch.cat(data.train), minlength=data.vocab_size)
     config = MiniLMMLMConfig(base=cfg.base, rank=cfg.rank, alpha=cfg.alpha, targets=cfg.targets,
                              train_layernorm=cfg.train_layernorm, **base_record(cfg.base))
-    model = build(config, counts).to(device)
+    model = build(config, counts)
+    earlier = _earlier_stage(cfg, config, model) if cfg.init else {}
+    model = model.to(device)
     name = run.name or "minilm-mlm"
     counted = lora.count_parameters(model)
     optimizer = loop.make_optimizer(model, cfg, device)
@@ -251,7 +274,7 @@ def train(cfg: MiniLMMLMTrainConfig, run) -> dict:
 
     def save(it: int, final: bool) -> None:
         checkpoints.save(run.out / name, kind="minilm-mlm", config=config, model=model, tokenizer=tokenizer,
-                         card=_card(cfg, run, config, data, state, metrics, counted))
+                         card=_card(cfg, run, config, data, state, metrics, counted, earlier))
 
     model.train()
     settings = loop.Loop(cfg.max_iters, cfg.eval_interval, cfg.grad_clip, cfg.max_seconds, bf16=cfg.bf16, desc=name)
