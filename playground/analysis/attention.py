@@ -19,7 +19,7 @@ import math
 import threading
 import warnings
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
@@ -63,9 +63,6 @@ class AttentionModel:
     d_k: int                  # width of one head
     kv_group: int = 1         # query heads per key/value head (grouped-query attention; 1: every head its own)
     chat: object = None       # messages -> the chat-formatted prompt, for an instruction-tuned model
-    cache_size: int = 3       # inputs whose attention is kept (SmolLM2: 1, since 30 x 9 heads at 512 tokens are 283 MB)
-    _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
 
 @lru_cache(maxsize=None)
@@ -128,7 +125,7 @@ def load_smollm2() -> AttentionModel:
     c = lm.model.config
     return AttentionModel(SMOLLM2, smollm2_label(), "llama", lm.model, lm.tokenizer, min(c.n_positions, SMOLLM2_TOKENS),
                           c.n_layer, c.n_head, c.n_embd // c.n_head, kv_group=c.n_head // c.n_kv_head,
-                          chat=lm.chat_prompt, cache_size=1)
+                          chat=lm.chat_prompt)
 
 
 def kv_groups_text(m: AttentionModel) -> str:
@@ -191,22 +188,29 @@ def _cut(m: AttentionModel, enc: Encoded, notices: list[str], max_tokens: int | 
     return enc
 
 
+# The attention of the last inputs, every model's together, kept up to this many bytes (the newest always): a layer
+# or head change does not run the model again. One long input fills it: MiniLM at 512 tokens is 6 x 12 x 512^2
+# floats, 75 MB; SmolLM2 at 256 tokens 30 x 9 x 256^2, 71 MB. Results only, never per-user state.
+KEPT_BYTES = 96 * 2**20
+_kept: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
 def attention(m: AttentionModel, enc: Encoded) -> tuple[np.ndarray, ...]:
     """A: one read-only float32 array (H, T, T) per layer, so A[l][h] is head h of layer l (kept
-    apart, not stacked: no copy of 75 MB at 512 tokens). The last few inputs are cached (a layer
-    or head change does not run the model again); the cache holds results only, never per-user state."""
-    key = (tuple(enc.ids), tuple(enc.segments))
-    with m._lock:
-        if key in m._cache:
-            m._cache.move_to_end(key)
-            return m._cache[key]
+    apart, not stacked: no copy of 75 MB at 512 tokens), from the model or from the last inputs' (KEPT_BYTES)."""
+    key = (m.key, m.label, tuple(enc.ids), tuple(enc.segments))
+    with _kept_lock:
+        if key in _kept:
+            _kept.move_to_end(key)
+            return _kept[key]
     A = tuple(layer["attn"][0].numpy() for layer in _layers(m, enc))  # L x (H, T, T)
     for a in A:
         a.setflags(write=False)
-    with m._lock:
-        m._cache[key] = A
-        while len(m._cache) > m.cache_size:  # 512 tokens: 6 x 12 x 512^2 floats = 75 MB each
-            m._cache.popitem(last=False)
+    with _kept_lock:
+        _kept[key] = A
+        while len(_kept) > 1 and sum(a.nbytes for kept in _kept.values() for a in kept) > KEPT_BYTES:
+            _kept.popitem(last=False)
     return A
 
 

@@ -341,7 +341,8 @@ EVERY_PATH = [(name, {}) for name in ("tokenize", "bpe_trace", "normalize", "exp
     ("attention", {"model_key": "gpt"}), ("attention", {"model_key": "bert", "detail": "all"}),
     ("fill_mask", {"model_name": "bert-english"}), ("seq2seq", {"model_key": "transformer"}),
     ("generate", {"model_name": "smollm2-135m-instruct", "max_new_tokens": 20, "chat": True}),
-    ("attention", {"model_key": "smollm2", "chat": True}), ("logit_lens", {"model_name": "smollm2-135m-instruct"}),
+    ("attention", {"model_key": "smollm2", "chat": True}), ("attention", {"model_key": "smollm2", "text": TEXT_LONG}),
+    ("logit_lens", {"model_name": "smollm2-135m-instruct"}),
     ("lora_finetune", {}), ("sft", {}), ("dpo", {})]
 
 

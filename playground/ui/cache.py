@@ -34,7 +34,7 @@ from pathlib import Path
 import gradio as gr
 import orjson
 
-from playground import checkpoints
+from playground import checkpoints, heap
 from playground.ui import common
 
 
@@ -56,13 +56,16 @@ class Workers:
 
     @contextlib.contextmanager
     def take(self, handler: str):
-        with self._pools[self.is_slow(handler)]:
-            started = time.perf_counter()
-            try:
-                yield
-            finally:
-                took, before = time.perf_counter() - started, self._typical.get(handler)
-                self._typical[handler] = took if before is None else 0.7 * before + 0.3 * took
+        try:
+            with self._pools[self.is_slow(handler)]:
+                started = time.perf_counter()
+                try:
+                    yield
+                finally:
+                    took, before = time.perf_counter() - started, self._typical.get(handler)
+                    self._typical[handler] = took if before is None else 0.7 * before + 0.3 * took
+        finally:  # what the computation freed goes back to the system (playground/heap.py), the worker already free
+            heap.trim()
 
 
 @dataclass(frozen=True)
