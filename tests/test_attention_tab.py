@@ -304,3 +304,24 @@ def test_attention_offers_rollout_and_the_summary(client):
     assert set(data["head_summary"]) == {"entropy", "distance", "previous", "first", "sep", "self"}
     assert np.array(data["head_summary"]["previous"]).shape == (6, 12)
     np.testing.assert_allclose(np.array(data["attention"]).sum(1), 1, atol=1e-3)
+
+
+def test_the_kept_attention_is_bounded_by_bytes_and_serves_a_repeat(monkeypatch):
+    """analysis/attention.attention: a repeated input is not run again; every model's kept inputs together stay
+    within KEPT_BYTES, the least recently used dropped first, the newest kept even when it alone is larger."""
+    m = att.load_minilm()
+    monkeypatch.setattr(att, "_kept", type(att._kept)())
+    runs = []
+    real = att._layers
+    monkeypatch.setattr(att, "_layers", lambda m, enc: runs.append(enc.ids) or real(m, enc))
+    enc = {t: att.encode(m, t) for t in ("One.", "Two words.", "Three short words.")}
+    first = att.attention(m, enc["One."])
+    assert att.attention(m, enc["One."]) is first and len(runs) == 1
+    size = sum(a.nbytes for a in first)
+    monkeypatch.setattr(att, "KEPT_BYTES", 2 * size + sum(a.nbytes for a in att.attention(m, enc["Two words."])))
+    att.attention(m, enc["One."])                        # now the most recently used
+    att.attention(m, enc["Three short words."])           # over the bound: "Two words." goes, not "One."
+    assert [key[2] for key in att._kept] == [tuple(enc["One."].ids), tuple(enc["Three short words."].ids)]
+    monkeypatch.setattr(att, "KEPT_BYTES", 1)
+    att.attention(m, enc["Two words."])
+    assert [key[2] for key in att._kept] == [tuple(enc["Two words."].ids)]
