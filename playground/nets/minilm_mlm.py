@@ -107,9 +107,10 @@ def check_base(config: MiniLMMLMConfig) -> None:
 
 def _base_model(config: MiniLMMLMConfig) -> BertForPreTraining:
     """A BertForPreTraining without NSP head whose encoder holds the base's weights (read once per process through a
-    memory map, `hf.read_safetensors`, assigned as they are: shared with every other model of that file) and whose MLM head is not initialised yet. (Built on the CPU:
-    on the meta device, nn.Embedding's first initialisation imports torch's Python decompositions,
-    which costs more than the ~0.2 s of random numbers drawn here and then replaced.)"""
+    memory map by `hf.read_safetensors`, assigned as they are: shared with every other model of that file) and whose
+    MLM head is not initialised yet. (Built on the CPU: on the meta device, nn.Embedding's first initialisation
+    imports torch's Python decompositions, which costs more than the ~0.2 s of random numbers drawn here and then
+    replaced.)"""
     folder = base_dir(config.base)
     bert_config = hf.bert_config_from_hf(json.loads((folder / "config.json").read_text(encoding="utf-8")))
     source = {k.removeprefix("bert."): v for k, v in hf.read_safetensors(folder / "model.safetensors").items()}
