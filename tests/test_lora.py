@@ -178,13 +178,19 @@ def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tiny_base, tmp_path
     again = train.main(["minilm-mlm", "--corpus", str(corpus), "--out", str(tmp_path), "--name", "tiny2",
                         f"--base={tiny_base}", "--rank=4", "--alpha=8", "--max_iters=20", "--batch_size=16",
                         "--seq_len=24", "--eval_interval=100", "--eval_batches=4", "--learning_rate=1e-3",
-                        "--val_fraction=0.1", "--threads=1", f"--init={folder}"])
+                        "--val_fraction=0.1", "--threads=1", f"--init={folder}", "--seed=2"])
     assert again["history"][0]["val"] == pytest.approx(last["val"], abs=1e-4)
     stage = json.loads((tmp_path / "tiny2" / "card.json").read_text())["init"]
     assert stage["steps"] == 200 and stage["command"] == card["command"] and stage["history"] == card["history"]
     with pytest.raises(SystemExit, match="rank"):
         train.main(["minilm-mlm", "--corpus", str(corpus), "--out", str(tmp_path), "--name", "tiny3",
-                    f"--base={tiny_base}", "--rank=2", "--max_iters=1", "--val_fraction=0.1", f"--init={folder}"])
+                    f"--base={tiny_base}", "--rank=2", "--max_iters=1", "--val_fraction=0.1", f"--init={folder}",
+                    "--seed=3"])
+    for seed in ("1337", "2"):  # the first stage's seed, the second's: the same batches again
+        with pytest.raises(SystemExit, match="seed"):
+            train.main(["minilm-mlm", "--corpus", str(corpus), "--out", str(tmp_path), "--name", "tiny3",
+                        f"--base={tiny_base}", "--rank=4", "--alpha=8", "--max_iters=1", "--val_fraction=0.1",
+                        f"--init={tmp_path / 'tiny2'}", f"--seed={seed}"])
 
 
 def test_adapter_checkpoint_round_trip_reproduces_the_logits(tiny_base, tmp_path):

@@ -189,7 +189,7 @@ def _val_batches(data: MLMData, cfg: MiniLMMLMTrainConfig, seed: int, device: st
 
 
 def _card(cfg: MiniLMMLMTrainConfig, run, config: MiniLMMLMConfig, data: MLMData, state: loop.TrainState,
-          metrics: dict, counted: dict, earlier: dict) -> dict:
+          metrics: dict, counted: dict, earlier: dict, val_seed: int) -> dict:
     it, result = state.it, metrics["val"]
     return {
         "kind": "minilm-mlm", "model": "all-MiniLM-L6-v2 + LoRA adapters + MLM head (masked-LM)",
@@ -206,18 +206,22 @@ def _card(cfg: MiniLMMLMTrainConfig, run, config: MiniLMMLMConfig, data: MLMData
         "trainable_ratio": round(counted["ratio"], 5),
         "trained": "LoRA A, B on " + config.targets + "; MLM head (transform, LayerNorm, bias; decoder tied "
                    "to the frozen token embedding)" + ("; encoder LayerNorms" if config.train_layernorm else ""),
-        "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed, "command": run.command,
+        "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed, "val_seed": val_seed, "command": run.command,
         **({"init": earlier} if earlier else {}),
     }
 
 
-def _earlier_stage(cfg: MiniLMMLMTrainConfig, config: MiniLMMLMConfig, model: BertForPreTraining) -> dict:
+def _earlier_stage(cfg: MiniLMMLMTrainConfig, config: MiniLMMLMConfig, model: BertForPreTraining, seed: int) -> dict:
     """Start from the adapters, head and LayerNorms of the checkpoint `cfg.init`; returns what its card says of how
-    it was made (its command, steps, corpus, curve), for this run's card: a model trained in stages names them all."""
+    it was made (its command, steps, corpus, curve), for this run's card: a model trained in stages names them all.
+    The stages need seeds of their own: with the earlier one's, this run would draw its batches and masks again,
+    step by step (the training loss falls, the held-out one does not)."""
     before = checkpoints.load(cfg.init)
     same = ("base", "rank", "alpha", "targets", "train_layernorm")
     if before.kind != "minilm-mlm" or any(getattr(before.config, k) != getattr(config, k) for k in same):
         raise SystemExit(f"--init={cfg.init} is not a minilm-mlm checkpoint with this run's {', '.join(same)}")
+    if before.card.get("seed") == seed or seed in [stage.get("seed") for stage in _stages(before.card)]:
+        raise SystemExit(f"--seed={seed} is an earlier stage's: this run would draw its batches again; pass another")
     from safetensors.torch import load_file
 
     state = load_file(before.path / "model.safetensors")       # checked by load(); the adapters before merging
@@ -227,7 +231,17 @@ def _earlier_stage(cfg: MiniLMMLMTrainConfig, config: MiniLMMLMConfig, model: Be
     earlier = {k: card[k] for k in ("steps", "tokens_seen", "masked_tokens_seen", "wall_time_s", "seed", "command",
                                     "history") if k in card}
     return {"checkpoint": str(cfg.init), "corpus": [c["sha256"] for c in card.get("corpus", [])], **earlier,
+            "val_seed": card.get("val_seed", card.get("seed", 0) + 1),
             **({"init": card["init"]} if "init" in card else {})}
+
+
+def _stages(card: dict) -> list[dict]:
+    """The earlier stages a card names, the latest first."""
+    stages = []
+    while "init" in card:
+        card = card["init"]
+        stages.append(card)
+    return stages
 
 
 def train(cfg: MiniLMMLMTrainConfig, run) -> dict:
@@ -248,13 +262,14 @@ def train(cfg: MiniLMMLMTrainConfig, run) -> dict:
     config = MiniLMMLMConfig(base=cfg.base, rank=cfg.rank, alpha=cfg.alpha, targets=cfg.targets,
                              train_layernorm=cfg.train_layernorm, **base_record(cfg.base))
     model = build(config, counts)
-    earlier = _earlier_stage(cfg, config, model) if cfg.init else {}
+    earlier = _earlier_stage(cfg, config, model, run.seed) if cfg.init else {}
     model = model.to(device)
     name = run.name or "minilm-mlm"
     counted = lora.count_parameters(model)
     optimizer = loop.make_optimizer(model, cfg, device)
     generator = torch.Generator().manual_seed(run.seed)
-    val_batches = _val_batches(data, cfg, run.seed + 1, device)
+    val_seed = earlier.get("val_seed", run.seed + 1)   # a later stage keeps the first one's held-out batches
+    val_batches = _val_batches(data, cfg, val_seed, device)
     print(f"{name}: {sum(len(s) for s in data.train):,} training tokens, {counted['trainable']:,} trainable of "
           f"{counted['total']:,} parameters ({100 * counted['ratio']:.2f}%), set up in "
           f"{time.perf_counter() - started:.1f} s")
@@ -274,7 +289,7 @@ def train(cfg: MiniLMMLMTrainConfig, run) -> dict:
 
     def save(it: int, final: bool) -> None:
         checkpoints.save(run.out / name, kind="minilm-mlm", config=config, model=model, tokenizer=tokenizer,
-                         card=_card(cfg, run, config, data, state, metrics, counted, earlier))
+                         card=_card(cfg, run, config, data, state, metrics, counted, earlier, val_seed))
 
     model.train()
     settings = loop.Loop(cfg.max_iters, cfg.eval_interval, cfg.grad_clip, cfg.max_seconds, bf16=cfg.bf16, desc=name)
