@@ -174,6 +174,17 @@ def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tiny_base, tmp_path
     assert ckpt.kind == "minilm-mlm" and ckpt.model.nsp is None and not ckpt.model.training
     assert ckpt.tokenizer.token_to_id("[MASK]") is not None
 
+    outside_text = tmp_path / "outside.txt"                # a text it was not trained on, measured as its split is
+    outside_text.write_text("a lazy fox jumps over the quick brown dog.\n" * 200, encoding="utf-8")
+    from playground.tools import held_out
+
+    measured = held_out.main([str(folder), "--outside", str(outside_text), "--fraction", "0.2"])
+    assert measured["windows"] > 0 and 0 <= measured["top5"] <= 1 and "the last 20% of outside.txt" in measured["protocol"]
+    assert json.loads((folder / "card.json").read_text())["outside"] == measured
+    with pytest.raises(SystemExit, match="corpora"):
+        held_out.main([str(folder), "--outside", str(corpus)])
+    card = json.loads((folder / "card.json").read_text())
+
     # a second stage starts from the first's weights (its step 0 scores what the first ended with) and names it
     again = train.main(["minilm-mlm", "--corpus", str(corpus), "--out", str(tmp_path), "--name", "tiny2",
                         f"--base={tiny_base}", "--rank=4", "--alpha=8", "--max_iters=20", "--batch_size=16",

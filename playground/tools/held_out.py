@@ -4,7 +4,8 @@ held-out split, with the protocol, written into its card.json as `held_out`.
 - language models (gpt, rnn, lstm, gru): the loss over every window of the held-out split (training/lm.py);
 - bert-english: masked-token loss, top-1/top-5 and NSP accuracy with every held-out sentence starting a pair once
   (training/bert.py);
-- minilm-mlm: masked-token loss and top-1/top-5 over every held-out window (training/minilm_mlm.py);
+- minilm-mlm: masked-token loss and top-1/top-5 over every held-out window (training/minilm_mlm.py); with
+  `--outside FILE [--fraction 0.1]`, the same over the last part of a text outside its corpora (card: `outside`);
 - elmo: the perplexity of each direction (forward, backward) over every word of the held-out word stream
   (training/elmo.py);
 - seq2seq: exact match over a fixed sample of held-out sources of every length (training/seq2seq.py; no corpus).
@@ -58,15 +59,34 @@ def held_out(name: str, corpus: list[Path]) -> dict:
     return lm.held_out_loss(ckpt.model, text.val, train_config["block_size"])
 
 
+def outside(name: str, text: Path, fraction: float) -> dict:
+    """minilm-mlm on English outside its corpora: its held-out protocol applied to the last `fraction` of `text`."""
+    from playground.training import minilm_mlm
+
+    ckpt = checkpoints.load(name)
+    if ckpt.card.get("kind") != "minilm-mlm":
+        raise SystemExit(f"--outside measures a minilm-mlm checkpoint, not {ckpt.card.get('kind')!r}")
+    digest = checkpoints.sha256_file(text)
+    if digest in [c["sha256"] for c in ckpt.card.get("corpus", [])]:
+        raise SystemExit(f"{text} is one of {ckpt.name}'s corpora: --outside wants a text it was not trained on")
+    split = minilm_mlm.load_corpus([text], ckpt.tokenizer, fraction)
+    result = minilm_mlm.held_out(ckpt.model.eval(), split, ckpt.card["train_config"]["seq_len"])
+    return {"text": text.name, "sha256": digest, "fraction": fraction, **result,
+            "protocol": result["protocol"].replace("the last val_fraction of each file's",
+                                                   f"the last {fraction:.0%} of {text.name}'s")}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m playground.tools.held_out", description=__doc__)
     parser.add_argument("model", help="a checkpoint name in models/ or a folder")
     parser.add_argument("--corpus", nargs="*", type=Path, default=[])
+    parser.add_argument("--outside", type=Path, help="minilm-mlm: a text outside its corpora, written as `outside`")
+    parser.add_argument("--fraction", type=float, default=0.1, help="with --outside: the share of the text measured")
     args = parser.parse_args(argv)
-    result = held_out(args.model, args.corpus)
+    result = outside(args.model, args.outside, args.fraction) if args.outside else held_out(args.model, args.corpus)
     card_path = checkpoints.resolve(args.model) / "card.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))
-    card["held_out"] = result
+    card["outside" if args.outside else "held_out"] = result
     card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{args.model}: {json.dumps({k: v for k, v in result.items() if k != 'protocol'})}")
     return result

@@ -292,11 +292,18 @@ def expectation_note() -> str:
             parts.append(f"*{name}* {n['top1']:.0%} top-1, {n['top5']:.0%} top-5")
     if not parts:
         return ""
+    outside = []
+    for name in LISTED:
+        o = (MODELS[name].card if name in MODELS else CARDS[name]).get("outside")
+        if isinstance(o, dict) and isinstance(o.get("top1"), (int, float)) and isinstance(o.get("top5"), (int, float)):
+            outside.append(f"*{name}* {o['top1']:.0%} top-1, {o['top5']:.0%} top-5 on the last "
+                           f"{o.get('fraction', 0):.0%} of {o.get('text', 'another text')}")
+    beyond = f" Outside them, on a text they never read: {'; '.join(outside)}." if outside else ""
     return ("**What to expect.** On held-out text from their own corpora (Austen's novels, the World English Bible, "
-            f"WordNet's glosses, the Jargon File): {'; '.join(parts)} (their cards, every masked token of the split). "
-            "Novels of two hundred years ago, a Bible, a dictionary and hacker slang are all they read: everyday "
-            "words come easily, facts of today's world less so (try *Paris is the [MASK] of France.* and see where "
-            "*capital* lands).")
+            f"WordNet's glosses, the Jargon File): {'; '.join(parts)} (their cards, every masked token of the split)."
+            f"{beyond} Novels of two hundred years ago, a Bible, a dictionary and hacker slang are all they read: "
+            "everyday words come easily, facts of today's world less so (try *Paris is the [MASK] of France.* and see "
+            "where *capital* lands).")
 
 
 TRY = [("a place", ["Paris is the [MASK] of France."]), ("a drink", ["She poured a cup of [MASK] and sat down."]),
