@@ -84,12 +84,13 @@ def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
 
 
 def attention_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
-    """The Attention tab at 32 and 512 tokens, its per-input cache emptied before each call (a new
+    """The Attention tab at 32 and 512 tokens, the attention kept of the last inputs emptied before each call (a new
     sentence runs the model; a layer or head change would not)."""
     from playground.ui import attention_tab
 
     def fresh(*args):
-        attention_tab.MODELS["minilm"]._cache.clear()
+        with attention_tab.att._kept_lock:
+            attention_tab.att._kept.clear()
         return attention_tab.attention(*args)
 
     n_32 = len(attention_tab.att.encode(attention_tab.MODELS["minilm"], ATTENTION_32).ids)
