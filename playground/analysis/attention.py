@@ -196,6 +196,12 @@ _kept: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
 _kept_lock = threading.Lock()
 
 
+def forget_kept() -> None:
+    """Drop the kept attention: the next input of every model runs it again (the bench times a new sentence)."""
+    with _kept_lock:
+        _kept.clear()
+
+
 def attention(m: AttentionModel, enc: Encoded) -> tuple[np.ndarray, ...]:
     """A: one read-only float32 array (H, T, T) per layer, so A[l][h] is head h of layer l (kept
     apart, not stacked: no copy of 75 MB at 512 tokens), from the model or from the last inputs' (KEPT_BYTES)."""

@@ -89,8 +89,7 @@ def attention_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
     from playground.ui import attention_tab
 
     def fresh(*args):
-        with attention_tab.att._kept_lock:
-            attention_tab.att._kept.clear()
+        attention_tab.att.forget_kept()
         return attention_tab.attention(*args)
 
     n_32 = len(attention_tab.att.encode(attention_tab.MODELS["minilm"], ATTENTION_32).ids)

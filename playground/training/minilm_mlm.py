@@ -206,7 +206,8 @@ def _card(cfg: MiniLMMLMTrainConfig, run, config: MiniLMMLMConfig, data: MLMData
         "trainable_ratio": round(counted["ratio"], 5),
         "trained": "LoRA A, B on " + config.targets + "; MLM head (transform, LayerNorm, bias; decoder tied "
                    "to the frozen token embedding)" + ("; encoder LayerNorms" if config.train_layernorm else ""),
-        "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed, "val_seed": val_seed, "command": run.command,
+        "train_config": dataclasses.asdict(cfg), "history": state.history, "seed": run.seed, "val_seed": val_seed,
+        "command": run.command,
         **({"init": earlier} if earlier else {}),
     }
 
