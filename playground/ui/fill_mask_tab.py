@@ -58,8 +58,7 @@ def load_model(name: str) -> checkpoints.Checkpoint:
 
 
 def _label(name: str) -> str:
-    card = MODELS[name].card if name in MODELS else CARDS.get(name, {})
-    top5 = card.get("top5", card.get("val_top5"))
+    top5 = _card_numbers(name)["top5"] if name in MODELS or name in CARDS else None  # the figure the cards table shows
     extra = f", top-5 {top5:.0%}" if isinstance(top5, (int, float)) else ""
     return f"{name} ({DESCRIPTIONS.get(name, 'masked-LM')}{extra})"
 
