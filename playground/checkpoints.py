@@ -315,6 +315,12 @@ def read_card(name: str) -> dict | None:
     return json.loads((resolve(name) / "card.json").read_text(encoding="utf-8"))
 
 
+def outside(card: dict) -> list[dict]:
+    """A card's measurements on texts outside its corpora, one per text (an older card holds one, as a dict)."""
+    entries = card.get("outside", [])
+    return [entries] if isinstance(entries, dict) else list(entries)
+
+
 def shipped(name_or_dir: str) -> Checkpoint | None:
     """A shipped checkpoint, loaded once and shared (`shared`), or None when it is missing or damaged: the app
     leaves it out and serves the rest (`damaged()` says why). A folder outside models/ given by its path is

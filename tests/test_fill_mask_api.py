@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from gradio_client.exceptions import AppError
 
+from playground import checkpoints
 from playground.ui import fill_mask_tab as tab
 
 pytestmark = pytest.mark.skipif(not tab.LISTED, reason="no masked-LM checkpoint is shipped yet")
@@ -88,3 +89,6 @@ def test_the_tab_says_what_to_expect_with_the_cards_figures():
     for name in fill_mask_tab.LISTED:
         numbers = fill_mask_tab._card_numbers(name)
         assert f"*{name}* {numbers['top1']:.0%} top-1, {numbers['top5']:.0%} top-5" in note
+        for o in checkpoints.outside(checkpoints.read_card(name)):   # and every text outside its corpora
+            assert f"{o['top5']:.0%} top-5 on the last {o['fraction']:.0%} of {o['title']}" in note
+    assert checkpoints.outside(checkpoints.read_card("minilm-mlm")), "minilm-mlm is measured outside its corpora"

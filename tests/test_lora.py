@@ -6,6 +6,7 @@ folder name in the config), so everything but the last test runs in a second or 
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -180,7 +181,19 @@ def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tiny_base, tmp_path
 
     measured = held_out.main([str(folder), "--outside", str(outside_text), "--fraction", "0.2"])
     assert measured["windows"] > 0 and 0 <= measured["top5"] <= 1 and "the last 20% of outside.txt" in measured["protocol"]
-    assert json.loads((folder / "card.json").read_text())["outside"] == measured
+    assert json.loads((folder / "card.json").read_text())["outside"] == [measured]
+    speeches = tmp_path / "speeches"                      # a folder: its .txt files joined in name order
+    speeches.mkdir()
+    (speeches / "2.txt").write_text("the dog sat on the mat by the door.\n" * 100, encoding="utf-8")
+    (speeches / "1.txt").write_text("a cat ran to the end of the road.\n" * 100, encoding="utf-8")
+    (speeches / "notes.md").write_text("not read", encoding="utf-8")
+    second = held_out.main([str(folder), "--outside", str(speeches), "--title", "two speeches"])
+    joined = ("a cat ran to the end of the road.\n" * 100 + "the dog sat on the mat by the door.\n" * 100).encode()
+    assert second["sha256"] == hashlib.sha256(joined).hexdigest() and second["title"] == "two speeches"
+    assert "speeches/*.txt's (2 files joined in name order)" in second["protocol"]
+    again = held_out.main([str(folder), "--outside", str(outside_text), "--fraction", "0.2"])
+    assert json.loads((folder / "card.json").read_text())["outside"] == [second, again], "one entry per text"
+    assert checkpoints.outside({"outside": measured}) == [measured], "an older card's single entry"
     with pytest.raises(SystemExit, match="corpora"):
         held_out.main([str(folder), "--outside", str(corpus)])
     card = json.loads((folder / "card.json").read_text())

@@ -5,7 +5,8 @@ held-out split, with the protocol, written into its card.json as `held_out`.
 - bert-english: masked-token loss, top-1/top-5 and NSP accuracy with every held-out sentence starting a pair once
   (training/bert.py);
 - minilm-mlm: masked-token loss and top-1/top-5 over every held-out window (training/minilm_mlm.py); with
-  `--outside FILE [--fraction 0.1]`, the same over the last part of a text outside its corpora (card: `outside`);
+  `--outside TEXT [--fraction 0.1] [--title T]`, the same over the last part of a text outside its corpora, a file
+  or a folder of .txt files read in name order (card: `outside`, one entry per text);
 - elmo: the perplexity of each direction (forward, backward) over every word of the held-out word stream
   (training/elmo.py);
 - seq2seq: exact match over a fixed sample of held-out sources of every length (training/seq2seq.py; no corpus).
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from pathlib import Path
 
 from playground import checkpoints
@@ -59,34 +61,57 @@ def held_out(name: str, corpus: list[Path]) -> dict:
     return lm.held_out_loss(ckpt.model, text.val, train_config["block_size"])
 
 
-def outside(name: str, text: Path, fraction: float) -> dict:
+def _outside_file(text: Path, tmp: Path) -> tuple[Path, str]:
+    """`text` as one file: itself, or a folder's .txt files in name order, each ending with one newline."""
+    if not text.is_dir():
+        return text, f"{text.name}'s"
+    files = sorted(text.glob("*.txt"))
+    if not files:
+        raise SystemExit(f"{text} has no .txt file")
+    joined = tmp / f"{text.name}.txt"
+    joined.write_text("".join(f.read_text(encoding="utf-8").rstrip("\n") + "\n" for f in files), encoding="utf-8")
+    return joined, f"{text.name}/*.txt's ({len(files)} files joined in name order)"
+
+
+def outside(name: str, text: Path, fraction: float, title: str | None = None) -> dict:
     """minilm-mlm on English outside its corpora: its held-out protocol applied to the last `fraction` of `text`."""
     from playground.training import minilm_mlm
 
     ckpt = checkpoints.load(name)
     if ckpt.card.get("kind") != "minilm-mlm":
         raise SystemExit(f"--outside measures a minilm-mlm checkpoint, not {ckpt.card.get('kind')!r}")
-    digest = checkpoints.sha256_file(text)
-    if digest in [c["sha256"] for c in ckpt.card.get("corpus", [])]:
-        raise SystemExit(f"{text} is one of {ckpt.name}'s corpora: --outside wants a text it was not trained on")
-    split = minilm_mlm.load_corpus([text], ckpt.tokenizer, fraction)
+    with tempfile.TemporaryDirectory() as tmp:
+        path, whose = _outside_file(text, Path(tmp))
+        digest = checkpoints.sha256_file(path)
+        if digest in [c["sha256"] for c in ckpt.card.get("corpus", [])]:
+            raise SystemExit(f"{text} is one of {ckpt.name}'s corpora: --outside wants a text it was not trained on")
+        split = minilm_mlm.load_corpus([path], ckpt.tokenizer, fraction)
     result = minilm_mlm.held_out(ckpt.model.eval(), split, ckpt.card["train_config"]["seq_len"])
-    return {"text": text.name, "sha256": digest, "fraction": fraction, **result,
+    return {"text": text.name, "title": title or text.name, "sha256": digest, "fraction": fraction, **result,
             "protocol": result["protocol"].replace("the last val_fraction of each file's",
-                                                   f"the last {fraction:.0%} of {text.name}'s")}
+                                                   f"the last {fraction:.0%} of {whose}")}
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m playground.tools.held_out", description=__doc__)
     parser.add_argument("model", help="a checkpoint name in models/ or a folder")
     parser.add_argument("--corpus", nargs="*", type=Path, default=[])
-    parser.add_argument("--outside", type=Path, help="minilm-mlm: a text outside its corpora, written as `outside`")
+    parser.add_argument("--outside", type=Path,
+                        help="minilm-mlm: a text outside its corpora (a file, or a folder of .txt files), "
+                             "written into `outside`")
     parser.add_argument("--fraction", type=float, default=0.1, help="with --outside: the share of the text measured")
+    parser.add_argument("--title", help="with --outside: the text's name as the app shows it")
     args = parser.parse_args(argv)
-    result = outside(args.model, args.outside, args.fraction) if args.outside else held_out(args.model, args.corpus)
+    if args.outside:
+        result = outside(args.model, args.outside, args.fraction, args.title)
+    else:
+        result = held_out(args.model, args.corpus)
     card_path = checkpoints.resolve(args.model) / "card.json"
-    card = json.loads(card_path.read_text(encoding="utf-8"))
-    card["outside" if args.outside else "held_out"] = result
+    card = json.loads(card_path.read_text(encoding="utf-8"))   # read after the minutes of measuring, not before
+    if args.outside:
+        card["outside"] = [e for e in checkpoints.outside(card) if e.get("sha256") != result["sha256"]] + [result]
+    else:
+        card["held_out"] = result
     card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{args.model}: {json.dumps({k: v for k, v in result.items() if k != 'protocol'})}")
     return result

@@ -293,10 +293,12 @@ def expectation_note() -> str:
         return ""
     outside = []
     for name in LISTED:
-        o = (MODELS[name].card if name in MODELS else CARDS[name]).get("outside")
-        if isinstance(o, dict) and isinstance(o.get("top1"), (int, float)) and isinstance(o.get("top5"), (int, float)):
-            outside.append(f"*{name}* {o['top1']:.0%} top-1, {o['top5']:.0%} top-5 on the last "
-                           f"{o.get('fraction', 0):.0%} of {o.get('text', 'another text')}")
+        measured = [f"{o['top1']:.0%} top-1, {o['top5']:.0%} top-5 on the last {o.get('fraction', 0):.0%} of "
+                    f"{o.get('title') or o.get('text', 'another text')}"
+                    for o in checkpoints.outside(MODELS[name].card if name in MODELS else CARDS[name])
+                    if isinstance(o, dict) and all(isinstance(o.get(k), (int, float)) for k in ("top1", "top5"))]
+        if measured:
+            outside.append(f"*{name}* {' and '.join(measured)}")
     beyond = f" Outside them, on a text they never read: {'; '.join(outside)}." if outside else ""
     return ("**What to expect.** On held-out text from their own corpora (Austen's novels, the World English Bible, "
             f"WordNet's glosses, the Jargon File): {'; '.join(parts)} (their cards, every masked token of the split)."
