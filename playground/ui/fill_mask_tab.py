@@ -299,7 +299,7 @@ def expectation_note() -> str:
                     if isinstance(o, dict) and all(isinstance(o.get(k), (int, float)) for k in ("top1", "top5"))]
         if measured:
             outside.append(f"*{name}* {' and '.join(measured)}")
-    beyond = f" Outside them, on a text they never read: {'; '.join(outside)}." if outside else ""
+    beyond = f" Outside them, on text they never read: {'; '.join(outside)}." if outside else ""
     return ("**What to expect.** On held-out text from their own corpora (Austen's novels, the World English Bible, "
             f"WordNet's glosses, the Jargon File): {'; '.join(parts)} (their cards, every masked token of the split)."
             f"{beyond} Novels of two hundred years ago, a Bible, a dictionary and hacker slang are all they read: "
