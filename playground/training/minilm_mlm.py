@@ -221,7 +221,7 @@ def _earlier_stage(cfg: MiniLMMLMTrainConfig, config: MiniLMMLMConfig, model: Be
     same = ("base", "rank", "alpha", "targets", "train_layernorm")
     if before.kind != "minilm-mlm" or any(getattr(before.config, k) != getattr(config, k) for k in same):
         raise SystemExit(f"--init={cfg.init} is not a minilm-mlm checkpoint with this run's {', '.join(same)}")
-    if before.card.get("seed") == seed or seed in [stage.get("seed") for stage in _stages(before.card)]:
+    if seed in [stage.get("seed") for stage in (before.card, *_stages(before.card))]:
         raise SystemExit(f"--seed={seed} is an earlier stage's: this run would draw its batches again; pass another")
     from safetensors.torch import load_file
 

@@ -203,9 +203,14 @@ def input_representation(text_a, text_b="", model_name=NSP_MODEL):
             json_file(data, "input_representation"), data)
 
 
+def _shown_card(name: str) -> dict:
+    """The card of a listed model: the loaded checkpoint's once it is loaded, else the one read at start."""
+    return MODELS[name].card if name in MODELS else CARDS[name]
+
+
 def _card_numbers(name: str) -> dict:
     """What the tab shows of a card, whatever the trainer named it (held-out accuracies, parameters, time)."""
-    card = MODELS[name].card if name in MODELS else CARDS[name]
+    card = _shown_card(name)
     held_out = card.get("held_out") if isinstance(card.get("held_out"), dict) else {}
     card = {**card, **{f"held_out_{k}": v for k, v in held_out.items()}}  # the whole split's figures first
     pick = lambda *keys: next((card[k] for k in keys if isinstance(card.get(k), (int, float))), None)  # noqa: E731
@@ -295,7 +300,7 @@ def expectation_note() -> str:
     for name in LISTED:
         measured = [f"{o['top1']:.0%} top-1, {o['top5']:.0%} top-5 on the last {o.get('fraction', 0):.0%} of "
                     f"{o.get('title') or o.get('text', 'another text')}"
-                    for o in checkpoints.outside(MODELS[name].card if name in MODELS else CARDS[name])
+                    for o in checkpoints.outside(_shown_card(name))
                     if isinstance(o, dict) and all(isinstance(o.get(k), (int, float)) for k in ("top1", "top5"))]
         if measured:
             outside.append(f"*{name}* {' and '.join(measured)}")
