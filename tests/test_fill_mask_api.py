@@ -92,3 +92,15 @@ def test_the_tab_says_what_to_expect_with_the_cards_figures():
         for o in checkpoints.outside(checkpoints.read_card(name)):   # and every text outside its corpora
             assert f"{o['top5']:.0%} top-5 on the last {o['fraction']:.0%} of {o['title']}" in note
     assert checkpoints.outside(checkpoints.read_card("minilm-mlm")), "minilm-mlm is measured outside its corpora"
+    capitals = checkpoints.read_card("minilm-mlm")["capitals"]
+    assert (f"*minilm-mlm* puts *capital* first for {capitals['first']} of {capitals['of']} and among its first "
+            f"five for {capitals['top5']}") in note
+
+
+def test_the_cards_capitals_are_what_the_shipped_model_ranks():
+    """The card's '{Capital} is the [MASK] of {Country}.' ranks, the figure the tab shows, measured again."""
+    from playground.tools import held_out
+
+    card = checkpoints.read_card("minilm-mlm")["capitals"]
+    measured = held_out.capitals("minilm-mlm")
+    assert measured == card and card["of"] == 14 and card["ranks"]["Paris is the [MASK] of France."] >= 1

@@ -196,6 +196,8 @@ def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tiny_base, tmp_path
     assert checkpoints.outside({"outside": measured}) == [measured], "an older card's single entry"
     with pytest.raises(SystemExit, match="corpora"):
         held_out.main([str(folder), "--outside", str(corpus)])
+    with pytest.raises(SystemExit, match="no token 'capital'"):   # a vocabulary of 120 pieces cannot be asked
+        held_out.main([str(folder), "--capitals"])
     card = json.loads((folder / "card.json").read_text())
 
     # a second stage starts from the first's weights (its step 0 scores what the first ended with) and names it
@@ -215,6 +217,10 @@ def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tiny_base, tmp_path
             train.main(["minilm-mlm", "--corpus", str(corpus), "--out", str(tmp_path), "--name", "tiny3",
                         f"--base={tiny_base}", "--rank=4", "--alpha=8", "--max_iters=1", "--val_fraction=0.1",
                         f"--init={tmp_path / 'tiny2'}", f"--seed={seed}"])
+    with pytest.raises(SystemExit, match="val_fraction"):  # another cut: the first stage trained on its held-out part
+        train.main(["minilm-mlm", "--corpus", str(corpus), "--out", str(tmp_path), "--name", "tiny3",
+                    f"--base={tiny_base}", "--rank=4", "--alpha=8", "--max_iters=1", "--val_fraction=0.2",
+                    f"--init={tmp_path / 'tiny2'}", "--seed=3"])
 
 
 def test_adapter_checkpoint_round_trip_reproduces_the_logits(tiny_base, tmp_path):

@@ -6,7 +6,8 @@ held-out split, with the protocol, written into its card.json as `held_out`.
   (training/bert.py);
 - minilm-mlm: masked-token loss and top-1/top-5 over every held-out window (training/minilm_mlm.py); with
   `--outside TEXT [--fraction 0.1] [--title T]`, the same over the last part of a text outside its corpora, a file
-  or a folder of .txt files read in name order (card: `outside`, one entry per text);
+  or a folder of .txt files read in name order (card: `outside`, one entry per text); with `--capitals`, where
+  *capital* ranks in '{Capital} is the [MASK] of {Country}.' for 14 countries (card: `capitals`);
 - elmo: the perplexity of each direction (forward, backward) over every word of the held-out word stream
   (training/elmo.py);
 - seq2seq: exact match over a fixed sample of held-out sources of every length (training/seq2seq.py; no corpus).
@@ -92,6 +93,32 @@ def outside(name: str, text: Path, fraction: float, title: str | None = None) ->
                                                    f"the last {fraction:.0%} of {whose}")}
 
 
+CAPITALS_PROTOCOL = ("'{Capital} is the [MASK] of {Country}.' for each of the 14 country-capital pairs of "
+                     "word2vec's analogy questions (training/word2vec.py), capitalised: the rank of 'capital' "
+                     "among all the model's guesses at the mask (1: its first guess)")
+
+
+def capitals(name: str) -> dict:
+    """minilm-mlm on a fact of today's world, asked 14 ways: where *capital* ranks in '{Capital} is the [MASK] of
+    {Country}.' (the Masked-LM tab's first example is Paris's)."""
+    from playground.analysis import fill_mask
+    from playground.training.word2vec import ANALOGY_PAIRS
+
+    ckpt = checkpoints.load(name)
+    if ckpt.card.get("kind") != "minilm-mlm":
+        raise SystemExit(f"--capitals measures a minilm-mlm checkpoint, not {ckpt.card.get('kind')!r}")
+    word, vocab = ckpt.tokenizer.token_to_id("capital"), ckpt.tokenizer.get_vocab_size()
+    if word is None:
+        raise SystemExit(f"{ckpt.name}'s vocabulary has no token 'capital'")
+    ranks = {}
+    for country, city in ANALOGY_PAIRS["country-capital"]:
+        sentence = f"{city.title()} is the [MASK] of {country.title()}."
+        guesses = fill_mask.predict(ckpt.model.eval(), ckpt.tokenizer, sentence, top_k=vocab).tokens[0].tolist()
+        ranks[sentence] = guesses.index(word) + 1
+    return {"protocol": CAPITALS_PROTOCOL, "first": sum(r == 1 for r in ranks.values()),
+            "top5": sum(r <= 5 for r in ranks.values()), "of": len(ranks), "ranks": ranks}
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(prog="python -m playground.tools.held_out", description=__doc__)
     parser.add_argument("model", help="a checkpoint name in models/ or a folder")
@@ -101,15 +128,22 @@ def main(argv: list[str] | None = None) -> dict:
                              "written into `outside`")
     parser.add_argument("--fraction", type=float, default=0.1, help="with --outside: the share of the text measured")
     parser.add_argument("--title", help="with --outside: the text's name as the app shows it")
+    parser.add_argument("--capitals", action="store_true",
+                        help="minilm-mlm: where 'capital' ranks in '{Capital} is the [MASK] of {Country}.' for 14 "
+                             "countries, written into `capitals`")
     args = parser.parse_args(argv)
     if args.outside:
         result = outside(args.model, args.outside, args.fraction, args.title)
+    elif args.capitals:
+        result = capitals(args.model)
     else:
         result = held_out(args.model, args.corpus)
     card_path = checkpoints.resolve(args.model) / "card.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))   # read after the minutes of measuring, not before
     if args.outside:
         card["outside"] = [e for e in checkpoints.outside(card) if e.get("sha256") != result["sha256"]] + [result]
+    elif args.capitals:
+        card["capitals"] = result
     else:
         card["held_out"] = result
     card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

@@ -223,6 +223,10 @@ def _earlier_stage(cfg: MiniLMMLMTrainConfig, config: MiniLMMLMConfig, model: Be
         raise SystemExit(f"--init={cfg.init} is not a minilm-mlm checkpoint with this run's {', '.join(same)}")
     if seed in [stage.get("seed") for stage in (before.card, *_stages(before.card))]:
         raise SystemExit(f"--seed={seed} is an earlier stage's: this run would draw its batches again; pass another")
+    earlier_fraction = before.card.get("train_config", {}).get("val_fraction", cfg.val_fraction)
+    if earlier_fraction != cfg.val_fraction:   # a file both runs read would be held out at another cut
+        raise SystemExit(f"--val_fraction={cfg.val_fraction} is not the earlier stage's ({earlier_fraction}): "
+                         "it trained on a part this run would hold out")
     from safetensors.torch import load_file
 
     state = load_file(before.path / "model.safetensors")       # checked by load(); the adapters before merging

@@ -308,8 +308,22 @@ def expectation_note() -> str:
     return ("**What to expect.** On held-out text from their own corpora (Austen's novels, the World English Bible, "
             f"WordNet's glosses, the Jargon File): {'; '.join(parts)} (their cards, every masked token of the split)."
             f"{beyond} Novels of two hundred years ago, a Bible, a dictionary and hacker slang are all they read: "
-            "everyday words come easily, facts of today's world less so (try *Paris is the [MASK] of France.* and see "
-            "where *capital* lands).")
+            f"everyday words come easily, facts of today's world less so.{_capitals_note()}")
+
+
+def _capitals_note() -> str:
+    """Where a model puts *capital* in '{Capital} is the [MASK] of {Country}.' for 14 countries (its card's
+    `capitals`, measured by `python -m playground.tools.held_out NAME --capitals`)."""
+    found = [(name, _shown_card(name).get("capitals")) for name in LISTED]
+    found = [(name, c) for name, c in found if isinstance(c, dict) and isinstance(c.get("first"), int)
+             and isinstance(c.get("top5"), int) and c.get("of")]
+    if not found:
+        return " Try *Paris is the [MASK] of France.* and see where *capital* lands."
+    said = "; ".join(f"*{name}* puts *capital* first for {c['first']} of {c['of']} and among its first five for "
+                     f"{c['top5']}" for name, c in found)
+    whose = "its card" if len(found) == 1 else "their cards"
+    return (f" Asked *{{Capital}} is the [MASK] of {{Country}}.* for {found[0][1]['of']} countries, {said} "
+            f"({whose}): try *Paris is the [MASK] of France.*")
 
 
 TRY = [("a place", ["Paris is the [MASK] of France."]), ("a drink", ["She poured a cup of [MASK] and sat down."]),
