@@ -74,13 +74,19 @@ def _outside_file(text: Path, tmp: Path) -> tuple[Path, str]:
     return joined, f"{text.name}/*.txt's ({len(files)} files joined in name order)"
 
 
+def _minilm_mlm(name: str, option: str):
+    """The checkpoint `name`, which `option` can only measure if it is a minilm-mlm."""
+    ckpt = checkpoints.load(name)
+    if ckpt.card.get("kind") != "minilm-mlm":
+        raise SystemExit(f"{option} measures a minilm-mlm checkpoint, not {ckpt.card.get('kind')!r}")
+    return ckpt
+
+
 def outside(name: str, text: Path, fraction: float, title: str | None = None) -> dict:
     """minilm-mlm on English outside its corpora: its held-out protocol applied to the last `fraction` of `text`."""
     from playground.training import minilm_mlm
 
-    ckpt = checkpoints.load(name)
-    if ckpt.card.get("kind") != "minilm-mlm":
-        raise SystemExit(f"--outside measures a minilm-mlm checkpoint, not {ckpt.card.get('kind')!r}")
+    ckpt = _minilm_mlm(name, "--outside")
     with tempfile.TemporaryDirectory() as tmp:
         path, whose = _outside_file(text, Path(tmp))
         digest = checkpoints.sha256_file(path)
@@ -104,16 +110,14 @@ def capitals(name: str) -> dict:
     from playground.analysis import fill_mask
     from playground.training.word2vec import ANALOGY_PAIRS
 
-    ckpt = checkpoints.load(name)
-    if ckpt.card.get("kind") != "minilm-mlm":
-        raise SystemExit(f"--capitals measures a minilm-mlm checkpoint, not {ckpt.card.get('kind')!r}")
-    word, vocab = ckpt.tokenizer.token_to_id("capital"), ckpt.tokenizer.get_vocab_size()
+    ckpt = _minilm_mlm(name, "--capitals")
+    model, vocab, word = ckpt.model.eval(), ckpt.tokenizer.get_vocab_size(), ckpt.tokenizer.token_to_id("capital")
     if word is None:
         raise SystemExit(f"{ckpt.name}'s vocabulary has no token 'capital'")
     ranks = {}
     for country, city in ANALOGY_PAIRS["country-capital"]:
         sentence = f"{city.title()} is the [MASK] of {country.title()}."
-        guesses = fill_mask.predict(ckpt.model.eval(), ckpt.tokenizer, sentence, top_k=vocab).tokens[0].tolist()
+        guesses = fill_mask.predict(model, ckpt.tokenizer, sentence, top_k=vocab).tokens[0].tolist()
         ranks[sentence] = guesses.index(word) + 1
     return {"protocol": CAPITALS_PROTOCOL, "first": sum(r == 1 for r in ranks.values()),
             "top5": sum(r <= 5 for r in ranks.values()), "of": len(ranks), "ranks": ranks}
@@ -133,19 +137,15 @@ def main(argv: list[str] | None = None) -> dict:
                              "countries, written into `capitals`")
     args = parser.parse_args(argv)
     if args.outside:
-        result = outside(args.model, args.outside, args.fraction, args.title)
+        key, result = "outside", outside(args.model, args.outside, args.fraction, args.title)
     elif args.capitals:
-        result = capitals(args.model)
+        key, result = "capitals", capitals(args.model)
     else:
-        result = held_out(args.model, args.corpus)
+        key, result = "held_out", held_out(args.model, args.corpus)
     card_path = checkpoints.resolve(args.model) / "card.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))   # read after the minutes of measuring, not before
-    if args.outside:
-        card["outside"] = [e for e in checkpoints.outside(card) if e.get("sha256") != result["sha256"]] + [result]
-    elif args.capitals:
-        card["capitals"] = result
-    else:
-        card["held_out"] = result
+    card[key] = ([e for e in checkpoints.outside(card) if e.get("sha256") != result["sha256"]] + [result]
+                 if key == "outside" else result)              # one entry per text: a new one replaces its own
     card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{args.model}: {json.dumps({k: v for k, v in result.items() if k != 'protocol'})}")
     return result
