@@ -21,6 +21,7 @@ from playground.analysis import focus
 from playground.analysis.embeddings import EmbeddingError, classic as cl, contextual as ctx, encoders
 from playground.analysis.embeddings import projection, sentences as sn, words as ws
 from playground.figures import embeddings as fe
+from playground.ui import embeddings_bias
 from playground.ui.common import (FIGURE, LATEX, Shared, as_float, as_int, json_file, text_input, things_to_try,
                                   warn)
 
@@ -156,7 +157,8 @@ def embed_words(words, source="word2vec", method="pca", dims=3, seed=0, perplexi
         raise gr.Error("Type some words (or pick a preset set) to place them in the embedding space.")
     try:
         v = ws.view(space, given, groups, method, dims, notices,
-                    progress=lambda fraction, text: progress(fraction, desc=text), settings=settings)
+                    progress=lambda fraction, text: progress(fraction, desc=text), settings=settings,
+                    shipped=shipped_words(), first=(SELECTED.rstrip(":"),))
     except EmbeddingError as err:
         raise gr.Error(str(err)) from None
     fig = fe.scatter_figure(v.words, v.coords, v.groups, fe.word_space_title(v.data), v.vectors, v.notes)
@@ -178,6 +180,25 @@ def analogy(a, b, c, source="word2vec"):
         raise gr.Error(str(err)) from None
     warn(notices)
     return fe.analogy_md(data), data
+
+
+def word_neighbours(word, words="", source="word2vec"):
+    """One word's nearest neighbours in an embedding: a word of the plot (the table lists only some), or any
+    other. `words` is the word list shown: a listed slur or vulgar word typed there may appear (words.unshown)."""
+    notices: list[str] = []
+    space = _space(source)
+    word = text_input(word, notices, 100).strip()
+    if not word:
+        raise gr.Error("Pick a word of the plot, or type one, to list its neighbours.")
+    found = ws.lookup(space, [word])
+    if not found.words:
+        raise gr.Error(f"{word!r} is not in {space.key}'s vocabulary and cannot be built from its pieces.")
+    given = ws.lookup(space, parse_words(words, [])[0]).words if words else []
+    rows = ws.neighbour_rows(space, found.words, found.vectors, [*given, *found.words], shipped_words())
+    data = {"source": space.key, "word": found.words[0], "neighbours": rows[0]["neighbours"],
+            "composed": found.composed}
+    warn(notices)
+    return fe.neighbours_html(rows, f"Nearest neighbours of {found.words[0]} in {space.key}"), data
 
 
 def contextual(word, sentences, layer=4, model="minilm", mix=True, gamma=1.0, s_0=0.0, s_1=0.0, s_2=0.0):
@@ -314,6 +335,20 @@ TRY = [("animals and vehicles", ["animals: cat, dog, horse, cow, sheep, pig\nveh
        ("numbers", ["numbers: one, two, three, four, five, ten, hundred, thousand, million"])]
 
 
+def shipped_words() -> frozenset[str]:
+    """The app's own words (presets, the default list, the chips): their neighbour lists leave out the
+    reviewed slurs and vulgar words (words.unshown); the words a user brings are never filtered."""
+    chips = {w.lower() for _, (text,) in TRY for w in re.split(r"[,\s]+", re.sub(r"^[^:\n]*:", "", text, flags=re.M))}
+    return ws.preset_words() | {w for w in chips if w}
+
+
+def chip_presets(text: str) -> list[str]:
+    """The preset sets a chip's word list holds whole (its line `name: w1, ...` as the preset writes it): the
+    boxes a chip leaves ticked, so that the ticks always say what the list holds."""
+    lines = set(text.splitlines())
+    return [name for name in ws.PRESETS if fill_presets([name]) in lines]
+
+
 def method_choices() -> list[tuple[str, str]]:
     return [("PCA", "pca"), ("t-SNE", "tsne"), ("UMAP", "umap")]
 
@@ -371,6 +406,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         _contextual()
         sentences = _sentence_space(shared)
         _classic(sentences)
+        embeddings_bias.build(demo)
 
 
 def _word_space(demo: gr.Blocks, shared: Shared) -> None:
@@ -396,9 +432,15 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
                         n_neighbors=gr.Slider(2, 100, 15, step=1, label="UMAP neighbours k"),
                         min_dist=gr.Slider(0.0, 0.99, 0.1, step=0.01, label="UMAP min_dist"))
                 run = gr.Button("Show", variant="primary")
-        tries = things_to_try(TRY, [words])
+        # a chip sets the preset boxes too: the ticks must say what the list holds
+        tries = things_to_try([(label, [text, chip_presets(text)]) for label, (text,) in TRY], [words, presets])
         plot = gr.Plot(label="Word space", elem_id="emb-word-plot")
         neighbours = gr.HTML(elem_id="emb-neighbours", elem_classes=FIGURE)
+        with gr.Row():
+            pick = gr.Dropdown([], value=None, allow_custom_value=True, scale=1, elem_id="emb-neighbours-of",
+                               label="Neighbours of (a word of the plot, or type one)")
+            picked = gr.HTML(elem_id="emb-picked-neighbours", elem_classes=FIGURE)
+            picked_json = gr.JSON(visible=False)
         gr.Markdown(word2vec_note() + fasttext_note(), elem_id="emb-expect")
         with gr.Accordion("Analogy: a − b + c", open=True):
             with gr.Row():
@@ -438,7 +480,13 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
     shared.focus.change(with_selected, inputs=[words, shared.text, shared.focus, follow], outputs=words,
                         queue=False, api_visibility="private", show_progress="hidden").then(
         api_visibility="private", **word_events)
-    gr.on([an.run.click, an.a.submit, an.b.submit, an.c.submit, source.change], analogy,
+    # the choice of words whose neighbours can be listed follows the plot's words
+    data.change(lambda d: gr.update(choices=[p["word"] for p in (d or {}).get("points", [])]), inputs=data,
+                outputs=pick, api_visibility="private", queue=False, show_progress="hidden")
+    gr.on([pick.input, pick.select], word_neighbours, inputs=[pick, words, source], outputs=[picked, picked_json],
+          api_name="word_neighbours", trigger_mode="always_last", show_progress="minimal")
+    # on load too: the default analogy's answer is on screen before anyone clicks Solve
+    gr.on([demo.load, an.run.click, an.a.submit, an.b.submit, an.c.submit, source.change], analogy,
           inputs=[an.a, an.b, an.c, source], outputs=[an.md, an.json], api_name="analogy", trigger_mode="always_last")
 
     def compare(words_, other_, method_, dims_, *settings_):

@@ -9,7 +9,9 @@ that places words in 2D or 3D.
   n-grams, as it was trained (Bojanowski et al. 2017; the mean of the n-gram rows, as the paper's code), the
   others from the mean of their WordPiece pieces, or of their characters for the GPT.
 - Neighbours by cosine; analogies a - b + c with the 3CosAdd rule of Mikolov et al. 2013a (the three
-  question words excluded from the answers).
+  question words excluded from the answers). The neighbour lists of the app's own words (presets, defaults,
+  chips) leave out a reviewed list of slurs and vulgar words (unshown_neighbours.txt says why); what a user
+  types is never filtered.
 
 Models are loaded once and only read; the spaces are cached per process, never user state.
 """
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
+from pathlib import Path
+from typing import Callable, Collection
 
 import numpy as np
 
@@ -34,6 +37,7 @@ MAX_WORDS = 10_000          # points in one projection (WebGL scatter stays inte
 MAX_NEIGHBOUR_WORDS = 20    # the neighbours table covers the first 20 words (each is a scan of the vocabulary)
 K_NEIGHBOURS = 8
 MAX_NGRAM_WORD = 100        # FastText composes words up to this many characters; longer ones are left out, named
+UNSHOWN_FILE = Path(__file__).with_name("unshown_neighbours.txt")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,6 +260,30 @@ def neighbours(space: WordSpace, vector: np.ndarray, k: int = 10,
     return out[:k]
 
 
+@lru_cache(maxsize=None)
+def unshown() -> frozenset[str]:
+    """The reviewed slurs and vulgar words that the neighbour lists of the app's own words leave out (the
+    file's header says what it is for and what it never does)."""
+    lines = (line.split("#", 1)[0].strip().lower() for line in UNSHOWN_FILE.read_text(encoding="utf-8").splitlines())
+    return frozenset(line for line in lines if line)
+
+
+def neighbour_rows(space: WordSpace, words: list[str], vectors: np.ndarray, given: Collection[str],
+                   shipped: Collection[str], k: int = K_NEIGHBOURS) -> list[dict]:
+    """[{word, neighbours: [[word, cosine], ...]}] for each word. The lists of `shipped` words (the app's
+    presets, defaults and chips) leave out unshown(): nobody asked for a slur next to *lion*. A listed word
+    the user gave (in `given`) is theirs to see, and a word the user brought has its list unfiltered."""
+    hidden = tuple(unshown() - set(given))
+    return [{"word": w, "neighbours": [[n, round(s, 4)] for n, s in
+                                       neighbours(space, v, k, exclude=hidden if w in shipped else ())]}
+            for w, v in zip(words, vectors)]
+
+
+def preset_words() -> frozenset[str]:
+    """Every word of the presets: the app's own words, whose neighbour lists are filtered."""
+    return frozenset(w for group in PRESETS.values() for w in group)
+
+
 def analogy(space: WordSpace, a: str, b: str, c: str, notices: list[str], k: int = 5) -> dict:
     """a - b + c (king - man + woman): the k words nearest by cosine to unit(a) - unit(b) + unit(c), the
     three inputs excluded (3CosAdd, Mikolov et al. 2013a). Unknown inputs are named, not guessed: they
@@ -286,13 +314,16 @@ class WordView:
     coords: np.ndarray          # (n, dims) the projection
     vectors: np.ndarray         # (n, d) the words' vectors
     notes: dict[str, str]       # word -> what its hover says about it (built from pieces)
-    neighbours: list[dict]      # [{word, neighbours: [[word, cosine], ...]}] for the first MAX_NEIGHBOUR_WORDS
+    neighbours: list[dict]      # [{word, neighbours: [[word, cosine], ...]}] for at most MAX_NEIGHBOUR_WORDS
 
 
 def view(space: WordSpace, given: list[str], groups: list[str], method: str, dims: int, notices: list[str],
-         progress: Callable[[float, str], None] | None = None, settings: Settings | None = None) -> WordView:
-    """The given words (each in its set) placed in 2D or 3D by `method`, and the nearest neighbours of the
-    first MAX_NEIGHBOUR_WORDS. Unknown and repeated words are left out with a notice; fewer than three
+         progress: Callable[[float, str], None] | None = None, settings: Settings | None = None,
+         shipped: Collection[str] | None = None, first: Collection[str] = ()) -> WordView:
+    """The given words (each in its set) placed in 2D or 3D by `method`, and the nearest neighbours of
+    MAX_NEIGHBOUR_WORDS of them: the words of the sets named in `first` (the word selected in the sentence),
+    then the others in order. The neighbour lists of `shipped` words (default: the presets') leave out the
+    unshown() list (neighbour_rows). Unknown and repeated words are left out with a notice; fewer than three
     known words raise EmbeddingError."""
     found = lookup(space, given)
     _lookup_notices(found, space, notices)
@@ -308,8 +339,10 @@ def view(space: WordSpace, given: list[str], groups: list[str], method: str, dim
                           settings=settings)
     except RuntimeError as err:  # UMAP on too few points
         raise EmbeddingError(str(err)) from None
-    nb = [{"word": w, "neighbours": [[n, round(s, 4)] for n, s in neighbours(space, v, K_NEIGHBOURS)]}
-          for w, v in zip(found.words[:MAX_NEIGHBOUR_WORDS], found.vectors[:MAX_NEIGHBOUR_WORDS])]
+    # the selected word's row first: at the end of a long list it was never among the first rows
+    rows = sorted(range(len(found.words)), key=lambda i: word_groups[i] not in first)[:MAX_NEIGHBOUR_WORDS]
+    nb = neighbour_rows(space, [found.words[i] for i in rows], found.vectors[rows], found.words,
+                        preset_words() if shipped is None else shipped)
     axes = ("x", "y", "z")[:dims]
     points = [{"word": w, "set": g, **{a: round(float(c), 5) for a, c in zip(axes, row)}}
               for w, g, row in zip(found.words, word_groups, Y)]
