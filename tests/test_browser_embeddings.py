@@ -50,3 +50,37 @@ def test_choosing_a_shallower_encoder_narrows_the_layer_and_shows_its_view(embed
     assert "greater than maximum" not in page.locator("body").inner_text()
     page.get_by_label("Mix the layers (eq. 1)").uncheck()
     page.wait_for_function("() => document.body.innerText.includes(\"'bank' at elmo layer 2\")", timeout=60_000)
+
+
+def test_the_default_analogy_is_answered_before_any_click(embeddings_tab):
+    page = embeddings_tab
+    page.wait_for_function("() => document.querySelector('#emb-analogy')?.innerText.includes('king − man + woman')",
+                           timeout=30_000)
+    assert "| 1 |" in page.locator("#emb-analogy").inner_text() or page.locator("#emb-analogy table").count() == 1
+
+
+def test_a_chip_sets_the_preset_boxes_and_any_word_s_neighbours_can_be_listed(embeddings_tab):
+    page = embeddings_tab
+    page.get_by_role("tab", name="Word space", exact=True).click()
+    assert page.locator("#emb-presets input[type=checkbox]:checked").count() == 4   # the default's four sets
+    page.get_by_role("button", name="typos", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#emb-words textarea').value.includes('recieve')")
+    assert page.locator("#emb-presets input[type=checkbox]:checked").count() == 0    # the list holds none of them
+    page.wait_for_function("() => document.querySelector('#emb-neighbours')?.innerText.includes('achieve')",
+                           timeout=60_000)   # word2vec has no 'recieve': a notice says so
+    pick = page.locator("#emb-neighbours-of input")
+    pick.fill("horse")
+    pick.press("Enter")
+    page.wait_for_function("() => document.querySelector('#emb-picked-neighbours')?.innerText.includes('horse')",
+                           timeout=60_000)
+
+
+def test_the_bias_view_draws_its_bars_and_says_them_in_words(embeddings_tab):
+    page = embeddings_tab
+    page.get_by_role("tab", name="Bias in embeddings", exact=True).click()
+    page.wait_for_selector("#bias-projection .js-plotly-plot", timeout=60_000)
+    page.wait_for_function("() => document.querySelector('#bias-projection-text')?.innerText.includes('leaning most')",
+                           timeout=60_000)
+    table = page.locator("#bias-weat").inner_text()
+    assert all(name in table for name in ("word2vec", "glove", "fasttext")) and "effect size" in table
+    assert page.locator("#bias-words .js-plotly-plot").count() == 1

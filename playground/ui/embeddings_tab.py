@@ -417,7 +417,8 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
             with gr.Column(scale=2):
                 words = gr.Textbox(DEFAULT_WORDS, lines=5, max_lines=12, elem_id="emb-words",
                                    label="Words (a line 'name: w1, w2, ...' makes a coloured set)")
-                presets = gr.CheckboxGroup(list(ws.PRESETS), value=DEFAULT_SETS, label="Preset sets")
+                presets = gr.CheckboxGroup(list(ws.PRESETS), value=DEFAULT_SETS, label="Preset sets",
+                                           elem_id="emb-presets")
                 follow = gr.Checkbox(True, label="Add the word selected in the sentence above (as 'selected:')",
                                      elem_id="emb-follow")
             with gr.Column(scale=1):
