@@ -443,12 +443,7 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
             picked = gr.HTML(elem_id="emb-picked-neighbours", elem_classes=FIGURE)
             picked_json = gr.JSON(visible=False)
         gr.Markdown(word2vec_note() + fasttext_note(), elem_id="emb-expect")
-        with gr.Accordion("Analogy: a − b + c", open=True):
-            with gr.Row():
-                an = SimpleNamespace(a=gr.Textbox("king", label="a"), b=gr.Textbox("man", label="− b"),
-                                     c=gr.Textbox("woman", label="+ c"), run=gr.Button("Solve"))
-            an.md = gr.Markdown(elem_id="emb-analogy")
-            an.json = gr.JSON(label="analogy", visible=False)
+        _analogy(demo, source)
         with gr.Accordion("The same words in another embedding", open=False):
             other = gr.Dropdown([(SOURCE_LABELS[k], k) for k in keys], value="minilm", label="Compare with")
             other_plot = gr.Plot(label="Other embedding")
@@ -486,9 +481,6 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
                 outputs=pick, api_visibility="private", queue=False, show_progress="hidden")
     gr.on([pick.input, pick.select], word_neighbours, inputs=[pick, words, source], outputs=[picked, picked_json],
           api_name="word_neighbours", trigger_mode="always_last", show_progress="minimal")
-    # on load too: the default analogy's answer is on screen before anyone clicks Solve
-    gr.on([demo.load, an.run.click, an.a.submit, an.b.submit, an.c.submit, source.change], analogy,
-          inputs=[an.a, an.b, an.c, source], outputs=[an.md, an.json], api_name="analogy", trigger_mode="always_last")
 
     def compare(words_, other_, method_, dims_, *settings_):
         fig, _, _, data_ = embed_words(words_, other_, method_, dims_, *settings_)
@@ -497,6 +489,19 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
     gr.on([other.change, run.click], compare, inputs=[words, other, method, dims, *settings],
           outputs=[other_plot, other_json],
           api_visibility="private", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+
+
+def _analogy(demo: gr.Blocks, source: gr.Dropdown) -> None:
+    """The analogy panel, a − b + c in the word space's embedding, and its event."""
+    with gr.Accordion("Analogy: a − b + c", open=True):
+        with gr.Row():
+            an = SimpleNamespace(a=gr.Textbox("king", label="a"), b=gr.Textbox("man", label="− b"),
+                                 c=gr.Textbox("woman", label="+ c"), run=gr.Button("Solve"))
+        an.md = gr.Markdown(elem_id="emb-analogy")
+        an.json = gr.JSON(label="analogy", visible=False)
+    # on load too: the default analogy's answer is on screen before anyone clicks Solve
+    gr.on([demo.load, an.run.click, an.a.submit, an.b.submit, an.c.submit, source.change], analogy,
+          inputs=[an.a, an.b, an.c, source], outputs=[an.md, an.json], api_name="analogy", trigger_mode="always_last")
 
 
 def _contextual() -> None:
