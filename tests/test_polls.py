@@ -1,6 +1,7 @@
-"""playground/polls.py: rooms, answers counted once per session, tallies hidden until revealed, the limits,
-and many students at once."""
+"""playground/polls.py: rooms, answers counted once per session, tallies hidden until revealed, the room's current
+question, no answers after a reveal, the limits, an old file migrated in place, and many students at once."""
 
+import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -24,6 +25,18 @@ def test_a_room_has_an_unguessable_code_and_a_key(db):
         polls.normalise_code("ABC")
 
 
+def test_a_wrong_or_closed_room_says_what_to_do(db):
+    for typed in ("ABC123", "abc123"):   # 1 is never in a code: a misread screen
+        with pytest.raises(polls.PollError, match="^No room ABC123: check the code your lecturer shows"):
+            polls.answer(typed, "q", "s1", "4", db)
+    code, _ = polls.open_room(db, now=1_000.0)
+    unknown = next(c for c in ("ABCDEF", "GHJKMN") if c != code)
+    with pytest.raises(polls.PollError, match=f"^No room {unknown}: check the code"):
+        polls.tally(unknown, "q", path=db, now=1_001.0)
+    with pytest.raises(polls.PollError, match=f"^Room {code} has closed: rooms close 3 hours after they open"):
+        polls.status(code, db, now=1_000.0 + polls.ROOM_SECONDS + 1)
+
+
 def test_one_answer_per_session_and_question_replaced_not_added(db):
     code, key = polls.open_room(db)
     assert polls.answer(code, "q", "s1", "4", db) == 1
@@ -45,15 +58,69 @@ def test_the_tally_is_hidden_until_the_lecturer_reveals_it(db):
     assert polls.tally(code, "other", path=db)["counts"] is None       # only that question
 
 
+def test_a_room_carries_its_lecturers_question(db):
+    code, key = polls.open_room(db, question="tokens-bpe")
+    assert polls.status(code, db)["question"] == "tokens-bpe"      # a student who joins sees it
+    polls.answer(code, "tokens-bpe", "s1", "4", db)
+    with pytest.raises(polls.PollError, match="Only the page that opened"):
+        polls.set_question(code, "not-the-key", "blank", db)
+    assert polls.status(code, db) | {"closes_in_s": 0} == {"room": code, "question": "tokens-bpe", "answers": 1,
+                                                         "final": False, "closes_in_s": 0}
+    moved = polls.set_question(code, key, "blank", db)
+    assert moved["question"] == "blank" and moved["answers"] == 0 == polls.status(code, db)["answers"]
+    with pytest.raises(polls.PollError, match="by its id"):
+        polls.set_question(code, key, "x" * 100, db)
+    assert polls.status(code, db)["question"] == "blank"
+
+
+def test_a_revealed_question_takes_no_more_answers(db):
+    code, key = polls.open_room(db, question="q")
+    polls.answer(code, "q", "s1", "4", db)
+    polls.answer(code, "q", "s2", "3", db)
+    seen = polls.tally(code, "q", key, reveal=True, path=db)
+    assert seen["final"] and seen["counts"] == {"4": 1, "3": 1} and polls.status(code, db)["final"]
+    for session, value in (("s3", "4"), ("s1", "3")):                # a new answer, or a changed one
+        with pytest.raises(polls.PollError, match="revealed the answers to this question"):
+            polls.answer(code, "q", session, value, db)
+    assert polls.tally(code, "q", path=db)["counts"] == seen["counts"]   # the histogram the class saw
+    assert polls.answer(code, "next", "s3", "4", db) == 1             # the next question is open
+    assert not polls.tally(code, "next", key, path=db)["final"]
+
+
+OLD_SCHEMA = """
+CREATE TABLE rooms (code TEXT PRIMARY KEY, key TEXT NOT NULL, created REAL NOT NULL);
+CREATE TABLE revealed (code TEXT NOT NULL, question TEXT NOT NULL, PRIMARY KEY (code, question));
+CREATE TABLE answers (code TEXT NOT NULL, question TEXT NOT NULL, session TEXT NOT NULL,
+                      answer TEXT NOT NULL, at REAL NOT NULL, PRIMARY KEY (code, question, session));
+"""
+
+
+def test_a_file_from_before_rooms_had_a_question_is_migrated_in_place(db):
+    import time
+
+    with sqlite3.connect(db) as con:                                    # as the first version of polls.py wrote it
+        con.executescript(OLD_SCHEMA)
+        con.execute("INSERT INTO rooms VALUES ('ABCDEF', 'k' , ?)", (time.time(),))
+        con.execute("INSERT INTO answers VALUES ('ABCDEF', 'q', 's1', '4', ?)", (time.time(),))
+    assert polls.status("ABCDEF", db)["question"] == ""                # kept, no question yet
+    assert polls.set_question("ABCDEF", "k", "q", db)["answers"] == 1
+    assert polls.tally("ABCDEF", "q", "k", path=db)["counts"] == {"4": 1}
+    code, _ = polls.open_room(db, question="blank")
+    assert polls.status(code, db)["question"] == "blank"
+    with sqlite3.connect(db) as con:
+        assert "question" in {row[1] for row in con.execute("PRAGMA table_info(rooms)")}
+
+
 def test_another_room_cannot_be_read_and_an_old_room_is_gone(db):
     code, key = polls.open_room(db, now=1_000.0)
     other, _ = polls.open_room(db, now=1_000.0)
     polls.answer(code, "q", "s1", "4", db, now=1_001.0)
     assert polls.tally(other, "q", path=db, now=1_002.0)["answers"] == 0
-    with pytest.raises(polls.PollError, match="no open room"):
+    with pytest.raises(polls.PollError, match="has closed"):
         polls.answer(code, "q", "s2", "4", db, now=1_000.0 + polls.ROOM_SECONDS + 1)
     polls.open_room(db, now=1_000.0 + polls.ROOM_SECONDS + 2)             # opening purges the expired rooms
-    import sqlite3
+    with pytest.raises(polls.PollError, match="No room"):
+        polls.status(code, db, now=1_000.0 + polls.ROOM_SECONDS + 3)
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 0
 
@@ -71,7 +138,7 @@ def test_limits_on_rooms_answers_and_length(db, monkeypatch):
         polls.answer(code, "q", "s3", "c", db)
     polls.answer(code, "q", "s1", "d", db)                              # s1 may still change its answer
     assert polls.tally(code, "q", key, path=db)["counts"] == {"b": 1, "d": 1}
-    with pytest.raises(polls.PollError, match="Give an answer"):
+    with pytest.raises(polls.PollError, match="answer is empty"):
         polls.answer(code, "q", "s4", "   ", db)
     counts = polls.tally(code, "q", key, path=db)["counts"]
     assert all(len(k) <= polls.MAX_ANSWER_CHARS for k in counts)

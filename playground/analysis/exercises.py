@@ -165,16 +165,20 @@ def solution(exercise_id: str) -> tuple[str, str]:
 
 
 def normalise(exercise: Exercise, value) -> str:
-    """A student's answer as it is compared and counted: a whole number, 'never', or a choice, lower case."""
+    """A student's answer as it is compared and counted: a whole number, 'never', or one of the choices, lower case.
+    An answer that cannot be one (a word where a number goes, a choice the question does not offer) is refused
+    with what it should be ('' stays '': the caller says it is empty)."""
     text = " ".join(str(value if value is not None else "").split()).lower()[:40]
     if exercise.kind == "number" and text not in ("never", ""):
         try:
             number = float(text)
         except ValueError:
-            raise ValueError(f"The answer to this question is a whole number (or 'never'), not {text!r}.") from None
+            raise ValueError(f"Your answer should be a number, e.g. 4: a whole number (or 'never'), not {text!r}.") from None
         if not np.isfinite(number) or number != int(number) or abs(number) > 10**6:
-            raise ValueError(f"The answer to this question is a whole number, not {text!r}.")
+            raise ValueError(f"Your answer should be a whole number, e.g. 4, not {text!r}.")
         text = str(int(number))
+    elif exercise.kind == "choice" and text and text not in {c.lower() for c in exercise.choices}:
+        raise ValueError(f"Your answer should be one of: {', '.join(exercise.choices)} (not {text!r}).")
     return text
 
 

@@ -1,8 +1,26 @@
 """The Class quiz tab: predict, then reveal. A student commits a guess before the app computes the answer (with the
 tabs' own analysis code: analysis/exercises.py); a lecturer opens a room, students join it with its code, and the
-lecturer reveals a live histogram of the class's guesses beside the true answer (playground/polls.py)."""
+lecturer reveals a histogram of the class's guesses beside the true answer (playground/polls.py).
+
+A room carries its lecturer's current question. The lecturer's page opens the room (the room's key stays in that
+page's session) and moves it when the lecturer picks another question; a student's page joins with the code, shows
+the room's question and follows it. Both ask the room what changed every TICK_SECONDS (gr.Timer, a few SQLite
+reads, nothing sent back when nothing changed): the lecturer sees the count grow, the students see the histogram
+when it is revealed. Revealing closes the question to answers, so the histogram stays the one the class answered.
+
+Two things about the room's events that are easy to undo by accident:
+- They are queued. A refused input (a wrong code, a word where a number goes) is a gr.Error; through the queue the
+  page shows its message and ui/demo.clear_on_failure replaces the event's last result ("Sent 4 to room ...") with a
+  note. A non-queued event's error reaches Gradio 6.31's page without its text: a bare "Error".
+- They read `seat`, this page's place in the quiz (a gr.State). An event that reads per-session state is never
+  answered from the shared answer cache (ui/cache.py) or replayed by ui/fastpath.py, and a room's events must not
+  be: the same call gives another answer once a student has answered.
+The timer's ticks are not queued (every open page sends one every TICK_SECONDS) and never raise.
+"""
 
 from __future__ import annotations
+
+import html
 
 import gradio as gr
 
@@ -13,12 +31,23 @@ from playground.ui.common import Shared
 
 INTRO_MD = """**Predict, then reveal.** Pick a question, commit your guess, then check it: the answer is computed by the
 same code as the tab it is about, from the models in front of you. **In class:** the lecturer opens a room and
-projects its code; students type the code and send their guesses; the lecturer reveals the class's answers as a
-histogram beside the true one. No login: one answer per browser per question (a new one replaces it); rooms close
-after 3 hours."""
+projects its code; students type the code and *Join*: the lecturer's question appears and follows the lecturer. Send
+your guess; when the lecturer reveals the answers, everyone sees the histogram beside the true one, and the question
+takes no more answers (the histogram is final). No login: one answer per browser per question (a new one replaces
+it until the reveal); rooms close after 3 hours."""
+
+LECTURER_MD = """Open a room and project its code. The room asks the question above; pick another and the students'
+pages follow within seconds. The count of answers updates live; the histogram stays hidden until you reveal it (so
+nobody follows the crowd), and revealing closes the question to answers."""
 
 NO_ROOM = "Join a room first: type the code on the lecturer's screen (or open one, below, if you teach)."
 CHOICES = [(f"{e.tab}: {e.question}", e.id) for e in ex.EXERCISES]
+TICK_SECONDS = 2.0   # how stale a page in a room may be: the lecturer's count, a student's question and histogram
+
+
+def _refuse(message: str) -> gr.Error:
+    """A refusal as Gradio shows it; the page renders its text as HTML, and it may quote what the user typed."""
+    return gr.Error(html.escape(message, quote=False))
 
 
 def _text(value, name: str) -> str:
@@ -34,7 +63,7 @@ def _text(value, name: str) -> str:
 def _exercise(exercise_id) -> ex.Exercise:
     exercise_id = _text(exercise_id, "The exercise")
     if exercise_id not in ex.BY_ID:
-        raise gr.Error(f"Unknown exercise {exercise_id[:40]!r}; choose from {', '.join(ex.BY_ID)}.")
+        raise _refuse(f"Unknown exercise {exercise_id[:40]!r}; choose from {', '.join(ex.BY_ID)}.")
     return ex.BY_ID[exercise_id]
 
 
@@ -42,10 +71,28 @@ def _answer(exercise: ex.Exercise, value) -> str:
     try:
         given = ex.normalise(exercise, _text(value, "The answer"))
     except ValueError as err:
-        raise gr.Error(str(err)) from None
+        raise _refuse(str(err)) from None
     if not given:
-        raise gr.Error("Commit a guess first: type a number or pick a choice.")
+        raise gr.Error("Your answer is empty: type a number or pick a choice first.")
     return given
+
+
+def _room(call, *args):
+    """polls.`call`(*args), its refusal (a wrong code, a closed room, ...) as the page's error message."""
+    try:
+        return call(*args)
+    except polls.PollError as err:
+        raise _refuse(str(err)) from None
+
+
+def _seat(seat) -> dict:
+    """This page's place in the quiz: {"room", "key" (the lecturer's page only), "question" (the room's, as this
+    page shows it), "shown" (what its tally shows)}. Anything else (a new page, an API caller) is in no room."""
+    return dict(seat) if isinstance(seat, dict) else {}
+
+
+def _shown(code: str) -> str:
+    return f"{code[:3]} {code[3:]}"   # as projected: two groups of three are read aloud more easily
 
 
 def exercise(exercise_id="", answer=""):
@@ -62,48 +109,137 @@ def exercise(exercise_id="", answer=""):
     return f"**{verdict}.** You said **{result['given']}**; the answer is **{result['answer']}**. {result['why']}", result
 
 
-def poll_open():
-    """Open a room: its code for the students, its key for this page (it reveals the answers)."""
-    try:
-        code, key = polls.open_room()
-    except polls.PollError as err:
-        raise gr.Error(str(err)) from None
-    shown = f"{code[:3]} {code[3:]}"
-    return (f'<div class="quiz-room">Room <b>{shown}</b><br><small>students: Class quiz tab → room code</small></div>',
-            code, key, {"room": code, "key": key})
+def _revealed_view(data: dict, e: ex.Exercise):
+    """A tally the caller may see: the answer, why, and the histogram beside it."""
+    truth, why = ex.solution(e.id)
+    data = {**data, "answer": truth, "why": why}
+    closed = " No more answers are taken: this histogram is final." if data.get("final") else ""
+    return (f"**The answer: {truth}.** {why} ({data['answers']} answer(s) in room {data['room']}.{closed})",
+            fq.tally_figure(data["counts"], truth, e.question), data)
 
 
-def poll_answer(room="", exercise_id="", answer="", request: gr.Request = None):
-    """Send this browser's guess to a room (answering again replaces it)."""
+def poll_open(seat=None):
+    """Open a room: its code for the students; its key stays in this page's session (it reveals the answers and moves
+    the room from question to question). `data` has the key for an API caller, who must keep it."""
+    code, key = _room(polls.open_room)
+    html_ = (f'<div class="quiz-room">Room <b>{_shown(code)}</b><br>'
+             '<small>students: Class quiz tab → room code → Join</small></div>')
+    return html_, code, {"room": code, "key": key, "question": "", "shown": None}, {"room": code, "key": key}
+
+
+def poll_join(room="", seat=None):
+    """Join a room with its code: the room's current question (which the page then follows), how long it stays open."""
+    room, seat = _text(room, "The room code"), _seat(seat)
+    if not room.strip():
+        return NO_ROOM, gr.skip(), seat, {"room": None, "question": None}
+    state = _room(polls.status, room)
+    key = seat.get("key", "") if seat.get("room") == state["room"] else ""   # the lecturer's own page keeps its key
+    question = state["question"] if state["question"] in ex.BY_ID else ""
+    seat = {"room": state["room"], "key": key, "question": question, "shown": None}
+    if not question:
+        return (f"Joined room {_shown(state['room'])}: the lecturer has not chosen a question yet.", gr.skip(), seat,
+                state)
+    follow = gr.skip() if key else gr.update(value=question, interactive=False)   # the lecturer picks it freely
+    return (f"Joined room {_shown(state['room'])}: answer the lecturer's question above, then *Send to the room*.",
+            follow, seat, state)
+
+
+def poll_answer(room="", exercise_id="", answer="", seat=None, request: gr.Request = None):
+    """Send this browser's guess to a room (answering again replaces it, until the answers are revealed).
+    `seat` is not used: reading it keeps the event out of the shared answer cache (the module's docstring)."""
     e = _exercise(exercise_id)
     room = _text(room, "The room code")
     if not room.strip():
         return NO_ROOM, {"room": None, "answers": None}
     given = _answer(e, answer)
     session = getattr(request, "session_hash", None) or ""
-    try:
-        n = polls.answer(room, e.id, session, given)
-    except polls.PollError as err:
-        raise gr.Error(str(err)) from None
+    n = _room(polls.answer, room, e.id, session, given)
     return f"Sent **{given}** to room {polls.normalise_code(room)}: {n} answer(s) so far.", {"room": room, "answers": n}
 
 
-def poll_tally(room="", exercise_id="", key="", reveal=False):
-    """A room's answers to a question: only their number until its lecturer reveals them (with the room's key)."""
+def poll_tally(room="", exercise_id="", key="", reveal=False, seat=None):
+    """A room's answers to a question: only their number until its lecturer reveals them. Revealing needs the room's
+    key: an API caller sends it, the lecturer's page holds it in `seat`. Once revealed the question takes no more
+    answers (polls.answer), so the histogram everyone sees stays the one they answered."""
     e = _exercise(exercise_id)
-    room, key = _text(room, "The room code"), _text(key, "The key")
+    room, key, seat = _text(room, "The room code"), _text(key, "The key"), _seat(seat)
     if not room.strip():
         return NO_ROOM, None, {"room": None, "answers": None}
-    try:
-        data = polls.tally(room, e.id, key, reveal is True or reveal in ("true", "True", 1))
-    except polls.PollError as err:
-        raise gr.Error(str(err)) from None
+    reveal = reveal is True or reveal in ("true", "True", 1)
+    if reveal and not key and seat.get("room") == _room(polls.normalise_code, room):
+        key = seat.get("key", "")      # only to reveal: the lecturer's own "show" must not show the answer early
+    data = _room(polls.tally, room, e.id, key, reveal)
     if not data["revealed"]:
         return f"{data['answers']} answer(s) in room {data['room']}; the lecturer has not revealed them yet.", None, data
-    truth, why = ex.solution(e.id)
-    data = {**data, "answer": truth, "why": why}
-    return (f"**The answer: {truth}.** {why} ({data['answers']} answer(s) in room {data['room']})",
-            fq.tally_figure(data["counts"], truth, e.question), data)
+    return _revealed_view(data, e)
+
+
+def poll_question(room: str = "", exercise_id: str = "", key: str = "") -> dict:
+    """Move a room to a question (the room's key): the pages of the students in it follow within TICK_SECONDS.
+    API only (the lecturer's page moves its room when the lecturer picks a question)."""
+    room = _text(room, "The room code")
+    if not room.strip():
+        return {"room": None, "question": None, "message": NO_ROOM}
+    e = _exercise(exercise_id)
+    return _room(polls.set_question, room, _text(key, "The key"), e.id)
+
+
+def _count_view(state: dict, lecturer: bool):
+    """What a page in a room shows while its question is open: how many answered, and never the histogram (on the
+    lecturer's projected page it would sway the rest of the class)."""
+    if state["question"] not in ex.BY_ID:
+        return f"Room {_shown(state['room'])}: the lecturer has not chosen a question yet.", None
+    then = ("Reveal when ready: the histogram stays hidden until then, and the question takes no more answers after."
+            if lecturer else "the lecturer has not revealed them yet.")
+    return f"**{state['answers']}** answer(s) in room {_shown(state['room'])} so far (live); {then}", None
+
+
+def _lead(exercise_id, seat):
+    """The lecturer's page moves its room to the question it shows (right after opening the room, and whenever the
+    lecturer picks another) and starts its live count. A page without the room's key changes nothing."""
+    seat = _seat(seat)
+    if not seat.get("key"):
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    e = _exercise(exercise_id)
+    state = _room(polls.set_question, seat["room"], seat["key"], e.id)
+    md, plot = (_revealed_view(polls.tally(seat["room"], e.id, seat["key"]), e)[:2] if state["final"]
+                else _count_view(state, lecturer=True))
+    return md, plot, {**seat, "question": e.id, "shown": None}, gr.Timer(active=True)
+
+
+def _tick(seat):
+    """Every TICK_SECONDS on a page in a room: what changed there, and gr.skip() for what did not (no figure is sent
+    again). A student's page follows the room's question; a closed room says so and stops the timer. Never raises:
+    nobody clicked anything."""
+    seat, same = _seat(seat), gr.skip()
+    if not seat.get("room"):
+        return same, same, same, same, gr.Timer(active=False)
+    lecturer = bool(seat.get("key"))
+    try:
+        state = polls.status(seat["room"])
+        if not lecturer and state["question"] in ex.BY_ID and state["question"] != seat.get("question"):
+            # the lecturer moved on: this page follows, and the question's change clears the last question's results
+            return (gr.update(value=state["question"], interactive=False), same, same,
+                    {**seat, "question": state["question"], "shown": None}, same)
+        shown = [state["question"], state["answers"], state["final"]]
+        if shown == seat.get("shown"):
+            return same, same, same, same, same
+        if state["final"]:
+            e = ex.BY_ID[state["question"]]
+            md, plot, _ = _revealed_view(polls.tally(seat["room"], e.id, seat.get("key", "")), e)
+        else:
+            md, plot = _count_view(state, lecturer)
+    except polls.PollError as err:                   # the room closed (3 hours) while the page was open
+        return gr.update(interactive=True), f"⚠ {err}", None, {}, gr.Timer(active=False)
+    return same, md, plot, {**seat, "shown": shown}, same
+
+
+def _question_changed(exercise_id):
+    """Another question: its answer box, and the last question's results cleared (a histogram beside a question it
+    does not answer would be read as that question's)."""
+    e = ex.BY_ID.get(exercise_id, ex.EXERCISES[0])
+    return (gr.update(visible=e.kind == "choice", choices=list(e.choices), value=None),
+            gr.update(visible=e.kind == "number", value=""), "", "", None)
 
 
 def _hint(exercise_id):
@@ -127,15 +263,11 @@ def panel(tab: str) -> None:
     check.click(lambda i, g: exercise(i, g)[0], [question, guess], verdict, api_visibility="private")
 
 
-def _answer_box(exercise_id):
-    e = ex.BY_ID.get(exercise_id, ex.EXERCISES[0])
-    return (gr.update(visible=e.kind == "choice", choices=list(e.choices), value=None),
-            gr.update(visible=e.kind == "number", value=""))
-
-
 def build(demo: gr.Blocks, shared: Shared) -> None:
     gr.Markdown(INTRO_MD)
     first = ex.EXERCISES[0]
+    seat = gr.State({})                                     # this page's place in the quiz (_seat)
+    timer = gr.Timer(TICK_SECONDS, active=False)            # runs while this page is in a room
     question = gr.Dropdown(CHOICES, value=first.id, label="Question", elem_id="quiz-question")
     with gr.Row():
         choice = gr.Radio(list(first.choices), label="Your guess", visible=first.kind == "choice", elem_id="quiz-choice")
@@ -143,15 +275,18 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                             elem_id="quiz-number")
     guess = gr.Textbox(visible=False)                       # the committed guess, whichever box it came from
     with gr.Row():
-        check = gr.Button("Check my guess", variant="primary", elem_id="quiz-check")
-        send = gr.Button("Send to the room", elem_id="quiz-send")
-    verdict = gr.Markdown(elem_id="quiz-verdict")
+        room = gr.Textbox("", label="Room code", placeholder="from the lecturer's screen, then Join", elem_id="quiz-room",
+                          scale=2)
+        join = gr.Button("Join", elem_id="quiz-join", scale=1)
+    status = gr.Markdown(elem_id="quiz-status")             # which room this page is in
     with gr.Row():
-        room = gr.Textbox("", label="Room code (from the lecturer's screen)", elem_id="quiz-room", scale=2)
-        show = gr.Button("Show the class's answers", elem_id="quiz-show", scale=1)
+        check = gr.Button("Check my guess", variant="primary", elem_id="quiz-check")
+        send = gr.Button("Send to the room", elem_id="quiz-send", interactive=False)   # once in a room
+        show = gr.Button("Show the class's answers", elem_id="quiz-show")
+    verdict = gr.Markdown(elem_id="quiz-verdict")           # the last guess's: checked, or sent
     with gr.Accordion("Lecturer: open a room and reveal", open=False, elem_id="quiz-lecturer"):
+        gr.Markdown(LECTURER_MD)
         opened = gr.HTML(elem_id="quiz-opened")
-        key = gr.State("")
         with gr.Row():
             open_room = gr.Button("Open a room", elem_id="quiz-open")
             reveal = gr.Button("Reveal the answers to the class", variant="primary", elem_id="quiz-reveal")
@@ -161,14 +296,28 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         data = gr.JSON(label="quiz")
 
-    question.change(_answer_box, question, [choice, number], queue=False, api_visibility="private")
+    question.change(_question_changed, question, [choice, number, verdict, tally_md, tally_plot], queue=False,
+                    api_visibility="private", show_progress="hidden")
     pick = dict(fn=lambda c, n: c if c is not None else n, inputs=[choice, number], outputs=guess, queue=False,
                 api_visibility="private")
     check.click(**pick).then(exercise, [question, guess], [verdict, data], api_name="exercise")
-    send.click(**pick).then(poll_answer, [room, question, guess], [verdict, data], api_name="poll_answer", queue=False)
+
+    # The room's events: queued and reading `seat` (the module's docstring says why)
+    seated = dict(fn=lambda s: (gr.Timer(active=bool(_seat(s).get("room"))),
+                                gr.update(interactive=bool(_seat(s).get("room")))),
+                  inputs=seat, outputs=[timer, send], queue=False, api_visibility="private")
+    gr.on([join.click, room.submit], poll_join, [room, seat], [status, question, seat, data],
+          api_name="poll_join").success(**seated)
+    send.click(**pick).then(poll_answer, [room, question, guess, seat], [verdict, data], api_name="poll_answer")
     no_key, no_reveal = gr.Textbox("", visible=False), gr.Checkbox(False, visible=False)  # API callers set them
-    show.click(poll_tally, [room, question, no_key, no_reveal], [tally_md, tally_plot, data], api_name="poll_tally",
-               queue=False)
-    open_room.click(poll_open, None, [opened, room, key, data], api_name="poll_open", queue=False)
-    reveal.click(poll_tally, [room, question, key, reveal_flag], [tally_md, tally_plot, data], queue=False,
+    show.click(poll_tally, [room, question, no_key, no_reveal, seat], [tally_md, tally_plot, data],
+               api_name="poll_tally")
+    lead = dict(fn=_lead, inputs=[question, seat], outputs=[tally_md, tally_plot, seat, timer],
+                api_visibility="private")
+    open_room.click(poll_open, seat, [opened, room, seat, data], api_name="poll_open").success(**lead)
+    question.input(**lead)                                  # the lecturer picks another question: the room follows
+    reveal.click(poll_tally, [room, question, no_key, reveal_flag, seat], [tally_md, tally_plot, data],
                  api_visibility="private")
+    timer.tick(_tick, seat, [question, tally_md, tally_plot, seat, timer], queue=False, api_visibility="private",
+               show_progress="hidden")
+    gr.api(poll_question, api_name="poll_question", queue=False)   # API callers move a room (no button: see _lead)
