@@ -84,3 +84,64 @@ def test_streaming_stop_and_clicking_a_token(page, tmp_path):
     shots = Path(os.environ.get("SCREENSHOT_DIR", tmp_path))
     shots.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(shots / "generation.png"), full_page=True)
+
+
+def _choose_model(page, label: str) -> None:
+    box = page.get_by_label("Model", exact=True)
+    box.click()
+    box.fill(label)
+    page.keyboard.press("ArrowDown")
+    page.keyboard.press("Enter")
+
+
+def _generate(page, prompt: str, n: int) -> None:
+    page.locator("#gen-max input[type=number]").fill(str(n))
+    page.locator("#gen-prompt textarea").fill(prompt)
+    page.locator("#gen-run").click()
+    page.wait_for_function(f"() => document.querySelector('#gen-text .gen-prompt')?.innerText === {prompt!r} && "
+                           "!document.querySelector('#gen-text .gen-cursor')", timeout=120_000)
+
+
+def test_an_emoji_of_three_byte_tokens_is_shown_once(page):
+    """Issue #32: SmolLM2 reads 👋 as three byte tokens; the page showed 'Hi 👋👋👋 there'."""
+    from playground.nets import smollm2
+
+    if not smollm2.available():
+        pytest.skip(f"SmolLM2 is not installed ({smollm2.INSTALL})")
+    page.get_by_role("tab", name="Generation", exact=True).click()
+    _choose_model(page, "SmolLM2")
+    _generate(page, "Hi 👋 there", 4)
+    assert page.locator("#gen-text .gen-prompt").inner_text() == "Hi 👋 there"
+    shown = page.locator("#gen-text .gen-text").inner_text()
+    tokens = "".join(page.locator("#gen-text .gen-tok").all_text_contents())
+    assert shown == "Hi 👋 there" + tokens and page.locator("#gen-text .gen-tok").count() == 4
+    _choose_model(page, "gpt-shakespeare")
+
+
+def test_a_changed_prompt_marks_the_text_out_of_date_in_the_browser(page):
+    """Selecting a word rewrites the prompt: the continuation below is dimmed under a note, without asking the
+    server, and the note goes when the new text arrives."""
+    page.get_by_role("tab", name="Generation", exact=True).click()
+    _generate(page, "ROMEO:", 12)
+    assert page.locator("#gen-text .gen-stale").count() == 0
+    sent = []
+    page.on("request", lambda r: sent.append(r.url) if "/gradio_api/" in r.url else None)
+    page.locator("#gen-prompt textarea").fill("JULIET:")
+    page.wait_for_selector("#gen-text .gen-stale", timeout=5_000)
+    assert sent == []  # marked in the page: no request
+    assert "the prompt changed" in page.locator("#gen-text .gen-stale").inner_text()
+    assert page.locator("#gen-text .gen-text").evaluate("(el) => getComputedStyle(el).opacity") == "0.45"
+    page.locator("#gen-prompt textarea").fill("ROMEO:")  # back to what the text was made from: current again
+    page.wait_for_selector("#gen-text .gen-stale", state="detached", timeout=5_000)
+    # a word selected in the sentence above rewrites the prompt (Follow is on)
+    page.locator("#sentence textarea").fill("The bank by the river flooded after the storm.")
+    page.locator("#sentence textarea").press("Enter")
+    page.locator("#word-chips .chip", has_text="river").click()
+    page.wait_for_function("() => document.querySelector('#gen-prompt textarea')?.value === 'The bank by the river'",
+                           timeout=20_000)
+    page.wait_for_selector("#gen-text .gen-stale", timeout=5_000)
+    page.locator("#gen-run").click()
+    page.wait_for_function("() => document.querySelector('#gen-text .gen-prompt')?.innerText === 'The bank by the river'",
+                           timeout=60_000)
+    page.wait_for_selector("#gen-text .gen-stale", state="detached", timeout=5_000)
+    assert page.locator("#gen-text .gen-text").evaluate("(el) => getComputedStyle(el).opacity") == "1"

@@ -33,26 +33,40 @@ def llm_shape() -> tuple[int, int, int]:
 
 
 def token_text(tokenizer, i: int) -> str:
-    """A token as text: its string, or for a byte-level BPE (GPT-2's, SmolLM2's) its bytes read as UTF-8 (a piece
-    of a character shows as �; `decode` of the whole sequence gives the text back)."""
+    """A token as the vocabulary has it: its string, or for a byte-level BPE (GPT-2's, SmolLM2's) its bytes read as
+    UTF-8 (a piece of a character shows as �). For a candidate in a list; the text a chosen token adds to the
+    generated text is `tokenization.Detokenizer`'s."""
     piece = tokenizer.id_to_token(i)
     raw = tokenization.token_bytes(piece) if tokenization.is_byte_level(tokenizer) and piece is not None else None
     return piece if raw is None else raw.decode("utf-8", errors="replace")
 
 
 def decode(tokenizer, ids: list[int]) -> str:
-    """The text of generated ids: for a byte-level BPE decoded together, so a character cut across tokens is whole."""
-    if tokenization.is_byte_level(tokenizer):
-        return tokenizer.decode(ids, skip_special_tokens=False)
-    return "".join(tokenizer.id_to_token(i) for i in ids)
+    """The text of ids, each character once: what the pieces of a `Detokenizer` concatenate to."""
+    return "".join(tokenization.Detokenizer(tokenizer).pieces(ids))
 
 
-def named(tokenizer, step: dict) -> dict:
-    """A `sampling.step_record` with token strings in place of ids (the API's format), ids kept beside."""
+def named(reader: tokenization.Detokenizer, step: dict) -> dict:
+    """A `sampling.step_record` with token strings in place of ids (the API's format), ids kept beside. `token` is
+    the text the chosen token adds after the steps before it (`reader` has read the prompt and them): "" for a
+    byte that leaves a character unfinished, the whole character on the byte that completes it, so the steps'
+    tokens concatenate to the generated text. A byte-level token's own bytes are in `bytes` (hex)."""
+    tokenizer = reader.tokenizer
     token = lambda i: token_text(tokenizer, i)  # noqa: E731
-    return {**step, "id": step["token"], "token": token(step["token"]),
-            "top": [[token(i), round(p, 6)] for i, p in step["top"]],
-            "prob": round(step["prob"], 6), "p_model": round(step["p_model"], 6), "entropy": round(step["entropy"], 4)}
+    out = {**step, "id": step["token"], "token": reader.add(step["token"]),
+           "top": [[token(i), round(p, 6)] for i, p in step["top"]],
+           "prob": round(step["prob"], 6), "p_model": round(step["p_model"], 6), "entropy": round(step["entropy"], 4)}
+    if reader.byte_level:
+        out["bytes"] = reader.raw(step["token"]).hex(" ")
+    return out
+
+
+def finish(reader: tokenization.Detokenizer, steps: list[dict]) -> list[dict]:
+    """The end of a generation: bytes of a character the last steps left unfinished go on the last step as U+FFFD
+    (as `decode` of the whole text shows them), so the tokens still concatenate to the text."""
+    if steps:
+        steps[-1]["token"] += reader.flush()
+    return steps
 
 
 def beam(model, tokenizer, ids: list[int], width: int, max_new: int) -> tuple[list[dict], dict]:
@@ -65,7 +79,8 @@ def beam(model, tokenizer, ids: list[int], width: int, max_new: int) -> tuple[li
     info = {"beam_width": width, "log_prob": round(logp, 4), "greedy_log_prob": round(greedy_logp, 4),
             "beams": [{"text": decode(tokenizer, [int(i) for i in b[len(ids):]]), "log_prob": round(s, 4)}
                       for b, s in beams]}
-    return [named(tokenizer, s) for s in steps], info
+    reader = tokenization.Detokenizer(tokenizer, ids)
+    return finish(reader, [named(reader, s) for s in steps]), info
 
 
 @lru_cache(maxsize=None)

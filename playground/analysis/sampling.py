@@ -92,16 +92,18 @@ def _cache_step(model, idx: torch.Tensor, cache, use_cache: bool, seen: torch.Te
 
 
 def step_record(d: Distribution, token: int, cutoffs: bool = True) -> dict:
-    """One decoding step as the app reports it: {token, prob, p_model, top: [[token, prob], ...], entropy,
+    """One decoding step as the app reports it: {token, prob, p_model, rank, top: [[token, prob], ...], entropy,
     n_top_k, n_top_p, top_k_cutoff, top_p_cutoff}. `prob` is the chosen token's probability in the
-    distribution it was drawn from, `p_model` in the proposed one; `top` lists the proposed distribution's
-    most probable tokens; the cut-offs are the smallest probability still kept by top-k and by top-p
-    (0 with `cutoffs` False: nothing was cut, e.g. a beam)."""
-    top_p_values, top_ids = d.probs.topk(min(TOP_SHOWN, d.probs.numel()))
-    ranked = d.probs.sort(descending=True).values
+    distribution it was drawn from, `p_model` in the proposed one; `rank` its place in the proposed one (1: the
+    most probable); `top` lists the proposed distribution's most probable tokens; the cut-offs are the smallest
+    probability still kept by top-k and by top-p (0 with `cutoffs` False: nothing was cut, e.g. a beam)."""
+    order = torch.argsort(d.probs, descending=True, stable=True)  # ties: the lower id first, as `distribution`
+    ranked = d.probs[order]
+    top_ids = order[:TOP_SHOWN]
     return {
         "token": token, "prob": float(d.kept[token]), "p_model": float(d.probs[token]),
-        "top": [[int(i), float(p)] for i, p in zip(top_ids, top_p_values)],
+        "rank": int((order == token).nonzero()[0, 0]) + 1,
+        "top": [[int(i), float(d.probs[i])] for i in top_ids],
         "entropy": d.entropy, "n_top_k": d.n_top_k, "n_top_p": d.n_top_p,
         "top_k_cutoff": float(ranked[d.n_top_k - 1]) if cutoffs else 0.0,
         "top_p_cutoff": float(ranked[d.n_top_p - 1]) if cutoffs else 0.0,

@@ -17,6 +17,7 @@ Unigram arrive at their splits is in `analysis/subwords.py`.
 
 from __future__ import annotations
 
+import codecs
 import json
 import threading
 from collections import OrderedDict
@@ -182,6 +183,51 @@ def token_bytes(token: str) -> bytes | None:
     if not all(ch in table for ch in token):
         return None
     return bytes(table[ch] for ch in token)
+
+
+class Detokenizer:
+    """Token ids back to text one at a time, as a stream: `add(i)` returns the text token `i` adds, so the pieces
+    of a sequence concatenate to its decoded text, each character once.
+
+    A byte-level BPE token (GPT-2's, SmolLM2's) is bytes, not characters: 👋 is four bytes and three of SmolLM2's
+    tokens. Its bytes go through an incremental UTF-8 decoder, so a token that leaves a character unfinished adds ""
+    and the token that completes it adds the whole character. (Each byte token's offsets span the whole character:
+    text rebuilt from offsets repeats the character once per token, "Hi 👋👋👋 there".) Other tokenizers decode a
+    token after its neighbour, since WordPiece's ## and Unigram's ▁ are read against the token before; a character
+    model's token is its character."""
+
+    def __init__(self, tokenizer: Tokenizer, context: list[int] = ()):
+        self.tokenizer = tokenizer
+        self.byte_level = is_byte_level(tokenizer)
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")  # keeps an unfinished character's bytes
+        self._previous: list[int] = []
+        for i in context:  # the text so far (a prompt): read, not returned
+            self.add(i)
+
+    def raw(self, i: int) -> bytes:
+        """A byte-level token's bytes; an added token (<|im_end|>) outside GPT-2's byte table as its own text."""
+        piece = self.tokenizer.id_to_token(i) or ""
+        return token_bytes(piece) or piece.encode("utf-8")
+
+    def add(self, i: int) -> str:
+        if self.byte_level:
+            return self._utf8.decode(self.raw(i))
+        decode = lambda ids: self.tokenizer.decode(ids, skip_special_tokens=False)  # noqa: E731
+        before, both = decode(self._previous), decode(self._previous + [i])
+        self._previous = [i]
+        return both[len(before):] if both.startswith(before) else decode([i])
+
+    def flush(self) -> str:
+        """The end of the stream: an unfinished character's bytes as U+FFFD, as `decode` of the whole sequence
+        shows them ("" when every character was finished)."""
+        return self._utf8.decode(b"", final=True) if self.byte_level else ""
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """The text each of `ids` adds, the end of the stream on the last one."""
+        out = [self.add(i) for i in ids]
+        if out:
+            out[-1] += self.flush()
+        return out
 
 
 def unk_id(tok: Tokenizer) -> int | None:

@@ -4,6 +4,7 @@ attention."""
 from __future__ import annotations
 
 import html
+import json
 
 import plotly.graph_objects as go
 
@@ -23,24 +24,64 @@ element.addEventListener('click', (event) => {
 """
 
 
+# Out of date: every view carries the inputs it was computed from (`data-inputs`); on any change of the tab's inputs,
+# and whenever a view is redrawn, the page compares them with the inputs' current values, in the browser, and dims a
+# view whose inputs changed under a note that names them. A new result carries the current inputs, so the mark goes.
+# Called as a Gradio js-only event with the inputs in this order (generation_tab.STALE_INPUTS).
+STALE_JS = """
+(prompt, model, max_new_tokens, strategy, temperature, top_k, top_p, seed, beam_width, chat, model_a, model_b) => {
+  const now = {prompt, model, max_new_tokens, strategy, temperature, top_k, top_p, seed, beam_width, chat,
+               model_a, model_b};
+  const names = {prompt: 'the prompt', model: 'the model', max_new_tokens: 'the number of new tokens',
+                 strategy: 'the strategy', temperature: 'the temperature', top_k: 'top-k', top_p: 'top-p',
+                 seed: 'the seed', beam_width: 'the beam width', chat: 'chat', model_a: 'model A', model_b: 'model B'};
+  // a number may come back from the server as 10.0 where the slider says 10
+  const same = (a, b) => (typeof a === 'number' || typeof b === 'number') ? Number(a) === Number(b)
+                                                                             : String(a) === String(b);
+  document.querySelectorAll('#gen-text [data-inputs], #gen-compare-a [data-inputs], #gen-compare-b [data-inputs]')
+    .forEach((view) => {
+      let was;
+      try { was = JSON.parse(view.dataset.inputs); } catch (e) { return; }
+      const changed = Object.keys(was).filter((k) => !same(was[k], now[k])).map((k) => names[k] || k);
+      let note = view.parentElement.querySelector(':scope > .gen-stale');
+      view.classList.toggle('stale', changed.length > 0);
+      view.style.opacity = changed.length ? '0.45' : '';
+      if (!changed.length) { if (note) note.remove(); return; }
+      if (!note) {
+        note = document.createElement('div');
+        note.className = 'notice gen-stale';
+        view.before(note);
+      }
+      const list = changed.length > 1 ? changed.slice(0, -1).join(', ') + ' and ' + changed.at(-1) : changed[0];
+      note.textContent = `Out of date: ${list} changed since this was computed; press ${view.dataset.rerun}.`;
+    });
+  return [];
+}
+"""
+
+
 def generated_html(prompt: str, steps: list[dict], selected: int | None = None, notices: list[str] = (),
-                   title: str = "", running: bool = False) -> str:
+                   title: str = "", running: bool = False, inputs: dict | None = None, rerun: str = "Generate") -> str:
     """The prompt (grey) then each generated token, shaded by the probability it was drawn with;
-    a click on a token selects its step (GEN_CLICK_JS)."""
+    a click on a token selects its step (GEN_CLICK_JS). `inputs`: the tab's inputs this text was computed from,
+    by STALE_JS's names, so the page can mark it out of date when one changes (and `rerun` names the button)."""
     parts = [f'<div class="notice">{html.escape(n)}</div>' for n in notices]
     if title:
         parts.append(f'<div class="gen-title">{html.escape(title)}</div>')
     tokens = []
     for i, s in enumerate(steps):
         alpha = 0.12 + 0.5 * (1.0 - s["prob"])  # darker = a less likely choice
-        tip = html.escape(f"step {i + 1}: {token_label(s['token'])!r}, p = {s['prob']:.3f}, "
-                          f"entropy {s['entropy']:.2f} nats", quote=True)
+        what = repr(token_label(s["token"])) if s["token"] or "bytes" not in s else (
+            f"bytes {s['bytes']} (part of a character)")  # a byte-level token that leaves a character unfinished
+        tip = html.escape(f"step {i + 1}: {what}, p = {s['prob']:.3f}, entropy {s['entropy']:.2f} nats", quote=True)
         sel = " sel" if selected == i else ""
         tokens.append(f'<span class="gen-tok{sel}" data-step="{i}" style="background: rgba(217, 83, 79, {alpha:.2f})" '
                       f'title="{tip}">{html.escape(s["token"])}</span>')  # plain text: spaces and line breaks as such
     cursor = '<span class="gen-cursor">▍</span>' if running else ""
-    parts.append(f'<div class="gen-text"><span class="gen-prompt">{html.escape(prompt)}</span>{"".join(tokens)}{cursor}'
-                 '</div>')
+    state = "" if inputs is None else (f' data-inputs="{html.escape(json.dumps(inputs), quote=True)}" '
+                                       f'data-rerun="{html.escape(rerun, quote=True)}"')
+    parts.append(f'<div class="gen-text"{state}><span class="gen-prompt">{html.escape(prompt)}</span>'
+                 f'{"".join(tokens)}{cursor}</div>')
     return "".join(parts)
 
 
@@ -50,8 +91,9 @@ def next_token_figure(step: dict, index: int, cutoffs: tuple[str, ...] = ("top-k
     labels = [f"{rank + 1}. {token_label(tok)!r}" for rank, (tok, _) in enumerate(step["top"])]
     probs = [p for _, p in step["top"]]
     kept = min(step["n_top_k"], step["n_top_p"])
-    colors = [ACCENT if tok == step["token"] else ("#4a7bd0" if rank < kept else "#c8c8c8")
-              for rank, (tok, _) in enumerate(step["top"])]
+    chosen = step["rank"] - 1  # by rank, not by string: two byte tokens can both read '�'
+    colors = [ACCENT if rank == chosen else ("#4a7bd0" if rank < kept else "#c8c8c8")
+              for rank in range(len(step["top"]))]
     fig = go.Figure(go.Bar(x=labels, y=probs, marker_color=colors, hovertemplate="%{x}: p = %{y:.4f}<extra></extra>"))
     shapes, notes = [], []
     for n, name, dash in ((step["n_top_k"], "top-k", "dash"), (step["n_top_p"], "top-p", "dot")):
@@ -62,7 +104,11 @@ def next_token_figure(step: dict, index: int, cutoffs: tuple[str, ...] = ("top-k
                               xanchor="left", yanchor="bottom" if name == "top-k" else "top", font=dict(size=12)))
     beyond = [f"{name} keeps {n}" for n, name in ((step["n_top_k"], "top-k"), (step["n_top_p"], "top-p"))
               if name in cutoffs and n >= len(labels)]
-    title = (f"Step {index + 1}: chose {token_label(step['token'])!r} (p = {step['prob']:.3f}); "
+    if step["token"] or "bytes" not in step:
+        what = repr(token_label(step["token"]))
+    else:  # a byte-level token that leaves a character unfinished adds no text yet
+        what = f"the byte(s) {step['bytes']} (part of a character the next token(s) complete)"
+    title = (f"Step {index + 1}: chose {what} (p = {step['prob']:.3f}, rank {step['rank']}); "
              f"entropy {step['entropy']:.2f} nats" + (f"; {', '.join(beyond)}" if beyond else ""))
     if "sees" in step:  # an n-gram: what it read, and whether it had to back off
         n, order = step["n"], step["order"]

@@ -123,13 +123,28 @@ def token_count_figure(results: dict[str, dict]) -> go.Figure:
     return fig
 
 
+def token_characters(text: str, offsets: list[list[int]]) -> list[str]:
+    """The characters each token adds to the text, each character once. The byte-level pieces of one character all
+    carry its span, so a token whose span the next token still overlaps adds only what lies before the next one
+    starts; the piece that completes the character adds it (as incremental decoding shows it: "", then 👋)."""
+    out, cursor = [], 0
+    for i, (start, end) in enumerate(offsets):
+        following = offsets[i + 1][0] if i + 1 < len(offsets) else end
+        stop = min(end, following) if following < end else end  # the next token overlaps: the character is not done
+        start = max(start, cursor)
+        out.append(text[start:stop] if stop > start else "")
+        cursor = max(cursor, stop)
+    return out
+
+
 def tokens_table(data: dict) -> pd.DataFrame:
-    """One row per token of every tokenizer, with the characters it covers."""
+    """One row per token of every tokenizer, with the characters it adds to the text (`token_characters`)."""
     text = data["text"]
     rows = [
-        (r["label"], i, token_label(token), tid, start, end, token_label(text[start:end]), unk)
+        (r["label"], i, token_label(token), tid, start, end, token_label(chars), unk)
         for r in data["tokenizers"].values()
-        for i, (token, tid, (start, end), unk) in enumerate(zip(r["tokens"], r["ids"], r["offsets"], r["unknown"]))
+        for i, (token, tid, (start, end), unk, chars) in enumerate(zip(
+            r["tokens"], r["ids"], r["offsets"], r["unknown"], token_characters(text, r["offsets"])))
     ]
     return pd.DataFrame(rows, columns=["tokenizer", "#", "token", "id", "start", "end", "characters", "unknown"])
 

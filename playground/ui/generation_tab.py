@@ -13,7 +13,7 @@ import torch
 from playground import checkpoints
 from playground.figures import generation as fgen
 from playground.figures.common import token_label
-from playground.analysis import focus, generation, sampling
+from playground.analysis import focus, generation, sampling, tokenization
 from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, things_to_try, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn", "ngram")   # every causal LM kind with `step`; the GPT first
@@ -132,24 +132,38 @@ def decoding_rule(strategy, temperature, top_k, top_p, vocab_size: int, notices:
 
 
 def encode_prompt(ckpt: checkpoints.Checkpoint, prompt, notices: list[str]) -> tuple[str, list[int]]:
-    """The prompt's ids. Rules: characters the model never saw are left out (with a notice); an
-    empty prompt starts from a new line, the way every speech in the corpus does."""
+    """The prompt's ids and its text as the model reads it (decoded from those ids: SmolLM2's byte tokens of one
+    emoji each carry the emoji's offsets, so text rebuilt from offsets would repeat it). Rules: characters the model
+    never saw are left out (with a notice); an empty prompt starts from a new line, the way every speech in the
+    corpus does."""
     prompt = text_input(prompt, notices)
     enc = ckpt.tokenizer.encode(prompt, add_special_tokens=False)
-    unk = ckpt.tokenizer.token_to_id("[UNK]")
+    unk = tokenization.unk_id(ckpt.tokenizer)  # [UNK], or <unk>; None for a byte-level BPE, which knows every text
     unknown = sorted({prompt[s:e] for (s, e), i in zip(enc.offsets, enc.ids) if i == unk and e > s})
     if unknown:
         shown = " ".join(token_label(c) for c in unknown[:20]) + (" …" if len(unknown) > 20 else "")
         notices.append(f"{len(unknown)} character(s) are not in {ckpt.name}'s vocabulary and were left out: {shown}")
-    kept = [(i, prompt[s:e]) for (s, e), i in zip(enc.offsets, enc.ids) if i != unk]
+    kept = [i for i in enc.ids if i != unk]
     if not kept:
         notices.append("The prompt is empty (or has no character the model knows): starting from a new line.")
-        return "\n", ckpt.tokenizer.encode("\n", add_special_tokens=False).ids
-    return "".join(text for _, text in kept), [i for i, _ in kept]
+        kept = ckpt.tokenizer.encode("\n", add_special_tokens=False).ids
+    return generation.decode(ckpt.tokenizer, kept), kept
 
 
 # ---------------------------------------------------------------------------------------------
 # Handlers
+
+
+def shown_inputs(prompt, strategy, max_new_tokens, temperature, top_k, top_p, seed, beam_width=None, chat=None,
+                 **models) -> dict:
+    """What a view was computed from, by the names of figures.generation.STALE_JS and as the page sent them: the
+    page dims the view when one of these changes. Only the inputs the strategy reads (greedy reads no temperature)."""
+    sampled = strategy in ("temperature", "top-k", "top-p")
+    shown = {"prompt": prompt, **models, "max_new_tokens": max_new_tokens, "strategy": strategy, "chat": chat,
+             "temperature": temperature if sampled else None, "seed": seed if sampled else None,
+             "top_k": top_k if strategy == "top-k" else None, "top_p": top_p if strategy == "top-p" else None,
+             "beam_width": beam_width if strategy == "beam" else None}
+    return {k: v for k, v in shown.items() if v is not None}
 
 
 def _cutoffs(strategy: str) -> tuple[str, ...]:
@@ -160,6 +174,8 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
     """Continue the prompt, streaming the text; every step's distribution is kept for the chart. `chat`: the prompt
     is the user's turn of SmolLM2's chat template, and the answer stops at its end of turn."""
     notices: list[str] = []
+    shown_for = shown_inputs(prompt, strategy, max_new_tokens, temperature, top_k, top_p, seed, beam_width, chat,
+                             model=model_name)
     if model_name == SMOLLM2 and SMOLLM2 not in MODELS and SMOLLM2 in LISTED:
         yield (fgen.generated_html("", [], notices=["Loading SmolLM2-135M-Instruct from its GGUF file (first use, "
                                                      "about 6 s)…"], running=True),
@@ -182,7 +198,8 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
 
     def view(steps, running):
         last = len(steps) - 1
-        html = fgen.generated_html(text, steps, selected=None if running else last, notices=notices, running=running)
+        html = fgen.generated_html(text, steps, selected=None if running else last, notices=notices, running=running,
+                                   inputs=shown_for)
         if running:  # the text (and the steps, kept on the server for a click after Stop); redrawing the
             return html, gr.skip(), list(steps), gr.skip(), gr.skip()  # chart and the JSON each time slows the browser
         chart = fgen.next_token_figure(steps[-1], last, cutoffs) if steps else None
@@ -196,21 +213,23 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
             n = data["max_new_tokens"] = MAX_BEAM_TOKENS
             warn(notices[-1:])
         steps, info = generation.beam(ckpt.model, ckpt.tokenizer, ids, width, n)
-        data.update(steps=steps, text=text + generation.decode(ckpt.tokenizer, [s["id"] for s in steps]), beam=info)
+        data.update(steps=steps, text=text + "".join(s["token"] for s in steps), beam=info)
         yield view(steps, False)
         return
     steps: list[dict] = []
     shown = time.perf_counter()
     seen = list(ids)
+    reader = tokenization.Detokenizer(ckpt.tokenizer, ids)  # each step's text, after the prompt's
     for step in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, stop=_stops(ckpt), **rule):
-        steps.append(generation.named(ckpt.tokenizer, step))
+        steps.append(generation.named(reader, step))
         if ckpt.kind == "ngram":  # what the n-gram saw and the order that answered (where it backed off)
             steps[-1].update(generation.ngram_context(ckpt.model, ckpt.tokenizer, seen))
         seen.append(step["token"])
         if time.perf_counter() - shown > STREAM_EVERY and len(steps) < n:
             yield view(steps, True)
             shown = time.perf_counter()
-    data.update(steps=steps, text=text + generation.decode(ckpt.tokenizer, [s["id"] for s in steps]))
+    generation.finish(reader, steps)
+    data.update(steps=steps, text=text + "".join(s["token"] for s in steps))  # the steps' tokens make the text
     yield view(steps, False)
 
 
@@ -226,6 +245,8 @@ def show_step(steps, strategy, evt: gr.EventData):
 def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top_k, top_p, seed):
     """Two models, one prompt, the same decoding rule and seed; the prompt's perplexity under each."""
     notices: list[str] = []
+    shown_for = shown_inputs(prompt, strategy, max_new_tokens, temperature, top_k, top_p, seed, model_a=model_a,
+                             model_b=model_b)
     n = as_int(max_new_tokens, "Number of new tokens", 1, MAX_NEW_TOKENS, notices)
     seed = as_int(seed, "Seed", 0, MAX_SEED, notices)
     if strategy == "beam":
@@ -243,11 +264,12 @@ def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top
             own.append(f"Perplexity over the last {context} tokens (the model's context).")
         with torch.inference_mode():
             ppl = sampling.perplexity(ckpt.model, torch.tensor([scored])) if len(scored) >= 2 else None
-        steps = [generation.named(ckpt.tokenizer, s)
-                 for s in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, stop=_stops(ckpt), **rule)]
+        reader = tokenization.Detokenizer(ckpt.tokenizer, ids)
+        steps = generation.finish(reader, [generation.named(reader, s) for s in sampling.stream(
+            ckpt.model, torch.tensor([ids]), n, seed=seed, stop=_stops(ckpt), **rule)])
         title = f"{name}: prompt perplexity " + (f"{ppl:.2f}" if ppl is not None else "– (needs 2 or more characters)")
-        views.append(fgen.generated_html(text, steps, notices=own, title=title))
-        data["models"][name] = {"text": text + generation.decode(ckpt.tokenizer, [s["id"] for s in steps]),
+        views.append(fgen.generated_html(text, steps, notices=own, title=title, inputs=shown_for, rerun="Compare"))
+        data["models"][name] = {"text": text + "".join(s["token"] for s in steps),
                                 "prompt_perplexity": ppl,
                                 "notices": own, **rule, "steps": steps}
     warn(notices)
@@ -413,8 +435,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             model_b = gr.Dropdown(choices, value=(recurrent[0] if recurrent else DEFAULT_MODEL), label="Model B")
             compare_run = gr.Button("Compare", scale=0)
         with gr.Row():
-            view_a = gr.HTML(elem_classes=FIGURE)
-            view_b = gr.HTML(elem_classes=FIGURE)
+            view_a = gr.HTML(elem_id="gen-compare-a", elem_classes=FIGURE)
+            view_b = gr.HTML(elem_id="gen-compare-b", elem_classes=FIGURE)
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             compare_json = gr.JSON(label="compare_generate")
     att_text = _causal_attention_panel(gpts)
@@ -441,4 +463,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     show_progress="hidden")
     compare_run.click(compare, inputs=[prompt, model_a, model_b, max_new, strategy, temperature, top_k, top_p, seed],
                       outputs=[view_a, view_b, compare_json], api_name="compare_generate", concurrency_limit=2)
+    # A view whose inputs changed (a word selected above rewrites the prompt) is dimmed under a note, in the browser
+    stale_inputs = [prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat, model_a,
+                    model_b]  # in STALE_JS's order
+    gr.on([c.change for c in [*stale_inputs, text_view, view_a, view_b]], None, inputs=stale_inputs, js=fgen.STALE_JS,
+          queue=False, api_visibility="private", show_progress="hidden")
 
