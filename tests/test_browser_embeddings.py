@@ -68,11 +68,10 @@ def test_a_chip_sets_the_preset_boxes_and_any_word_s_neighbours_can_be_listed(em
     assert page.locator("#emb-presets input[type=checkbox]:checked").count() == 0    # the list holds none of them
     page.wait_for_function("() => document.querySelector('#emb-neighbours')?.innerText.includes('achieve')",
                            timeout=60_000)   # word2vec has no 'recieve': a notice says so
-    pick = page.locator("#emb-neighbours-of input")
-    pick.fill("horse")
-    pick.press("Enter")
-    page.wait_for_function("() => document.querySelector('#emb-picked-neighbours')?.innerText.includes('horse')",
-                           timeout=60_000)
+    page.locator("#emb-neighbours-of input").click()     # the picker offers the plot's words
+    page.get_by_role("option", name="believe", exact=True).click(timeout=30_000)
+    page.wait_for_function("() => document.querySelector('#emb-picked-neighbours')?.innerText"
+                           ".includes('Nearest neighbours of believe')", timeout=60_000)
 
 
 def test_the_bias_view_draws_its_bars_and_says_them_in_words(embeddings_tab):

@@ -44,7 +44,8 @@ def test_weat_statistic_and_effect_size_by_hand():
     assert row["statistic"] == pytest.approx(statistic, abs=1e-4) and statistic == pytest.approx(1.834, abs=1e-3)
     assert row["effect_size"] == pytest.approx(d, abs=1e-4)
     # swapping the attributes swaps the sign of both
-    swapped = bias.weat(tiny_space(), bias.WeatSets(("X", ["x1", "x2"]), ("Y", ["y1", "y2"]), ("B", ["b"]), ("A", ["a"])))
+    flipped = bias.WeatSets(("X", ["x1", "x2"]), ("Y", ["y1", "y2"]), ("B", ["b"]), ("A", ["a"]))
+    swapped = bias.weat(tiny_space(), flipped)
     assert swapped["statistic"] == pytest.approx(-statistic, abs=1e-4)
     assert swapped["effect_size"] == pytest.approx(-d, abs=1e-4)
 
@@ -101,7 +102,8 @@ def test_the_figures_have_the_expected_traces_and_the_text_says_the_same_numbers
     assert all((c == fb.FIRST) == (v >= 0) for c, v in zip(colours, fig.data[0].x))
     text = fb.projection_md(data)
     top, bottom = data["projections"][0], data["projections"][-1]
-    assert f"{top['word']} ({top['projection']:+.2f})" in text and f"{bottom['word']} ({bottom['projection']:+.2f})" in text
+    assert f"{top['word']} ({top['projection']:+.2f})" in text
+    assert f"{bottom['word']} ({bottom['projection']:+.2f})" in text
     words = fb.association_figure(data["weat"]["models"][0], ("X", "Y"), "t")
     assert [t.name for t in words.data] == ["X", "Y"] and len(words.data[0].x) == 2
     table = fb.weat_md(data["weat"])

@@ -92,3 +92,11 @@ def test_a_chip_ticks_exactly_the_presets_its_list_holds():
     assert tab.chip_presets(tab.fill_presets(["colours", "verbs"])) == ["verbs", "colours"]
     for _, (text,) in tab.TRY:   # no chip holds a whole preset: each clears the boxes
         assert tab.chip_presets(text) == [], text
+
+
+@pytest.mark.parametrize("key", SPACES)
+def test_the_default_analogy_shown_on_load_shows_no_listed_word(key):
+    """The analogy panel answers king − man + woman when the page opens: a default, so the same rule holds
+    (not filtered: checked, on the shipped models)."""
+    md, data = tab.analogy("king", "man", "woman", key)
+    assert data["answers"] and not {a["word"] for a in data["answers"]} & ws.unshown()

@@ -78,7 +78,8 @@ def weat_md(weat: dict) -> str:
     sets = weat["sets"]
     head = (f"**X** = {_md(sets['X']['label'])}, **Y** = {_md(sets['Y']['label'])}, "
             f"**A** = {_md(sets['A']['label'])}, **B** = {_md(sets['B']['label'])}\n\n"
-            "| model | words used (X, Y, A, B) | s(X, Y, A, B) | effect size d | p (one-sided) |\n|---|---|---|---|---|")
+            "| model | words used (X, Y, A, B) | s(X, Y, A, B) | effect size d | p (one-sided) |\n"
+            "|---|---|---|---|---|")
     lines, gaps = [], []
     for row in weat["models"]:
         used = ", ".join(str(len(row["used"][k])) for k in "XYAB")
@@ -95,6 +96,7 @@ def weat_md(weat: dict) -> str:
                      + ", left out: " + "; ".join(missing) + "."))
     if not same:
         for row in weat["models"][1:]:
-            more = [f"{_md(sets[k]['label'])}: {_md(', '.join(row['missing'][k]))}" for k in "XYAB" if row["missing"][k]]
+            more = [f"{_md(sets[k]['label'])}: {_md(', '.join(row['missing'][k]))}"
+                    for k in "XYAB" if row["missing"][k]]
             gaps.append(f"Not in {row['source']}'s vocabulary: " + ("; ".join(more) or "none") + ".")
     return "\n".join([head, *lines]) + ("\n\n" + " ".join(gaps) if gaps else "")

@@ -437,11 +437,7 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
         tries = things_to_try([(label, [text, chip_presets(text)]) for label, (text,) in TRY], [words, presets])
         plot = gr.Plot(label="Word space", elem_id="emb-word-plot")
         neighbours = gr.HTML(elem_id="emb-neighbours", elem_classes=FIGURE)
-        with gr.Row():
-            pick = gr.Dropdown([], value=None, allow_custom_value=True, scale=1, elem_id="emb-neighbours-of",
-                               label="Neighbours of (a word of the plot, or type one)")
-            picked = gr.HTML(elem_id="emb-picked-neighbours", elem_classes=FIGURE)
-            picked_json = gr.JSON(visible=False)
+        pick = _neighbours_of(demo, words, source)
         gr.Markdown(word2vec_note() + fasttext_note(), elem_id="emb-expect")
         _analogy(demo, source)
         with gr.Accordion("The same words in another embedding", open=False):
@@ -479,8 +475,6 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
     # the choice of words whose neighbours can be listed follows the plot's words
     data.change(lambda d: gr.update(choices=[p["word"] for p in (d or {}).get("points", [])]), inputs=data,
                 outputs=pick, api_visibility="private", queue=False, show_progress="hidden")
-    gr.on([pick.input, pick.select], word_neighbours, inputs=[pick, words, source], outputs=[picked, picked_json],
-          api_name="word_neighbours", trigger_mode="always_last", show_progress="minimal")
 
     def compare(words_, other_, method_, dims_, *settings_):
         fig, _, _, data_ = embed_words(words_, other_, method_, dims_, *settings_)
@@ -489,6 +483,23 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
     gr.on([other.change, run.click], compare, inputs=[words, other, method, dims, *settings],
           outputs=[other_plot, other_json],
           api_visibility="private", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+
+
+def _neighbours_of(demo: gr.Blocks, words: gr.Textbox, source: gr.Dropdown) -> gr.Dropdown:
+    """Any one word's neighbours (the table lists 20 words): the picker, its table and its event; returns the
+    picker, whose choices follow the plot's words."""
+    with gr.Row():
+        shown = [w for name in DEFAULT_SETS for w in ws.PRESETS[name]]
+        # at first the first default word the table leaves out: the picker's point, on the page from the start
+        pick = gr.Dropdown(shown, value=shown[min(ws.MAX_NEIGHBOUR_WORDS, len(shown) - 1)], scale=1,
+                           allow_custom_value=True, elem_id="emb-neighbours-of",
+                           label="Neighbours of (a word of the plot, or type one)")
+        picked = gr.HTML(elem_id="emb-picked-neighbours", elem_classes=FIGURE)
+        picked_json = gr.JSON(visible=False)
+    gr.on([demo.load, pick.input, pick.select, source.change], word_neighbours, inputs=[pick, words, source],
+          outputs=[picked, picked_json], api_name="word_neighbours", trigger_mode="always_last",
+          show_progress="minimal")
+    return pick
 
 
 def _analogy(demo: gr.Blocks, source: gr.Dropdown) -> None:
