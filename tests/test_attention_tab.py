@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from playground.analysis import attention as att
+from playground.lru import Bounded
 from playground.figures import attention as fa
 
 S = "The cat sat on the mat because it was warm."
@@ -310,7 +311,8 @@ def test_the_kept_attention_is_bounded_by_bytes_and_serves_a_repeat(monkeypatch)
     """analysis/attention.attention: a repeated input is not run again; every model's kept inputs together stay
     within KEPT_BYTES, the least recently used dropped first, the newest kept even when it alone is larger."""
     m = att.load_minilm()
-    monkeypatch.setattr(att, "_kept", type(att._kept)())
+    kept = Bounded(att.KEPT_BYTES, size=att.KEPT._size)
+    monkeypatch.setattr(att, "KEPT", kept)
     runs = []
     real = att._layers
     monkeypatch.setattr(att, "_layers", lambda m, enc: runs.append(enc.ids) or real(m, enc))
@@ -318,10 +320,11 @@ def test_the_kept_attention_is_bounded_by_bytes_and_serves_a_repeat(monkeypatch)
     first = att.attention(m, enc["One."])
     assert att.attention(m, enc["One."]) is first and len(runs) == 1
     size = sum(a.nbytes for a in first)
-    monkeypatch.setattr(att, "KEPT_BYTES", 2 * size + sum(a.nbytes for a in att.attention(m, enc["Two words."])))
+    kept.max_bytes = 2 * size + sum(a.nbytes for a in att.attention(m, enc["Two words."]))
     att.attention(m, enc["One."])                        # now the most recently used
     att.attention(m, enc["Three short words."])           # over the bound: "Two words." goes, not "One."
-    assert [key[2] for key in att._kept] == [tuple(enc["One."].ids), tuple(enc["Three short words."].ids)]
-    monkeypatch.setattr(att, "KEPT_BYTES", 1)
+    assert [key[2] for key in kept.keys()] == [tuple(enc["One."].ids), tuple(enc["Three short words."].ids)]
+    assert kept.bytes == size + sum(a.nbytes for a in att.attention(m, enc["Three short words."]))
+    kept.max_bytes = 1
     att.attention(m, enc["Two words."])
-    assert [key[2] for key in att._kept] == [tuple(enc["Two words."].ids)]
+    assert [key[2] for key in kept.keys()] == [tuple(enc["Two words."].ids)]

@@ -16,7 +16,7 @@ from playground.ui.cache import AnswerCache, Workers
 
 @pytest.fixture
 def cache():
-    return AnswerCache(max_answers=3)
+    return AnswerCache(max_items=3)
 
 
 def counting(fn):
@@ -44,6 +44,21 @@ def test_the_oldest_answer_is_dropped_beyond_the_bound(cache):
     for x in (1, 2, 3, 4, 1):
         assert wrapped(x) == 2 * x
     assert fn.calls == 5 and len(cache) == 3  # 1 was dropped when 4 came, so it was computed again
+
+
+def test_the_answers_are_bounded_by_their_bytes_whatever_their_count():
+    """A class typing its own sentences fills the cache with new answers: what it holds stays within max_bytes
+    (a SmolLM2 attention answer is several MB), least recently used dropped first, the newest always kept."""
+    cache = AnswerCache(max_bytes=5 << 20)
+    fn = counting(lambda text: text * (1 << 20))  # an answer of 1 MB per character of its input
+    wrapped = cache.wrap(fn, 1, (), Workers(1))
+    for text in ("a", "bb", "a", "cc"):
+        wrapped(text)
+    assert len(cache) == 2 and cache.bytes <= 5 << 20          # "bb" went first: "a" had been used since
+    wrapped("a")
+    assert fn.calls == 3
+    wrapped("dddddddddd")                                       # alone over the bound: kept, the rest dropped
+    assert len(cache) == 1 and wrapped("dddddddddd") and fn.calls == 4
 
 
 def test_two_handlers_never_share_answers_and_one_handler_behind_two_events_does(cache):

@@ -137,7 +137,7 @@ def test_the_kept_answers_stay_within_their_bytes():
     client = TestClient(middleware)
     for i in range(40):
         call(client, "tokenize", f"sentence number {i}")
-    assert 0 < len(middleware) < 40 and middleware._size <= 2_000
+    assert 0 < len(middleware) < 40 and middleware.kept.bytes <= 2_000
     call(client, "tokenize", "sentence number 39")  # the most recent are kept
     assert gradio.computed == 40
 

@@ -16,9 +16,7 @@ asks for it on a short input.
 from __future__ import annotations
 
 import math
-import threading
 import warnings
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -28,6 +26,7 @@ import torch.nn.functional as F
 
 from playground import checkpoints
 from playground.analysis import tokenization
+from playground.lru import Bounded
 from playground.nets import bert, hf, llama, smollm2
 from playground.nets.bert import Encoded
 
@@ -192,31 +191,24 @@ def _cut(m: AttentionModel, enc: Encoded, notices: list[str], max_tokens: int | 
 # or head change does not run the model again. One long input fills it: MiniLM at 512 tokens is 6 x 12 x 512^2
 # floats, 75 MB; SmolLM2 at 256 tokens 30 x 9 x 256^2, 71 MB. Results only, never per-user state.
 KEPT_BYTES = 96 * 2**20
-_kept: OrderedDict[tuple, tuple[np.ndarray, ...]] = OrderedDict()
-_kept_lock = threading.Lock()
+KEPT: Bounded[tuple[np.ndarray, ...]] = Bounded(KEPT_BYTES, size=lambda A: sum(a.nbytes for a in A))
 
 
 def forget_kept() -> None:
     """Drop the kept attention: the next input of every model runs it again (the bench times a new sentence)."""
-    with _kept_lock:
-        _kept.clear()
+    KEPT.clear()
 
 
 def attention(m: AttentionModel, enc: Encoded) -> tuple[np.ndarray, ...]:
     """A: one read-only float32 array (H, T, T) per layer, so A[l][h] is head h of layer l (kept
-    apart, not stacked: no copy of 75 MB at 512 tokens), from the model or from the last inputs' (KEPT_BYTES)."""
+    apart, not stacked: no copy of 75 MB at 512 tokens), from the model or from the last inputs' (KEPT)."""
     key = (m.key, m.label, tuple(enc.ids), tuple(enc.segments))
-    with _kept_lock:
-        if key in _kept:
-            _kept.move_to_end(key)
-            return _kept[key]
-    A = tuple(layer["attn"][0].numpy() for layer in _layers(m, enc))  # L x (H, T, T)
-    for a in A:
-        a.setflags(write=False)
-    with _kept_lock:
-        _kept[key] = A
-        while len(_kept) > 1 and sum(a.nbytes for kept in _kept.values() for a in kept) > KEPT_BYTES:
-            _kept.popitem(last=False)
+    A = KEPT.get(key)
+    if A is None:
+        A = tuple(layer["attn"][0].numpy() for layer in _layers(m, enc))  # L x (H, T, T)
+        for a in A:
+            a.setflags(write=False)
+        KEPT.put(key, A)
     return A
 
 
@@ -295,6 +287,33 @@ def head_summary(A: tuple[np.ndarray, ...], tokens: list[str]) -> dict[str, np.n
            "sep": W[..., :, sep].sum(-1).mean(-1) if sep.any() else np.zeros(W.shape[:2]),
            "self": W[..., idx, idx].mean(-1)}
     return {k: out[k] for k in SUMMARY}
+
+
+def resting_places(m: AttentionModel, text: str, text_b: str, notices: list[str], chat: bool = False) -> dict:
+    """Where the heads park their weight, from the model's own attention over the text, averaged over every layer and
+    head (so the tab's reading notes say what this model does, with its numbers).
+
+    A BERT: the share of each query's weight on the [SEP] tokens and on [CLS] (Clark et al. 2019: an idle head
+    attends to [SEP], a "no-op"). A causal model has neither: many park their weight on the first token instead
+    (an "attention sink", Xiao et al. 2023). Its share is taken over the queries after the first, since the first
+    query can only attend to itself; a head that spread its weight evenly over what it may see would give query i
+    1 / (i + 1) there: that mean is `first_even`. `heads_over_half`: heads giving the first token (BERT: [SEP], and
+    [CLS]) more than half of their weight on average."""
+    enc = prepare(m, text, text_b, notices, chat=chat)
+    W = np.stack(attention(m, enc)).astype(np.float64)                 # (L, H, T, T)
+    L, H, T, _ = W.shape
+    out = {"family": m.family, "layers": L, "heads": H, "n_tokens": T}
+    if m.family == "bert":  # [CLS] A [SEP] (B [SEP]): a query may attend anywhere, so evenly is 1 / T per token
+        sep = np.array([t == "[SEP]" for t in enc.tokens])
+        on_sep, on_cls = W[..., :, sep].sum(-1).mean(-1), W[..., :, 0].mean(-1)  # (L, H), over the queries
+        return {**out, "sep": float(on_sep.mean()), "sep_even": float(sep.mean()), "cls": float(on_cls.mean()),
+                "cls_even": 1 / T, "heads_over_half_sep": int((on_sep > 0.5).sum()),
+                "heads_over_half_cls": int((on_cls > 0.5).sum())}
+    if T < 2:
+        return {**out, "first": None, "first_even": None, "heads_over_half": 0}
+    on_first = W[..., 1:, 0].mean(-1)                                    # (L, H): queries 1..T-1 on token 0
+    return {**out, "first": float(on_first.mean()), "first_even": float((1 / np.arange(2, T + 1)).mean()),
+            "heads_over_half": int((on_first > 0.5).sum())}
 
 
 def aggregate(A_layer: np.ndarray, head: int | str) -> np.ndarray:

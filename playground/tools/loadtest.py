@@ -212,3 +212,182 @@ def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
     asyncio.run(hall())
     result.wall = time.perf_counter() - started
     return result
+
+
+# ---------------------------------------------------------------------------------------------
+# A lecture hall as students really come: browsers, speaking the page's own protocol
+
+def sentences(corpus: str, seed: int):
+    """Endless new sentences of 4-12 words, windows of a real English text at random places: a class's own
+    inputs, each new (the corpus sample has ~75,000 words, so two windows hardly ever coincide)."""
+    words = corpus.split()
+    rng = random.Random(seed)
+    while True:
+        n = rng.randint(4, 12)
+        start = rng.randrange(len(words) - n)
+        yield " ".join(words[start:start + n])
+
+
+@dataclass
+class Page:
+    """What the page knows of the app: its events (fn_index, inputs, queued or not) and its components' values."""
+    values: dict          # component id -> the value the page starts with
+    events: dict          # fn_index -> the dependency as the config gives it
+    by_name: dict         # api_name -> fn_index
+    parameters: dict      # api_name -> the API's parameter names, in input order
+
+    @classmethod
+    def read(cls, client) -> "Page":
+        config = client.get("config").json()
+        info = client.get("gradio_api/info").json()["named_endpoints"]
+        values = {c["id"]: c.get("props", {}).get("value") for c in config["components"]}
+        events = {d["id"]: d for d in config["dependencies"]}
+        by_name = {d["api_name"]: d["id"] for d in config["dependencies"] if d.get("api_name")}
+        parameters = {name[1:]: [p["parameter_name"] for p in endpoint["parameters"]]
+                      for name, endpoint in info.items()}
+        return cls(values, events, by_name, parameters)
+
+    def load_events(self) -> list[dict]:
+        """The events a page sends when it opens (those with a server function)."""
+        return [d for d in self.events.values()
+                if d.get("backend_fn") and any(event == "load" for _, event in d["targets"])]
+
+    def data(self, dependency: dict, own: dict | None = None) -> list:
+        """The event's inputs as the page sends them: its components' values, with `own` by parameter name."""
+        data = [self.values.get(i) for i in dependency["inputs"]]
+        if own:
+            names = self.parameters[dependency["api_name"]]
+            for name, value in own.items():
+                data[names.index(name)] = value
+        return data
+
+
+@dataclass
+class BrowserHallResult(HallResult):
+    page_opens: list = field(default_factory=list)     # seconds for GET / (the whole page)
+    page_bytes: int = 0                                # bytes of one page as sent (compressed if the server does)
+    load_events: list = field(default_factory=list)    # seconds of each event a page sends when it opens
+    first_update: list = field(default_factory=list)   # streamed actions: seconds to their first shown step
+
+
+async def queue_event(client, page: Page, fn_index: int, data: list, session: str) -> tuple[float | None, str | None]:
+    """One event through the page's protocol: POST queue/join, then the session's stream (queue/data) up to
+    the event's `process_completed`. (seconds to the first streamed step or None, an error or None)."""
+    body = {"data": data, "event_data": None, "fn_index": fn_index, "trigger_id": None, "session_hash": session}
+    started = time.perf_counter()
+    joined = await client.post("gradio_api/queue/join", json=body)
+    if joined.status_code != 200:
+        return None, f"join {joined.status_code}: {joined.text[:200]}"
+    event = joined.json()["event_id"]
+    first = None
+    async with client.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
+        async for line in stream.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            if '"process_generating"' in line[:80] and first is None:
+                first = time.perf_counter() - started
+            if '"process_completed"' not in line[:200] and '"process_completed"' not in line[-300:]:
+                continue
+            import orjson
+
+            message = orjson.loads(line[5:])
+            if message.get("event_id") != event:
+                continue
+            if not message.get("success"):
+                return first, str(message.get("output", {}).get("error", message))[:300]
+            return first, None
+    return first, "the stream closed before the event completed"
+
+
+async def open_page(client, page: Page, session: str, result: BrowserHallResult) -> None:
+    """What a browser sends when it opens the page: GET / (compressed if the server does), then the page's load
+    events, each as the page sends it (through the queue, or run/predict for an event outside it)."""
+    started = time.perf_counter()
+    try:
+        answer = await client.get("", headers={"accept-encoding": "gzip, deflate, br"})
+        answer.raise_for_status()
+        result.page_bytes = max(result.page_bytes, int(answer.headers.get("content-length") or 0))
+    except Exception as err:  # noqa: BLE001 - every failure is the finding
+        result.errors.append(("GET /", f"{type(err).__name__}: {str(err)[:300]}"))
+        return
+    result.page_opens.append(time.perf_counter() - started)
+    for dependency in page.load_events():
+        started = time.perf_counter()
+        data = page.data(dependency)
+        try:
+            if dependency.get("queue", True) is False:
+                body = {"data": data, "event_data": None, "fn_index": dependency["id"], "trigger_id": None,
+                        "session_hash": session}
+                answer = await client.post("gradio_api/run/predict", json=body)
+                error = None if answer.status_code == 200 else f"run/predict {answer.status_code}"
+            else:
+                _, error = await queue_event(client, page, dependency["id"], data, session)
+        except Exception as err:  # noqa: BLE001
+            error = f"{type(err).__name__}: {str(err)[:300]}"
+        if error:
+            result.errors.append((f"load {dependency.get('api_name')}", error))
+        else:
+            result.load_events.append(time.perf_counter() - started)
+
+
+def browser_hall(url: str, students: int = 200, think: float = 10.0, seconds: float = 120.0,
+                 own_share: float = 0.3, seed: int = 0, opening: float = 10.0) -> BrowserHallResult:
+    """`students` browsers for `seconds`. Each opens the page within the first `opening` seconds (GET /, then
+    the events the page sends when it opens), then acts, waiting for each answer and thinking for an
+    exponential time of mean `think` seconds: one of LECTURE_ENDPOINTS through the page's own protocol (queue/join
+    and the session's stream), with the page's values or, for `own_share` of them, a sentence of the student's
+    own, new each time (windows of the app's corpus sample). An error message or a failed request is an error."""
+    import asyncio
+
+    import httpx
+
+    from playground import checkpoints
+
+    corpus = (checkpoints.ASSETS_DIR / "corpus_sample.txt").read_text(encoding="utf-8")
+    with httpx.Client(base_url=url, timeout=60) as sync_client:
+        page = Page.read(sync_client)
+    result = BrowserHallResult(seconds=seconds)
+
+    async def act(client, name: str, own: dict | None, session: str, kind: str) -> None:
+        dependency = page.events[page.by_name[name]]
+        started = time.perf_counter()
+        try:
+            first, error = await queue_event(client, page, dependency["id"], page.data(dependency, own), session)
+        except Exception as err:  # noqa: BLE001 - every failure is the finding
+            first, error = None, f"{type(err).__name__}: {str(err)[:300]}"
+        took = time.perf_counter() - started
+        if error:
+            result.errors.append((name, error))
+            return
+        result.latencies[name].append(took)
+        result.by_kind[kind].append(took)
+        result.log.append((started - opened, name, kind, took))
+        if first is not None:
+            result.first_update.append(first)
+
+    async def student(client, s: int, end: float) -> None:
+        rng = random.Random(seed * 100_003 + s)
+        own_sentences = sentences(corpus, seed * 100_003 + s)
+        session = f"hall{seed}-{s}-{rng.getrandbits(32):08x}"
+        await asyncio.sleep(rng.uniform(0, opening))
+        await open_page(client, page, session, result)
+        while time.perf_counter() < end:
+            await asyncio.sleep(min(rng.expovariate(1 / think), max(0.0, end - time.perf_counter())))
+            if time.perf_counter() >= end:
+                break
+            name = rng.choice(LECTURE_ENDPOINTS)
+            own = rng.random() < own_share
+            result.own += own
+            await act(client, name, own_input(name, next(own_sentences), rng) if own else None, session,
+                      "own" if own else "defaults")
+
+    async def hall() -> None:
+        limits = httpx.Limits(max_connections=4 * students, max_keepalive_connections=2 * students)
+        async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+            end = time.perf_counter() + seconds
+            await asyncio.gather(*(student(client, s, end) for s in range(students)))
+
+    started = opened = time.perf_counter()
+    asyncio.run(hall())
+    result.wall = time.perf_counter() - started
+    return result

@@ -27,7 +27,6 @@ import hashlib
 import inspect
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +34,7 @@ import gradio as gr
 import orjson
 
 from playground import checkpoints, heap
+from playground.lru import Bounded
 from playground.ui import common
 
 
@@ -85,14 +85,25 @@ def fingerprint() -> str:
 
 
 class AnswerCache:
-    """The last `max_answers` answers, least recently used dropped first; thread-safe."""
+    """The answers of the last inputs, up to `max_bytes` together (playground/lru.py), least recently used dropped
+    first; thread-safe. An answer whose download file is gone is dropped on its next hit and computed again."""
 
-    def __init__(self, max_answers: int = 2_000):
-        self.max_answers = max_answers
+    def __init__(self, max_bytes: int = 96 << 20, max_items: int | None = None):
         self.version = fingerprint()
-        self._answers: OrderedDict[bytes, Answer] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = self.misses = 0
+        self._answers: Bounded[Answer] = Bounded(max_bytes, max_items,
+                                                 valid=lambda answer: all(map(_file_exists, answer.outputs)))
+
+    @property
+    def hits(self) -> int:
+        return self._answers.hits
+
+    @property
+    def misses(self) -> int:
+        return self._answers.misses
+
+    @property
+    def bytes(self) -> int:
+        return self._answers.bytes
 
     def key(self, handler: str, args: tuple, kwargs: dict) -> bytes | None:
         """The request's identity, or None when an input cannot be written down exactly (never cached)."""
@@ -103,28 +114,10 @@ class AnswerCache:
             return None
 
     def get(self, key: bytes | None) -> Answer | None:
-        if key is None:
-            return None
-        with self._lock:
-            answer = self._answers.get(key)
-            if answer is not None and not all(_file_exists(o) for o in answer.outputs):
-                del self._answers[key]  # its download file was removed: compute it again
-                answer = None
-            if answer is None:
-                self.misses += 1
-                return None
-            self._answers.move_to_end(key)
-            self.hits += 1
-            return answer
+        return self._answers.get(key)
 
     def put(self, key: bytes | None, answer: Answer) -> None:
-        if key is None:
-            return
-        with self._lock:
-            self._answers[key] = answer
-            self._answers.move_to_end(key)
-            while len(self._answers) > self.max_answers:
-                self._answers.popitem(last=False)
+        self._answers.put(key, answer)
 
     def __len__(self) -> int:
         return len(self._answers)

@@ -16,6 +16,8 @@ from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, finetun
                            patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
 from playground.ui.cache import AnswerCache, Workers
 from playground.ui.fastpath import CachedCalls
+from playground.ui.pagecache import CachedPage
+from playground.ui.queuepath import CachedEvents
 from playground.ui.common import Shared, checked
 
 ASSETS = checkpoints.ASSETS_DIR
@@ -134,11 +136,11 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # Measured with `python -m playground.bench --students 200`: see docs/performance.md.
 WORKERS, THREADS, QUEUE_SIZE = (2, 1), 160, 256
 LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo"}
-ANSWERS_KEPT = 2_000  # answers in the shared cache (most are under 100 kB)
+ANSWER_BYTES = 96 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB)
 
 
 def set_queues(demo: gr.Blocks) -> None:
-    answers = AnswerCache(ANSWERS_KEPT)
+    answers = AnswerCache(ANSWER_BYTES)
     models, training = Workers(*WORKERS), Workers(1)
     for fn in demo.fns.values():
         if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
@@ -172,6 +174,9 @@ LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], head=HEAD, ssr_mode
 
 
 def launch_settings(**overrides) -> dict:
-    """gradio's launch() keywords: LAUNCH, the plain HTTP API's answers served again without the queue
-    (ui/fastpath.py), and `overrides`. A new dict each time: launch() writes into its app_kwargs."""
-    return {**LAUNCH, "app_kwargs": {"middleware": [Middleware(CachedCalls)]}, **overrides}
+    """gradio's launch() keywords: LAUNCH, the middleware that serves what is the same for every visitor without
+    Gradio's per-request work (the page: ui/pagecache.py; answers through the page's protocol: ui/queuepath.py;
+    through the plain HTTP API: ui/fastpath.py), and `overrides`. A new dict each time: launch() writes into its
+    app_kwargs."""
+    middleware = [Middleware(CachedPage), Middleware(CachedEvents), Middleware(CachedCalls)]
+    return {**LAUNCH, "app_kwargs": {"middleware": middleware}, **overrides}

@@ -33,13 +33,15 @@ import orjson
 from gradio import route_utils
 from starlette.requests import Request
 
+from playground.lru import Bounded
+
 STATUS = re.compile(r"(?:.*)/gradio_api/answer-cache/?")                               # GET: the cache's counts
 CALL = re.compile(r"(?:.*)/gradio_api/call/(?P<api>[\w-]+)/?")                          # POST: start a call
 RESULT = re.compile(r"(?:.*)/gradio_api/call/(?P<api>[\w-]+)/(?P<event>[0-9a-fA-F-]{8,64})")  # GET: its answer
 FILE_PATH = re.compile(rb'"path": "((?:[^"\\]|\\.)*)"')  # a download's path in the answer's JSON
 MAX_BODY = 1 << 20            # a call's posted body worth keying on (the app takes no uploads above 1 MB)
 MAX_ANSWER = 4 << 20          # an answer worth keeping
-MAX_BYTES = 128 << 20         # every answer kept, together (a lecture hall's answers fit many times over)
+MAX_BYTES = 64 << 20          # every answer kept, together (the plain API's: the page's own are ui/queuepath.py's)
 MAX_WAITING = 10_000          # calls posted but not yet fetched that the middleware follows
 
 
@@ -64,25 +66,34 @@ class CachedCalls:
 
     def __init__(self, app, max_bytes: int = MAX_BYTES, cacheable: frozenset[str] | None = None):
         self.app = app
-        self.max_bytes = max_bytes
-        self._kept: OrderedDict[bytes, Kept] = OrderedDict()
-        self._size = 0
-        self._ready: OrderedDict[str, Kept] = OrderedDict()    # event id handed out for a kept answer
+        self.kept: Bounded[Kept] = Bounded(max_bytes, size=len, valid=lambda k: all(p.is_file() for p in k.files))
+        self._ready: OrderedDict[str, bytes] = OrderedDict()    # event id handed out for a kept answer
         self._following: OrderedDict[str, tuple[bytes, bytes]] = OrderedDict()  # computed call: (key, root)
         self._lock = threading.Lock()
         self._cacheable = cacheable  # None: read from the served Blocks at the first call
-        self.hits = self.misses = 0
+        self._names: frozenset[str] | None = None  # every api_name of the served Blocks
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             path, method = scope["path"], scope["method"]
-            if method == "POST" and (match := CALL.fullmatch(path)) and self._may_keep(scope, match["api"]):
+            if method == "POST" and (match := CALL.fullmatch(path)) and not self._exists(scope, match["api"]):
+                return await _respond(send, 404, b"application/json", orjson.dumps(
+                    {"error": f"This app has no endpoint named {match['api']!r}; GET /gradio_api/info lists them."}))
+            if method == "POST" and match and self._may_keep(scope, match["api"]):
                 return await self._post(scope, receive, send, match["api"])
             if method == "GET" and (match := RESULT.fullmatch(path)):
                 return await self._get(scope, receive, send, match["event"])
             if method == "GET" and STATUS.fullmatch(path):
                 return await _respond(send, 200, b"application/json", orjson.dumps(self.status(scope)))
         await self.app(scope, receive, send)
+
+    def _exists(self, scope, api: str) -> bool:
+        """Whether the served Blocks has an event named `api` (Gradio itself answers an unknown one with a 500)."""
+        if "app" not in scope:  # not in front of a Gradio app (a stand-in): it answers for itself
+            return True
+        if self._names is None:
+            self._names = frozenset(fn.api_name for fn in scope["app"].get_blocks().fns.values() if fn.api_name)
+        return api in self._names
 
     def _may_keep(self, scope, api: str) -> bool:
         """Events the answer cache shares (read from the served Blocks once): no per-session state in."""
@@ -149,29 +160,23 @@ class CachedCalls:
             self._keep(*following, bytes(stream))
 
     def status(self, scope) -> dict:
-        """What the cache holds and has done, and whether the page's defaults are answered yet (`prewarm`)."""
-        blocks = scope["app"].get_blocks() if "app" in scope else None
+        """What the caches hold and have done, and whether the page's defaults are answered yet (`prewarm`):
+        the plain API's kept answers at the top level, the page protocol's (ui/queuepath.py) under "queue"."""
+        app = scope.get("app")
+        blocks = app.get_blocks() if app is not None else None
         prewarmed = getattr(blocks, "prewarmed", None)
-        with self._lock:
-            return {"defaults_ready": prewarmed.is_set() if prewarmed else None, "answers": len(self._kept),
-                    "bytes": self._size, "hits": self.hits, "misses": self.misses}
+        answers = getattr(blocks, "answers", None)
+        events = getattr(getattr(app, "state", None), "cached_events", None)
+        return {"defaults_ready": prewarmed.is_set() if prewarmed else None, "answers": len(self.kept),
+                "bytes": self.kept.bytes, "hits": self.kept.hits, "misses": self.kept.misses,
+                "queue": events.status() if events is not None else None,
+                "handlers": {"answers": len(answers), "bytes": answers.bytes, "hits": answers.hits,
+                             "misses": answers.misses} if answers is not None else None}
 
     # -- the store
 
     def _lookup(self, key: bytes | None) -> Kept | None:
-        if key is None:
-            return None
-        with self._lock:
-            kept = self._kept.get(key)
-            if kept is not None and not all(path.is_file() for path in kept.files):
-                self._drop(key)  # its download was deleted (gradio's delete_cache): compute it again
-                kept = None
-            if kept is None:
-                self.misses += 1
-                return None
-            self._kept.move_to_end(key)
-            self.hits += 1
-            return kept
+        return self.kept.get(key)
 
     def _keep(self, key: bytes, root: bytes, stream: bytes) -> None:
         """The stream's final answer, if the call succeeded: its `complete` event alone, gaps for its root."""
@@ -182,21 +187,19 @@ class CachedCalls:
         if len(complete) != 1:
             return
         body = complete[0] + b"\n\n"
-        kept = Kept(tuple(body.split(LINK % root)), tuple(Path(orjson.loads(b'"' + p + b'"'))
-                                                          for p in FILE_PATH.findall(body)))
-        with self._lock:
-            if key in self._kept:
-                self._drop(key)
-            self._kept[key] = kept
-            self._size += len(kept)
-            while self._size > self.max_bytes and self._kept:
-                self._drop(next(iter(self._kept)))
+        self.kept.put(key, Kept(tuple(body.split(LINK % root)), tuple(Path(orjson.loads(b'"' + p + b'"'))
+                                                                      for p in FILE_PATH.findall(body))))
 
-    def _drop(self, key: bytes) -> None:
-        self._size -= len(self._kept.pop(key))
+    @property
+    def hits(self) -> int:
+        return self.kept.hits
+
+    @property
+    def misses(self) -> int:
+        return self.kept.misses
 
     def __len__(self) -> int:
-        return len(self._kept)
+        return len(self.kept)
 
 
 def _key(scope, api: str, body: bytes) -> bytes | None:

@@ -25,6 +25,11 @@ import gradio as gr
 from playground.ui.common import Shared, toast
 
 MAX_TEXT = 2_000  # characters of a text box kept in a link
+# Keys restored one step after the others, because their value points into another restored value: the
+# selected word is a span of the sentence. Set in the same update as the sentence, Gradio 6.31's page
+# re-fired the hidden `focus` box's change for ever (its followers, fill-mask and generation among them, were
+# sent again every 1-3 s); set once the sentence is in place, it changes once.
+AFTER_THE_REST = ("focus",)
 
 
 def tab_ids(tabs: gr.Tabs) -> list[str]:
@@ -97,6 +102,8 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
     subs = sub_tab_ids(shared.tabs)
     dropped = gr.Textbox("", visible=False, elem_id="link-dropped")
 
+    later = [(key, shared.view[key]) for key in AFTER_THE_REST if key in shared.view]
+
     def restore(request: gr.Request):
         params = dict(request.query_params) if request is not None else {}
         notices: list[str] = []
@@ -105,7 +112,7 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
             value = coerce(component, params[key], notices, key) if key in params else gr.skip()
             if key in params and isinstance(value, type(gr.skip())):
                 rejected.append(key)
-            values.append(value)
+            values.append(gr.skip() if key in AFTER_THE_REST else value)
         selected, tab_rejected = _tab(params.get("tab"), ids, subs, notices)
         lecture_on = coerce(lecture, params["lecture"], notices, "lecture") if "lecture" in params else gr.skip()
         unknown = sorted(set(params) - set(keys) - {"tab", "lecture"})
@@ -118,9 +125,18 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
         return [*values, selected, lecture_on, gr.Number(value=1) if restored else gr.skip(),
                 gr.update(value=notice_html(notices), visible=bool(notices)), ",".join(drop)]
 
-    demo.load(restore, outputs=[*components, shared.tabs, lecture, shared.restored, banner, dropped],
-              api_visibility="private", queue=False).then(
-        None, inputs=dropped, js="(keys) => window.playgroundView.restored(keys)")
+    def restore_later(request: gr.Request):
+        """The AFTER_THE_REST keys, once the rest is in place (their notices were given with the rest)."""
+        params = dict(request.query_params) if request is not None else {}
+        values = [coerce(component, params[key], [], key) if key in params else gr.skip() for key, component in later]
+        return values[0] if len(values) == 1 else values  # gradio takes a single output's value as it is
+
+    restored = demo.load(restore, outputs=[*components, shared.tabs, lecture, shared.restored, banner, dropped],
+                         api_visibility="private", queue=False)
+    if later:
+        restored = restored.then(restore_later, outputs=[component for _, component in later],
+                                 api_visibility="private", queue=False, show_progress="hidden")
+    restored.then(None, inputs=dropped, js="(keys) => window.playgroundView.restored(keys)")
     for key, component in [*zip(keys, components), ("lecture", lecture)]:
         default = json.dumps(component.value, ensure_ascii=False)
         component.change(None, inputs=[component],

@@ -1,0 +1,247 @@
+"""Answers given again through the page's own protocol, without the queue: what a class's browsers send.
+
+A browser sends every event through Gradio's queue: `POST /gradio_api/queue/join` (the event's fn_index, its
+inputs, the page's session hash), then reads the session's stream, `GET /gradio_api/queue/data`, up to the event's
+`process_completed` message. An answer the answer cache (ui/cache.py) already holds still crosses the queue's
+per-event work: dispatching, preprocessing, postprocessing every output (a 600 kB gradient-flow figure is turned into
+JSON again for each student), moving its files, serialising. A lecture hall asks the same events again and again,
+so this middleware keeps what the stream sent for an event's inputs and sends the same bytes to the next browser
+that joins with the same inputs: the event's notices, then its `process_completed` message, put straight into that
+browser's session stream. Gradio's postprocessing runs once per answer, not once per student.
+
+Which answers: those of events the answer cache may share (`cacheable`: no per-session state among their inputs),
+and only successful ones. The key is the event and its inputs (the event data of a select included); the app's
+checkpoints cannot change while it serves. What the event left in the session is given to the new session too,
+as Gradio would have left it: a gr.State output's value (a copy for each session) and an update's new properties
+(a slider's new maximum). Download links name the address they were asked through: the kept answer leaves a gap
+where that root was, filled with each session's own. Kept answers are bounded in bytes (playground/lru.py).
+
+It also guards the queue: a session that sends the same event with the same inputs more than REPEATS times within
+REPEAT_WINDOW seconds (a page caught in a loop of change events) is refused with a clear message instead of
+computing for ever; and a join naming an event the app does not have is refused as the client's mistake (404),
+not as a server error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import re
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import parse_qs
+
+import orjson
+from gradio.server_messages import LogMessage, ProcessCompletedMessage
+from pydantic import PrivateAttr
+
+from playground.lru import Bounded
+from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _respond, _root
+
+MAX_BYTES = 96 << 20   # every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
+REPEATS, REPEAT_WINDOW = 12, 30.0  # the same event with the same inputs, from one session: more is a loop
+LINK = b'"url":"%s/gradio_api/file='                  # a download link in the stream's JSON, after its root URL
+FILE_PATH = re.compile(rb'"path":"((?:[^"\\]|\\.)*)"')  # a download's path there
+
+
+@dataclass(frozen=True)
+class KeptEvent:
+    parts: tuple[bytes, ...]       # the output's JSON, split where its links name their root
+    notices: tuple[dict, ...]      # the event's log messages (gr.Warning, gr.Info), as sent
+    state: tuple[tuple[int, object], ...]   # (block id, value) of its gr.State outputs
+    updates: tuple[tuple[int, dict], ...]   # (block id, new properties) of its updated outputs
+    files: tuple[Path, ...]        # the downloads it links to
+
+    def output(self, root: bytes) -> bytes:
+        return (LINK % root).join(self.parts)
+
+    def __len__(self) -> int:
+        return sum(map(len, self.parts)) + sum(len(orjson.dumps(n)) for n in self.notices)
+
+
+class KeptCompletion(ProcessCompletedMessage):
+    """`process_completed` with an output already written as JSON: Gradio's stream writes it as it is."""
+    _output: bytes = PrivateAttr(b"{}")
+
+    def model_dump(self, *args, **kwargs) -> dict:
+        dumped = super().model_dump(*args, **kwargs)
+        dumped["output"] = orjson.Fragment(self._output)
+        return dumped
+
+
+class CachedEvents:
+    """ASGI middleware in front of Gradio's queue routes (launch(app_kwargs={"middleware": [...]}))."""
+
+    def __init__(self, app, max_bytes: int = MAX_BYTES):
+        self.app = app
+        self.kept: Bounded[KeptEvent] = Bounded(max_bytes, size=len, valid=lambda k: all(p.is_file() for p in k.files))
+        self._following: Bounded[tuple[bytes, bytes, int]] = Bounded(1 << 20, max_items=10_000, size=lambda _: 1)
+        self._recent: dict[tuple[str, bytes], deque] = {}  # (session, event and inputs) -> when it was joined
+        self._cacheable: dict[int, object] | None = None   # fn_index -> the BlockFunction, for cacheable events
+        self.refused = 0
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            scope["app"].state.cached_events = self  # GET /gradio_api/answer-cache reports it (ui/fastpath.py)
+            path, method = scope["path"], scope["method"]
+            if method == "POST" and path.endswith("/gradio_api/queue/join"):
+                return await self._join(scope, receive, send)
+            if method == "GET" and path.endswith("/gradio_api/queue/data"):
+                return await self._data(scope, receive, send)
+        await self.app(scope, receive, send)
+
+    def _events(self, scope) -> tuple[object, dict]:
+        blocks = scope["app"].get_blocks()
+        if self._cacheable is None:
+            self._cacheable = {i: fn for i, fn in blocks.fns.items() if getattr(fn.fn, "cacheable", False)}
+        return blocks, self._cacheable
+
+    # -- POST queue/join: a kept answer straight into the session's stream; anything else goes to Gradio
+
+    async def _join(self, scope, receive, send) -> None:
+        body, complete = await _read_body(receive)
+        posted = _posted(body) if complete else None
+        if posted is None:  # not a join this middleware understands: Gradio answers it
+            return await self.app(scope, _replay(body, complete, receive), send)
+        blocks, cacheable = self._events(scope)
+        fn_index, session = posted["fn_index"], posted["session_hash"]
+        if fn_index not in blocks.fns:
+            return await _respond(send, 404, b"application/json", orjson.dumps(
+                {"error": f"This app has no event {fn_index!r}: reload the page."}))
+        inputs = orjson.dumps([fn_index, posted["data"], posted.get("event_data")], option=orjson.OPT_SORT_KEYS)
+        if self._looping(session, inputs):
+            self.refused += 1
+            return await _respond(send, 429, b"application/json", orjson.dumps(
+                {"error": f"The same request came {REPEATS} times within {REPEAT_WINDOW:g} s from this page; "
+                          "its answer is already shown. Reload the page if it keeps asking."}))
+        key = inputs if fn_index in cacheable else None
+        kept = self.kept.get(key)
+        if kept is not None:
+            event = await self._deliver(blocks, cacheable[fn_index], session, kept, _root(scope))
+            return await _respond(send, 200, b"application/json", orjson.dumps({"event_id": event}))
+
+        answer = bytearray()
+
+        async def record(message) -> None:  # Gradio's reply, {"event_id": ...}: its stream is followed
+            if message["type"] == "http.response.body":
+                answer.extend(message.get("body", b""))
+            await send(message)
+
+        await self.app(scope, _replay(body, complete, receive), record if key is not None else send)
+        if key is not None:
+            try:
+                event = orjson.loads(answer)["event_id"]
+            except (orjson.JSONDecodeError, KeyError, TypeError):
+                return  # refused (queue full, bad data): nothing to follow
+            self._following.put(event, (key, _root(scope), fn_index))
+
+    def _looping(self, session: str, inputs: bytes) -> bool:
+        """True when `session` sent these inputs REPEATS times within REPEAT_WINDOW seconds already."""
+        now = time.monotonic()
+        if len(self._recent) > 20_000:  # forget sessions that stopped sending
+            self._recent = {k: v for k, v in self._recent.items() if v and now - v[-1] < REPEAT_WINDOW}
+        times = self._recent.setdefault((session, inputs), deque(maxlen=REPEATS))
+        looping = len(times) == REPEATS and now - times[0] < REPEAT_WINDOW
+        times.append(now)
+        return looping
+
+    async def _deliver(self, blocks, fn, session: str, kept: KeptEvent, root: bytes) -> str:
+        """The kept answer as an event of `session`: what it leaves in the session, then its messages."""
+        state = blocks.state_holder[session]
+        for block_id, value in kept.state:
+            state[block_id] = copy.deepcopy(value)
+        for block_id, properties in kept.updates:
+            block = blocks.blocks[block_id]
+            base = state.get(block_id, block)
+            state[block_id] = block.__class__(**{**base.constructor_args, **properties, "render": False})
+        queue, event = blocks._queue, uuid.uuid4().hex
+        async with queue.pending_message_lock:  # as Gradio's queue.push makes a session's stream
+            if session not in queue.pending_messages_per_session:
+                queue.pending_messages_per_session[session] = asyncio.Queue()
+            if session not in queue.pending_event_ids_session:
+                queue.pending_event_ids_session[session] = set()
+            messages = queue.pending_messages_per_session[session]
+            queue.pending_event_ids_session[session].add(event)
+        for notice in kept.notices:
+            messages.put_nowait(LogMessage(**{**notice, "event_id": event}))
+        completed = KeptCompletion(output={}, success=True, event_id=event)
+        completed._output = kept.output(root)
+        messages.put_nowait(completed)
+        return event
+
+    # -- GET queue/data: Gradio's stream, read on its way out for the answers of followed events
+
+    async def _data(self, scope, receive, send) -> None:
+        session = parse_qs(scope.get("query_string", b"").decode()).get("session_hash", [None])[0]
+        if session is None:
+            return await self.app(scope, receive, send)
+        buffer, notices = bytearray(), {}
+
+        async def tee(message) -> None:
+            if message["type"] == "http.response.body":
+                buffer.extend(message.get("body", b""))
+                while (end := buffer.find(b"\n\n")) >= 0:
+                    self._read(scope, session, bytes(buffer[:end]), notices)
+                    del buffer[:end + 2]
+            await send(message)
+
+        await self.app(scope, receive, tee)
+
+    def _read(self, scope, session: str, chunk: bytes, notices: dict) -> None:
+        """One message of the stream: a followed event's notice is noted, its successful completion kept."""
+        head = chunk[:120]
+        if not chunk.startswith(b"data: ") or not (b'"process_completed"' in head or b'"log"' in head):
+            return
+        if len(chunk) > MAX_ANSWER:
+            return
+        message = orjson.loads(chunk[6:])
+        event = message.get("event_id")
+        following = self._following.get(event) if event else None
+        if following is None:
+            return
+        if message["msg"] == "log":
+            notices.setdefault(event, []).append({k: v for k, v in message.items() if k not in ("msg", "event_id")})
+            return
+        self._following.pop(event)
+        if not message.get("success"):
+            return
+        key, root, fn_index = following
+        blocks, cacheable = self._events(scope)
+        fn = cacheable[fn_index]
+        output = message["output"]
+        if output.get("is_generating") or output.get("render_config"):
+            return
+        state = blocks.state_holder[session] if session in blocks.state_holder else None
+        stateful = [block for block in fn.outputs if block.stateful]
+        if stateful and state is None:
+            return
+        body = orjson.dumps(output)
+        updates = tuple((block._id, {k: v for k, v in value.items() if k not in ("value", "__type__")})
+                        for block, value in zip(fn.outputs, output.get("data", []))
+                        if isinstance(value, dict) and value.get("__type__") == "update")
+        self.kept.put(key, KeptEvent(
+            parts=tuple(body.split(LINK % root)), notices=tuple(notices.pop(event, ())),
+            state=tuple((block._id, copy.deepcopy(state[block._id])) for block in stateful),
+            updates=updates,
+            files=tuple(Path(orjson.loads(b'"' + p + b'"')) for p in FILE_PATH.findall(body))))
+
+    def status(self) -> dict:
+        return {"answers": len(self.kept), "bytes": self.kept.bytes, "hits": self.kept.hits,
+                "misses": self.kept.misses, "refused_repeats": self.refused}
+
+
+def _posted(body: bytes) -> dict | None:
+    """A join's body when it is one: {"fn_index": int, "data": [...], "session_hash": str, ...}."""
+    if len(body) > MAX_BODY:
+        return None
+    try:
+        posted = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    if not (isinstance(posted, dict) and isinstance(posted.get("fn_index"), int) and isinstance(posted.get("data"), list)
+            and isinstance(posted.get("session_hash"), str) and posted["session_hash"]):
+        return None
+    return posted

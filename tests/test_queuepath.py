@@ -1,0 +1,114 @@
+"""What the page's own protocol gets (playground/ui/queuepath.py, playground/ui/pagecache.py): a repeated event is
+answered from the bytes its first answer streamed, into the new session's stream, with what it leaves in the
+session (a gr.State's value); a page caught in a loop is refused; an unknown event or endpoint is the client's
+mistake (404), never a server error; the page is built once and compressed."""
+
+from __future__ import annotations
+
+import gzip
+import uuid
+
+import httpx
+import orjson
+import pytest
+
+from playground.tools.loadtest import Page
+
+
+def join(client: httpx.Client, page: Page, name: str, session: str, own: dict | None = None) -> tuple[int, dict]:
+    """One event as a browser sends it: queue/join, then the session's stream up to its completion.
+    (the join's status, the `process_completed` message; or the join's answer when it was refused)."""
+    dependency = page.events[page.by_name[name]]
+    body = {"data": page.data(dependency, own), "event_data": None, "fn_index": dependency["id"],
+            "trigger_id": None, "session_hash": session}
+    joined = client.post("gradio_api/queue/join", json=body)
+    if joined.status_code != 200:
+        return joined.status_code, joined.json()
+    event = joined.json()["event_id"]
+    with client.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data:") and '"process_completed"' in line:
+                message = orjson.loads(line[5:])
+                if message["event_id"] == event:
+                    return 200, message
+    raise AssertionError("the stream ended without the event's completion")
+
+
+@pytest.fixture(scope="module")
+def served(app_url):
+    import app
+
+    with httpx.Client(base_url=app_url, timeout=300) as client:
+        yield client, Page.read(client), app.demo
+
+
+def status(client) -> dict:
+    return client.get("gradio_api/answer-cache").json()["queue"]
+
+
+def test_a_repeated_event_is_answered_from_its_first_answer_in_another_session(served):
+    client, page, _ = served
+    own = {"text": f"A sentence of its own {uuid.uuid4().hex[:6]}."}
+    before = status(client)
+    code, first = join(client, page, "tokenize", uuid.uuid4().hex, own)
+    code_again, again = join(client, page, "tokenize", uuid.uuid4().hex, own)
+    after = status(client)
+    assert code == code_again == 200 and first["success"] and again["success"]
+    assert again["output"]["data"] == first["output"]["data"] and again["event_id"] != first["event_id"]
+    assert after["hits"] == before["hits"] + 1 and after["answers"] >= before["answers"] + 1
+
+
+def test_events_that_differ_in_their_inputs_are_never_mixed(served):
+    client, page, _ = served
+    word = uuid.uuid4().hex[:6]
+    _, one = join(client, page, "tokenize", uuid.uuid4().hex, {"text": f"one {word}"})
+    _, two = join(client, page, "tokenize", uuid.uuid4().hex, {"text": f"two {word}"})
+    _, again = join(client, page, "tokenize", uuid.uuid4().hex, {"text": f"one {word}"})
+    assert one["output"]["data"] != two["output"]["data"] and again["output"]["data"] == one["output"]["data"]
+
+
+def test_a_kept_answer_leaves_its_state_in_the_new_session(served):
+    """seq2seq's translation leaves its steps in a gr.State, which seq2seq_step reads: a session answered from the
+    kept bytes must get them too (a copy of its own), or its step view would show nothing."""
+    client, page, _ = served
+    source = {"source": "four hundred " + ["one", "two", "three", "six"][uuid.uuid4().int % 4]}
+    first_session, second_session = uuid.uuid4().hex, uuid.uuid4().hex
+    join(client, page, "seq2seq", first_session, source)
+    hits = status(client)["hits"]
+    join(client, page, "seq2seq", second_session, source)
+    assert status(client)["hits"] == hits + 1
+    steps = [join(client, page, "seq2seq_step", session)[1] for session in (first_session, second_session)]
+    assert all(step["success"] for step in steps)
+    assert steps[0]["output"]["data"] == steps[1]["output"]["data"]
+
+
+def test_a_page_caught_in_a_loop_is_refused_with_a_message(served):
+    from playground.ui.queuepath import REPEATS
+
+    client, page, _ = served
+    session, own = uuid.uuid4().hex, {"text": f"again and again {uuid.uuid4().hex[:6]}"}
+    codes = [join(client, page, "tokenize", session, own)[0] for _ in range(REPEATS)]
+    code, refused = join(client, page, "tokenize", session, own)
+    assert codes == [200] * REPEATS and code == 429 and "same request" in refused["error"]
+    assert join(client, page, "tokenize", uuid.uuid4().hex, own)[0] == 200  # another page is not refused
+
+
+def test_an_unknown_event_or_endpoint_is_the_clients_mistake(served):
+    client, _, _ = served
+    joined = client.post("gradio_api/queue/join", json={"data": [], "fn_index": 99_999, "session_hash": "x1"})
+    called = client.post("gradio_api/call/__unknown__", json={"data": []})
+    assert joined.status_code == called.status_code == 404
+    assert "reload the page" in joined.json()["error"] and "__unknown__" in called.json()["error"]
+    assert client.get("gradio_api/info").status_code == 200  # and the app goes on
+
+
+def test_the_page_is_built_once_and_compressed(served):
+    client, _, _ = served
+    plain = client.get("", headers={"accept-encoding": "identity"})
+    with client.stream("GET", "", headers={"accept-encoding": "gzip"}) as answer:
+        zipped = b"".join(answer.iter_raw())  # the bytes as sent, not decoded
+    assert plain.status_code == answer.status_code == 200 and answer.headers["content-encoding"] == "gzip"
+    assert gzip.decompress(zipped) == plain.content and b"gradio_config" in plain.content
+    assert len(zipped) < len(plain.content) / 3
+    again = client.get("?text=Another%20sentence&tab=attention", headers={"accept-encoding": "identity"})
+    assert again.content == plain.content  # a link's page is the same page: the view is restored by its load event
