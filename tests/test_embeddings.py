@@ -186,7 +186,9 @@ def test_titles_and_summaries_say_what_the_data_holds():
     data = {"source": "minilm", "method": "pca", "dims": 3, "projection": {"explained_variance_ratio": [0.5, 0.2, 0.1]},
             "points": [{"word": f"w{i}"} for i in range(25)], "neighbours": {f"w{i}": [] for i in range(20)}}
     assert fe.word_space_title(data) == "25 words, minilm, PCA 3D (80% of the variance)"
-    assert fe.neighbours_caption(data).endswith("; the first 20 of 25 words (all are in the plot)")
+    assert fe.neighbours_caption(data).endswith("; the first 20 of 25 words (all are in the plot; pick any word below)")
+    selected = {**data, "points": data["points"] + [{"word": "sorrow", "set": "selected", "x": 0, "y": 0}]}
+    assert "; 20 of 26 words, the selected word first (all" in fe.neighbours_caption(selected)
     assert fe.neighbours_caption({**data, "points": data["points"][:20]}).endswith("(the word itself first, at 1.00)")
     md = fe.contextual_md({"word": "bank", "model": "minilm", "layer": 0}, np.array([[1, 0.3], [0.3, 1]]), False)
     assert "input embeddings + positions" in md and "from 0.30 to 0.30" in md and "no vector for 'bank'" in md

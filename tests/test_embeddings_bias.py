@@ -104,6 +104,7 @@ def test_the_figures_have_the_expected_traces_and_the_text_says_the_same_numbers
     top, bottom = data["projections"][0], data["projections"][-1]
     assert f"{top['word']} ({top['projection']:+.2f})" in text
     assert f"{bottom['word']} ({bottom['projection']:+.2f})" in text
+    assert "(cosine with g, one pair's difference)" in text
     words = fb.association_figure(data["weat"]["models"][0], ("X", "Y"), "t")
     assert [t.name for t in words.data] == ["X", "Y"] and len(words.data[0].x) == 2
     table = fb.weat_md(data["weat"])

@@ -13,6 +13,7 @@ from playground.figures.common import ACCENT, layout
 
 FIRST, SECOND = "#1f77b4", ACCENT     # the pairs' first words (he) and second words (she)
 SHOWN = 5                             # words named at each end in the text alternative
+BAR_PX = 22                           # height per bar: plotly drops every other label below ~20 px
 
 
 def _md(text: str) -> str:
@@ -28,7 +29,7 @@ def projection_figure(rows: list[dict], title: str) -> go.Figure:
     bar = go.Bar(x=values, y=words, orientation="h", name="cos(w, g)",
                  marker=dict(color=[FIRST if v >= 0 else SECOND for v in values]),
                  hovertemplate="%{y}: %{x:+.3f}<extra></extra>")
-    return go.Figure(bar, layout=layout(title=dict(text=title), height=max(320, 18 * len(rows) + 110),
+    return go.Figure(bar, layout=layout(title=dict(text=title), height=max(320, BAR_PX * len(rows) + 110),
                                         yaxis=dict(autorange="reversed", automargin=True),
                                         xaxis=dict(title=dict(text="cos(w, g)  ← she · he →"), zeroline=True),
                                         showlegend=False))
@@ -45,8 +46,11 @@ def projection_md(data: dict) -> str:
     he = ", ".join(f"{_md(r['word'])} ({r['projection']:+.2f})" for r in rows[:n])
     she = ", ".join(f"{_md(r['word'])} ({r['projection']:+.2f})" for r in reversed(rows[-n:]))
     missing = f" Not in {data['source']}'s vocabulary: {_md(', '.join(data['missing']))}." if data["missing"] else ""
+    made = "one pair's difference" if len(pairs) == 1 else f"the mean of {len(pairs)} pairs' differences"
+    left = data["direction"]["missing"]
+    left = f"; left out, not in its vocabulary: {_md(', '.join(left))}" if left else ""
     return (f"In {data['source']}, the {n} words leaning most to *{_md(first)}* are {he}; the {n} leaning most to "
-            f"*{_md(second)}* are {she} (cosine with g, the mean of {len(pairs)} pairs' differences).{missing}")
+            f"*{_md(second)}* are {she} (cosine with g, {made}{left}).{missing}")
 
 
 def association_figure(row: dict, labels: tuple[str, str], title: str) -> go.Figure:
@@ -59,7 +63,7 @@ def association_figure(row: dict, labels: tuple[str, str], title: str) -> go.Fig
                              name=label, marker=dict(color=colour),
                              hovertemplate="%{y}: s = %{x:+.3f}<extra></extra>"))
     n = sum(len(row["association"][k]) for k in "XY")
-    return go.Figure(traces, layout=layout(title=dict(text=title), height=max(320, 18 * n + 110),
+    return go.Figure(traces, layout=layout(title=dict(text=title), height=max(320, BAR_PX * n + 110),
                                            yaxis=dict(autorange="reversed", automargin=True),
                                            xaxis=dict(title=dict(text="s(w, A, B)"), zeroline=True)))
 

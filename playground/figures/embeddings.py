@@ -146,12 +146,15 @@ def word_space_title(data: dict) -> str:
 
 
 def neighbours_caption(data: dict) -> str:
-    """The neighbours table's caption; it says when the table covers only the first words (here, not in a
-    pop-up, which would nag on every page load)."""
+    """The neighbours table's caption; it says when the table covers only some words, which (the selected word
+    first, then the first ones), and where the others are (here, not in a pop-up, which would nag on every page
+    load)."""
     caption = f"Nearest neighbours by cosine in {data['source']} (the word itself first, at 1.00)"
     shown, n = len(data["neighbours"]), len(data["points"])
     if n > shown:
-        caption += f"; the first {shown} of {n:,} words (all are in the plot)"
+        selected = any(p.get("set") == "selected" for p in data["points"])
+        caption += (f"; {shown} of {n:,} words, the selected word first" if selected
+                    else f"; the first {shown} of {n:,} words") + " (all are in the plot; pick any word below)"
     return caption
 
 

@@ -86,9 +86,6 @@ def embedding_bias(source="word2vec", pairs="", occupations="", x="", y="", a=""
         data = bias.view(space, [_space(k) for k in _spaces()], pair_list, jobs, sets, seed)
     except EmbeddingError as err:
         raise gr.Error(str(err)) from None
-    if data["direction"]["missing"]:
-        notices.append(f"Pairs left out of the direction (not in {space.key}'s vocabulary): "
-                       f"{', '.join(data['direction']['missing'])}.")
     data["notices"] = notices
     bars = fb.projection_figure(data["projections"], f"Projection on the gender direction g in {space.key}")
     mine = next(r for r in data["weat"]["models"] if r["source"] == space.key)
