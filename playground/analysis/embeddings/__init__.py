@@ -9,6 +9,8 @@
     sbert.py        the sentence-transformers library: our BERT wrapped as a SentenceTransformer, and
                     all-MiniLM-L6-v2 through the library as the reference (imported on first use only)
     classic.py      one-hot, bag of words, TF-IDF
+    bias.py         a gender direction and projections on it (Bolukbasi et al. 2016), the WEAT (Caliskan et al. 2017)
+    unshown_neighbours.txt  the reviewed slurs and vulgar words the app's own words' neighbour lists leave out
 
 Each view function takes the checked inputs and a list of notices (it appends what the user should know),
 returns the endpoint's JSON as `data` with the arrays the figures need, and raises EmbeddingError when the
