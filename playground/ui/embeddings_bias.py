@@ -109,16 +109,20 @@ Austen, Shakespeare, Bible, WordNet glosses and Jargon File):
   $s(X,Y,A,B)=\sum_{x\in X}s(x,A,B)-\sum_{y\in Y}s(y,A,B)$, the effect size
   $d=\frac{\mathrm{mean}_{x}s(x,A,B)-\mathrm{mean}_{y}s(y,A,B)}{\mathrm{std}_{w\in X\cup Y}\,s(w,A,B)}$ (sample std),
   and the one-sided $p$ = the share of equal-size re-splits of $X\cup Y$ whose statistic is larger: all of them
-  when there are at most 100,000, else 10,000 drawn with the seed (the table says which).
+  when there are at most EXACT_MAX, else SAMPLES drawn with the seed (the table says which).
 
 **What the numbers show, and what they do not.** They measure *association in this corpus's co-occurrence
 statistics*, as one model learned them: which words appear in similar contexts in 19th-century novels, a
 16th-century stage, a Bible translation and hacker slang. They are not a measure of any person's beliefs, nor
-of today's language. The lists are small (8 to 25 words, fewer when the corpus lacks some: those are listed), so
+of today's language. The lists are small (LIST_SIZES words, fewer when the corpus lacks some: those are listed), so
 one word can move $d$; change a list and watch it move; the $p$-value speaks to the shuffling of these words, not
 to other lists of the same idea. Start with the sanity check (flowers vs insects, pleasant vs unpleasant): a model
 that cannot find that association gives little weight to its other answers. The direction's bars mix gender with
 everything else the pairs share in these books (*john* and *mary* are also Bible names)."""
+# the p-value's budget and the lists' sizes as the code has them (the LaTeX braces rule out str.format)
+_SIZES = [len(words.split()) for test in bias.WEAT_TESTS.values() for _, words in test]
+BIAS_MD = (BIAS_MD.replace("EXACT_MAX", f"{bias.EXACT_MAX:,}").replace("SAMPLES", f"{bias.SAMPLES:,}")
+           .replace("LIST_SIZES", f"{min(_SIZES)} to {max(_SIZES)}"))
 
 
 def build(demo: gr.Blocks) -> None:
