@@ -339,3 +339,40 @@ def head_summary_figure(summary: dict[str, list[list[float]]], titles: dict[str,
     fig.update_layout(**layout(height=max(360, 140 + 2 * 14 * L), margin=dict(l=70, r=10, t=60, b=20)))
     fig.update_annotations(font_size=11)
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading the patterns: the notes under the head view, for the chosen model's family, with its numbers
+
+NOT_EXPLANATIONS = ("Others follow syntax (a determiner to its noun, an object to its verb) or link a word to its "
+                    "earlier mentions. **Attention weights are not explanations**: a weight says how much of a value "
+                    "vector is mixed in, not how much that token mattered for the prediction. Values have different "
+                    "norms, later layers mix already-mixed vectors, and different weights can give the same output "
+                    "(Jain & Wallace 2019; Wiegreffe & Pinter 2019). Treat the views as a microscope on the "
+                    "computation, not as the model's reasons.")
+
+
+def reading_md(name: str, r: dict) -> str:
+    """The notes on where heads rest, for a BERT ([CLS], [SEP]) or a causal model (the first token), with this
+    text's numbers (`analysis.attention.resting_places`)."""
+    heads = f"{r['layers']} × {r['heads']} heads"
+    if r["family"] == "bert":
+        return ("**Reading the patterns.** In BERT, Clark et al. (2019, *What does BERT look at?*) found many heads "
+                "putting most of their weight on `[SEP]` or `[CLS]`, or on the token itself or its neighbour; "
+                "attention to `[SEP]` often works as a \"no-op\": a head with nothing to do parks its weight there. "
+                f"**In {name} on this text** (its {heads}, every query): `[CLS]` gets {r['cls']:.0%} of a query's "
+                f"weight on average and `[SEP]` {r['sep']:.0%} (spread evenly: {r['cls_even']:.0%} and "
+                f"{r['sep_even']:.0%}); {r['heads_over_half_cls']} heads give `[CLS]` more than half, "
+                f"{r['heads_over_half_sep']} give `[SEP]` more than half. " + NOT_EXPLANATIONS)
+    start = ("**Reading the patterns.** A causal model has no `[CLS]` or `[SEP]`: each token sees itself and the "
+             "tokens before it. Many language models park an idle head's weight on the first token, whatever it is "
+             "(an *attention sink*, Xiao et al. 2023: the softmax has to put the weight somewhere). ")
+    if r["first"] is None:
+        return start + "One token is too few to measure it. " + NOT_EXPLANATIONS
+    who = name[:1].upper() + name[1:]  # "our GPT" starts a sentence
+    verdict = (f"{who} parks its attention on the first token" if r["first"] > 2 * r["first_even"] else
+               f"{who} does not park its attention there")  # twice the even share: a sink, not chance
+    return (start + f"**In {name} on this text** (its {heads}, the queries after the first): the first token gets "
+            f"{r['first']:.0%} of a query's weight on average, where a head spreading its weight evenly over what it "
+            f"may see would give it {r['first_even']:.0%}; {r['heads_over_half']} of the {r['layers'] * r['heads']} "
+            f"heads give it more than half. {verdict}. " + NOT_EXPLANATIONS)

@@ -44,6 +44,18 @@ def _shape(key) -> tuple[int, int, int]:
         n_layer, n_head, n_kv = att.smollm2_shape()
         return n_layer, n_head, n_head // n_kv
     return _shape(DEFAULT_MODEL)
+def _family(key) -> str:
+    """"bert", "gpt" or "llama", without loading a lazy model (SmolLM2 is the Llama family)."""
+    return MODELS[key].family if key in MODELS else "llama" if key in LAZY else MODELS[DEFAULT_MODEL].family
+
+
+def applies(key) -> dict[str, bool]:
+    """Which of the tab's controls mean something for a model: a sentence pair and [CLS]/[SEP] only for a BERT (a
+    GPT or SmolLM2 reads one text and has neither token), the chat template only for SmolLM2."""
+    bert = _family(key) == "bert"
+    return {"pair": bert, "hide_special": bert, "chat": key in LAZY}
+
+
 PE_MAX_POSITIONS, PE_MAX_DIM = 128, 256  # the PE figure and its JSON carry (n x d) + 2 (n x n) numbers
 
 
@@ -92,6 +104,18 @@ def attention(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head="mean", hi
     summary = fa.head_summary_figure(v.data["head_summary"], att.SUMMARY, v.data["kv_heads"])
     warn(notices)
     return head_view, model_view, heatmap, summary, json_file(v.data, "attention"), v.data
+
+
+def reading(text, text_b="", model_key=DEFAULT_MODEL, chat=False) -> str:
+    """The reading notes for the chosen model, with where its heads rest on this text (the model's own weights:
+    [CLS] and [SEP] for a BERT, the first token for a causal model)."""
+    notices: list[str] = []
+    m, text, text_b = _inputs(text, text_b, model_key, notices)
+    try:
+        r = att.resting_places(m, text, text_b, notices, chat=bool(chat))
+    except att.AttentionError:
+        return gr.skip()  # the attention event has said what is wrong
+    return fa.reading_md(m.label.split(" (")[0], r)
 
 
 def pick_head(evt: gr.SelectData):
@@ -157,18 +181,13 @@ several relations at once. MiniLM-L6 has 6 layers × 12 heads of $d_k = 32$; BER
 may put weight anywhere in the sentence. Type a second sentence to make a pair `[CLS] A [SEP] B [SEP]`
 (segment ids 0 for A, 1 for B)."""
 
-PATTERNS_MD = r"""**Reading the patterns.** Many heads put most of their weight on `[SEP]` or `[CLS]`, or on the token itself or its
-neighbour. Clark et al. (2019, *What does BERT look at?*) found that attention to `[SEP]` often works as a
-"no-op": a head with nothing to do parks its weight there. Others follow syntax (a determiner to its noun, an object
-to its verb) or link a word to its earlier mentions. **Attention weights are not explanations**: a weight says how
-much of a value vector is mixed in, not how much that token mattered for the prediction. Values have different
-norms, later layers mix already-mixed vectors, and different weights can give the same output (Jain & Wallace 2019;
-Wiegreffe & Pinter 2019). Treat the views as a microscope on the computation, not as the model's reasons."""
+PATTERNS_MD = "**Reading the patterns**: measured on the text above, for the chosen model…"  # until it is
 
 SUMMARY_MD = r"""Each cell is one head (layers down, heads across), averaged over the sentence's tokens as queries: the
 **entropy** of its attention (low: it looks at one token), the **mean distance** it looks over, and how much weight
-it puts on the **previous token**, the **first token** (`[CLS]`), the **`[SEP]`** tokens and **the query itself**.
-A bright cell in *previous* is a previous-token head; bright in *[SEP]* with high entropy elsewhere, a head at rest.
+it puts on the **previous token**, the **first token** (`[CLS]` in a BERT), the **`[SEP]`** tokens (a BERT's only) and
+**the query itself**. A bright cell in *previous* is a previous-token head; bright in *[SEP]* (a BERT) or *first*
+(a causal model, whose first query can only look at the first token), a head at rest.
 **Rollout** (in the Head list: Abnar & Zuidema 2020) follows attention through the layers: each layer's mean over
 heads, half mixed with the identity for the residual connection, multiplied from layer 0 up to the chosen one."""
 
@@ -209,21 +228,27 @@ def head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
             *one_head_choices(n_head, group)]
 
 
+def _shown_controls(model_key) -> tuple:
+    """The second-sentence box, the [CLS]/[SEP] box and the chat box, shown only where they apply (`applies`)."""
+    on = applies(model_key)
+    return gr.update(visible=on["pair"]), gr.update(visible=on["hide_special"]), gr.update(visible=on["chat"])
+
+
 def model_changed(model_key):
     n_layer, n_head, group = _shape(model_key)
     return (gr.update(maximum=n_layer - 1, value=0),
             gr.update(choices=head_choices(n_head, group), value="mean"),
             gr.update(maximum=n_layer - 1, value=0),
             gr.update(choices=one_head_choices(n_head, group), value="0"),
-            gr.update(visible=model_key in LAZY))
+            *_shown_controls(model_key))
 
 
 def model_bounds(model_key):
     """On page load: the layer sliders end at the chosen model's last layer (they are built to reach the deepest
     model's, SmolLM2's 30, which is what an API call is checked against; values are left as a link set them), and
-    the chat box shows for the model that has a chat template."""
+    the controls that apply to the chosen model show (`applies`)."""
     n_layer, *_ = _shape(model_key)
-    return gr.update(maximum=n_layer - 1), gr.update(maximum=n_layer - 1), gr.update(visible=model_key in LAZY)
+    return gr.update(maximum=n_layer - 1), gr.update(maximum=n_layer - 1), *_shown_controls(model_key)
 
 
 TRY = [("a pronoun", ["The animal didn't cross the street because it was too tired.", ""]),
@@ -260,7 +285,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     gr.Markdown("#### Model view: click a head to enlarge it")
                     model_view = gr.HTML(elem_id="attn-model-view", elem_classes=FIGURE, js_on_load=fa.HEAD_PICK_JS)
             heatmap = gr.Plot(label="Attention heatmap", elem_id="attn-heatmap")
-            gr.Markdown(PATTERNS_MD)
+            patterns = gr.Markdown(PATTERNS_MD, elem_id="attn-reading")  # then the chosen model's, with its numbers
             with gr.Accordion("Every head at a glance: the head summary", open=False):
                 gr.Markdown(SUMMARY_MD)
                 summary = gr.Plot(label="Head summary", elem_id="attn-summary")
@@ -292,13 +317,16 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 pe_json = gr.JSON(label="positional_encoding")
 
     shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
-    model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head, chat], api_visibility="private",
-                 queue=False)
-    demo.load(model_bounds, inputs=model, outputs=[layer, s_layer, chat], api_visibility="private", queue=False)
+    model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head, text_b, hide, chat],
+                 api_visibility="private", queue=False)
+    demo.load(model_bounds, inputs=model, outputs=[layer, s_layer, text_b, hide, chat], api_visibility="private",
+              queue=False)
     gr.on([demo.load, shared.restored.change, sentence.change, text_b.submit, model.change, layer.release, head.change,
            hide.change, detail.change, chat.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",
-          trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+          trigger_mode="always_last", concurrency_limit=2, show_progress="minimal").then(
+        reading, inputs=[sentence, text_b, model, chat], outputs=patterns, api_visibility="private",
+        trigger_mode="always_last", show_progress="hidden")  # the attention is kept: this does not run the model
     model_view.select(pick_head, outputs=[layer, head], api_visibility="private", queue=False).then(
         attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
         outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_visibility="private",
