@@ -319,8 +319,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
     model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head, text_b, hide, chat],
                  api_visibility="private", queue=False)
-    demo.load(model_bounds, inputs=model, outputs=[layer, s_layer, text_b, hide, chat], api_visibility="private",
-              queue=False)
+    demo.load(model_bounds, inputs=model, outputs=[layer, s_layer, text_b, hide, chat], api_visibility="private", queue=False)
     gr.on([demo.load, shared.restored.change, sentence.change, text_b.submit, model.change, layer.release, head.change,
            hide.change, detail.change, chat.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",
