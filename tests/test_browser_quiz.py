@@ -1,54 +1,176 @@
 """A whole class round in a real browser: the lecturer's page opens a room, three students' pages (each its own
-browser context: its own session) answer, the reveal shows the histogram with their answers."""
+browser context: its own session) join and answer while the lecturer's count grows by itself, the reveal shows the
+histogram with the true answer's bar, a late answer is refused, the next question clears it; students follow the
+lecturer's question; bad input is said on screen; the room code is large in lecture mode."""
 
 from __future__ import annotations
 
 import re
+import time
 
+from playground import polls
 from playground.analysis import exercises as ex
 from tests.conftest import ARGS, CHROMIUM
 
 
-def _quiz(page, url: str) -> None:
-    page.goto(url + "?tab=class-quiz")
+def _quiz(page, url: str, query: str = "") -> None:
+    page.goto(url + "?tab=class-quiz" + query)
     page.wait_for_selector("#quiz-question", timeout=30_000)
+
+
+def _open_room(lecturer) -> str:
+    lecturer.get_by_text("Lecturer: open a room and reveal").click()
+    lecturer.locator("#quiz-open").click()
+    lecturer.wait_for_selector("#quiz-opened .quiz-room b", timeout=30_000)
+    code = lecturer.locator("#quiz-opened .quiz-room b").inner_text().replace(" ", "")
+    assert re.fullmatch(r"[A-Z0-9]{6}", code)
+    return code
+
+
+def _pick(page, exercise_id: str) -> None:
+    """Choose a question in the dropdown, as a user does."""
+    page.locator("#quiz-question input").click()
+    page.get_by_role("option", name=ex.BY_ID[exercise_id].question, exact=False).first.click()
+
+
+def _shows(page, selector: str, text: str, timeout: int = 30_000) -> None:
+    page.wait_for_function("([s, t]) => (document.querySelector(s)?.innerText || '').includes(t)", arg=[selector, text],
+                           timeout=timeout)
+
+
+def _join(page, code: str) -> None:
+    page.locator("#quiz-room textarea, #quiz-room input").first.fill(code)
+    page.locator("#quiz-join").click()
+
+
+def _send(page, guess: str) -> None:
+    page.locator("#quiz-number textarea, #quiz-number input").first.fill(guess)
+    page.locator("#quiz-send").click()
+
+
+def _toast(page, text: str) -> None:
+    """Gradio's error message, on screen (not only in the network log)."""
+    page.wait_for_function("(t) => [...document.querySelectorAll('.toast-body')].some(e => e.innerText.includes(t))",
+                           arg=text, timeout=30_000)
+
+
+def _browser(p):
+    return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
 
 
 def test_a_lecturer_opens_a_room_three_students_answer_and_the_reveal_shows_them(app_url):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        browser = _browser(p)
         lecturer = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
         _quiz(lecturer, app_url)
-        lecturer.get_by_text("Lecturer: open a room and reveal").click()
-        lecturer.locator("#quiz-open").click()
-        lecturer.wait_for_selector("#quiz-opened .quiz-room b", timeout=30_000)
-        code = lecturer.locator("#quiz-opened .quiz-room b").inner_text().replace(" ", "")
-        assert re.fullmatch(r"[A-Z0-9]{6}", code)
+        code = _open_room(lecturer)
+        _shows(lecturer, "#quiz-tally", "0 answer(s)")
 
         truth = ex.solution("tokens-bpe")[0]         # the first question: BPE tokens of 'unbelievably'
-        other = str(int(truth) + 1)
-        for guess in (truth, truth, other):
+        other = str(int(truth) + 2)
+        students = []
+        for i, guess in enumerate((other, other, other)):
             student = browser.new_context(viewport={"width": 400, "height": 850}).new_page()
             _quiz(student, app_url)
-            student.locator("#quiz-room textarea, #quiz-room input").first.fill(code.lower())
-            student.locator("#quiz-number textarea, #quiz-number input").first.fill(guess)
-            student.locator("#quiz-send").click()
-            student.wait_for_function("() => /Sent/.test(document.querySelector('#quiz-verdict')?.innerText)",
-                                      timeout=30_000)
-            student.locator("#quiz-show").click()           # before the reveal: only how many answered
-            student.wait_for_function("() => /not revealed/.test(document.querySelector('#quiz-tally')?.innerText)",
-                                      timeout=30_000)
-            student.context.close()
+            _join(student, code.lower())
+            _shows(student, "#quiz-status", "Joined")
+            _send(student, guess)
+            _shows(student, "#quiz-verdict", "Sent")
+            _shows(lecturer, "#quiz-tally", f"{i + 1} answer(s)", timeout=10_000)   # live: nobody clicks
+            _shows(student, "#quiz-tally", "not revealed", timeout=10_000)     # the student's count, no histogram
+            students.append(student)
 
         lecturer.locator("#quiz-reveal").click()
-        lecturer.wait_for_function("(t) => document.querySelector('#quiz-tally')?.innerText.includes('The answer: ' + t)",
-                                   arg=truth, timeout=30_000)
+        _shows(lecturer, "#quiz-tally", "The answer: " + truth)
         lecturer.wait_for_selector("#quiz-plot .js-plotly-plot", timeout=30_000)
         bars = lecturer.evaluate("() => document.querySelector('#quiz-plot .js-plotly-plot').data[0]")
-        assert dict(zip(bars["x"], bars["y"])) == {truth: 2, other: 1}
-        assert "3 answer(s)" in lecturer.locator("#quiz-tally").inner_text()
+        assert dict(zip(bars["x"], bars["y"])) == {truth: 0, other: 3}       # nobody chose the answer: its bar is there
+        ticks = lecturer.evaluate("() => [...document.querySelectorAll('#quiz-plot .ytick text')].map(t => t.textContent)")
+        assert ticks and all(t.isdigit() for t in ticks), ticks             # whole students only
+        assert "nobody chose it" in lecturer.locator("#quiz-plot").inner_text()
+        _shows(students[0], "#quiz-tally", "The answer: " + truth, timeout=10_000)   # the students' pages follow
+
+        _send(students[0], truth)                    # too late: the histogram stays the one the class saw
+        _toast(students[0], "revealed the answers to this question")
+        assert "Sent" not in students[0].locator("#quiz-verdict").inner_text()
+        bars = lecturer.evaluate("() => document.querySelector('#quiz-plot .js-plotly-plot').data[0]")
+        assert dict(zip(bars["x"], bars["y"])) == {truth: 0, other: 3}
+
+        _pick(lecturer, "tokens-wordpiece")          # the next question: the last histogram goes
+        lecturer.wait_for_function("() => !document.querySelector('#quiz-plot .js-plotly-plot')", timeout=10_000)
+        _shows(lecturer, "#quiz-tally", "0 answer(s)", timeout=10_000)
+        for student in students:
+            student.wait_for_function("() => !document.querySelector('#quiz-plot .js-plotly-plot')", timeout=10_000)
+            assert "The answer" not in student.locator("#quiz-tally").inner_text()
+        browser.close()
+
+
+def test_students_see_the_lecturers_question_and_follow_it(app_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = _browser(p)
+        lecturer = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
+        _quiz(lecturer, app_url)
+        _pick(lecturer, "blank")
+        code = _open_room(lecturer)
+        student = browser.new_context(viewport={"width": 400, "height": 850}).new_page()
+        _quiz(student, app_url)
+        _join(student, code)
+        box = student.locator("#quiz-question input")
+        student.wait_for_function("(q) => document.querySelector('#quiz-question input').value.includes(q)",
+                                  arg="Paris is the [MASK]", timeout=30_000)
+        assert box.is_disabled(), "the room's question, not one the student picks"
+        student.locator("#quiz-choice").wait_for(state="visible", timeout=10_000)   # its answer box: the choices
+        _pick(lecturer, "analogy")
+        student.wait_for_function("(q) => document.querySelector('#quiz-question input').value.includes(q)",
+                                  arg="king − man + woman", timeout=10_000)
+        browser.close()
+
+
+def test_bad_input_is_said_where_the_student_looks_and_no_stale_sent_stays(app_url):
+    from playwright.sync_api import sync_playwright
+
+    closed, _ = polls.open_room(now=time.time() - polls.ROOM_SECONDS - 5)    # the app's own file (tests/conftest.py)
+    with sync_playwright() as p:
+        browser = _browser(p)
+        student = browser.new_context(viewport={"width": 400, "height": 850}).new_page()
+        _quiz(student, app_url)
+        _join(student, "ABC123")
+        _toast(student, "No room ABC123: check the code your lecturer shows")
+        _join(student, closed)
+        _toast(student, f"Room {closed} has closed")
+        code, _ = polls.open_room(question="tokens-bpe")
+        _join(student, code)
+        _shows(student, "#quiz-status", "Joined")
+        _send(student, "4")
+        _shows(student, "#quiz-verdict", "Sent")
+        _send(student, "four")
+        _toast(student, "Your answer should be a number, e.g. 4")
+        student.wait_for_function("() => !document.querySelector('#quiz-verdict').innerText.includes('Sent')",
+                                  timeout=10_000)
+        _send(student, "")
+        _toast(student, "Your answer is empty")
+        browser.close()
+
+
+def test_the_room_code_is_large_in_lecture_mode(app_url):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = _browser(p)
+        page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+        _quiz(page, app_url, "&lecture=1")
+        page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=20_000)
+        _open_room(page)
+        code = page.locator("#quiz-opened .quiz-room b")
+        size = float(code.evaluate("(b) => getComputedStyle(b).fontSize").removesuffix("px"))
+        box = code.bounding_box()
+        assert size >= 96 and box["width"] < 1280, (size, box)              # big, and still on the screen
+        page.evaluate("() => window.playgroundView.lecture(false)")
+        assert float(code.evaluate("(b) => getComputedStyle(b).fontSize").removesuffix("px")) < size / 2
         browser.close()
 
 
