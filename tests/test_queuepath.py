@@ -112,3 +112,18 @@ def test_the_page_is_built_once_and_compressed(served):
     assert len(zipped) < len(plain.content) / 3
     again = client.get("?text=Another%20sentence&tab=attention", headers={"accept-encoding": "identity"})
     assert again.content == plain.content  # a link's page is the same page: the view is restored by its load event
+
+
+def test_the_frontends_files_are_kept_compressed_with_headers_that_let_browsers_keep_them(served):
+    import re
+
+    import brotli
+
+    client, _, _ = served
+    script = re.search(r'src="\./(assets/index-[\w-]+\.js)"', client.get("").text)[1]
+    plain = client.get(script, headers={"accept-encoding": "identity"})
+    with client.stream("GET", script, headers={"accept-encoding": "gzip, deflate, br"}) as answer:
+        squeezed = b"".join(answer.iter_raw())
+    assert answer.headers["content-encoding"] == "br" and brotli.decompress(squeezed) == plain.content
+    assert "immutable" in plain.headers["cache-control"] and "max-age=31536000" in plain.headers["cache-control"]
+    assert client.get("assets/no-such-file.js").status_code == 404  # a missing file is not kept

@@ -1,4 +1,4 @@
-"""The page, built once and compressed: what every visitor's `GET /` receives.
+"""The page and its scripts, built once and compressed: what every visitor's browser fetches first.
 
 Gradio builds the page for each request: the whole config (every component, its painted initial value) is
 copied, its root URL rewritten and embedded in the HTML, 2 MB written out uncompressed, about 60-80 ms of the
@@ -7,6 +7,12 @@ keeps Gradio's answer per root URL (the address, or a proxy's forwarded host and
 per config (the painted defaults replace the config once, after start), gzip-compressed once, and sends those bytes:
 200 students opening the link within ten seconds cost the server a dictionary lookup each. A request Gradio would
 answer otherwise (a deep link, a page of a multipage app, an error) passes through untouched.
+
+The page then loads about 95 scripts and style sheets of Gradio's frontend (`/assets/`, names that carry a hash of
+their content, and `/static/`), which Gradio serves from disk and Brotli-compresses again for every request, with no
+caching headers, so every visitor asks for every file again. They are kept compressed too (Brotli and gzip, once
+each), and sent with headers that let the browser keep them: a file under `/assets/` for a year (its name changes
+with its content), the rest for an hour.
 """
 
 from __future__ import annotations
@@ -15,12 +21,15 @@ import gzip
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
+import brotli  # Gradio's own dependency (its BrotliMiddleware)
 from gradio import route_utils
 from starlette.requests import Request
 
 from playground.lru import Bounded
 
-PAGES = 8 << 20  # the pages kept (one per address the app is reached through: ~0.3 MB compressed each)
+PAGES = 48 << 20  # the pages (one per address the app is reached through: ~2.5 MB each) and the frontend's files
+IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")  # /assets/: a new content is a new name
+HOUR = (b"cache-control", b"public, max-age=3600")
 
 
 @dataclass(frozen=True)
@@ -28,9 +37,18 @@ class KeptPage:
     headers: tuple[tuple[bytes, bytes], ...]   # Gradio's, less its length and encoding
     plain: bytes
     gzipped: bytes
+    brotli: bytes | None = None
 
     def __len__(self) -> int:
-        return len(self.plain) + len(self.gzipped)
+        return len(self.plain) + len(self.gzipped) + len(self.brotli or b"")
+
+    def encoded(self, accepted: bytes) -> tuple[bytes, bytes | None]:
+        """The body in the best encoding the client accepts, and its name."""
+        if self.brotli is not None and b"br" in accepted:
+            return self.brotli, b"br"
+        if b"gzip" in accepted:
+            return self.gzipped, b"gzip"
+        return self.plain, None
 
 
 class CachedPage:
@@ -41,26 +59,33 @@ class CachedPage:
         self.pages: Bounded[KeptPage] = Bounded(PAGES, size=len)
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] != "GET" or scope["path"] != "/" or _special(scope):
+        if scope["type"] != "http" or scope["method"] != "GET":
             return await self.app(scope, receive, send)
-        blocks = scope["app"].get_blocks()
-        key = (_root(scope), id(blocks.config))  # the page embeds both
+        path = scope["path"]
+        if path == "/" and not _special(scope):
+            key = ("page", _root(scope), id(scope["app"].get_blocks().config))  # the page embeds both
+        elif path.startswith(("/assets/", "/static/")) and not scope.get("query_string"):
+            key = ("file", path)
+        else:
+            return await self.app(scope, receive, send)
         page = self.pages.get(key)
         if page is None:
-            page = await self._build(scope, receive, send)
+            page = await self._build(scope, receive, send, extra=() if key[0] == "page" else
+                                     (IMMUTABLE if path.startswith("/assets/") else HOUR,))
             if page is None:
                 return
             self.pages.put(key, page)
-        zipped = b"gzip" in dict(scope["headers"]).get(b"accept-encoding", b"")
-        body = page.gzipped if zipped else page.plain
+        body, encoding = page.encoded(dict(scope["headers"]).get(b"accept-encoding", b""))
         headers = [*page.headers, (b"content-length", str(len(body)).encode()), (b"vary", b"accept-encoding")]
-        if zipped:
-            headers.append((b"content-encoding", b"gzip"))
+        if encoding:
+            headers.append((b"content-encoding", encoding))
         await send({"type": "http.response.start", "status": 200, "headers": headers})
         await send({"type": "http.response.body", "body": body})
 
-    async def _build(self, scope, receive, send) -> KeptPage | None:
-        """Gradio's page for this request; sent through as it is and returned only when it is a plain 200."""
+    async def _build(self, scope, receive, send, extra: tuple = ()) -> KeptPage | None:
+        """Gradio's answer to this request, asked uncompressed; sent through as it is unless it is a plain 200, which
+        is returned, compressed, with the `extra` headers, for the caller to send."""
+        scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"accept-encoding"]}
         start, body = {}, bytearray()
 
         async def capture(message) -> None:
@@ -71,12 +96,15 @@ class CachedPage:
 
         await self.app(scope, receive, capture)
         headers = [(k, v) for k, v in start.get("headers", []) if k.lower() not in (b"content-length",
-                                                                                        b"content-encoding")]
+                                                                                        b"content-encoding", b"vary",
+                                                                                        b"cache-control")]
         if start.get("status") != 200 or any(k.lower() == b"set-cookie" for k, _ in headers):
             await send(start)  # not a page to share: as Gradio answered it
             await send({"type": "http.response.body", "body": bytes(body)})
             return None
-        return KeptPage(tuple(headers), bytes(body), gzip.compress(bytes(body), compresslevel=6, mtime=0))
+        plain = bytes(body)
+        return KeptPage((*headers, *extra), plain, gzip.compress(plain, compresslevel=6, mtime=0),
+                        brotli.compress(plain, quality=5) if len(plain) > 400 else None)
 
 
 def _root(scope) -> str:

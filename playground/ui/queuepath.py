@@ -45,6 +45,7 @@ MAX_BYTES = 96 << 20   # every kept answer together (the page's defaults are abo
 REPEATS, REPEAT_WINDOW = 12, 30.0  # the same event with the same inputs, from one session: more is a loop
 LINK = b'"url":"%s/gradio_api/file='                  # a download link in the stream's JSON, after its root URL
 FILE_PATH = re.compile(rb'"path":"((?:[^"\\]|\\.)*)"')  # a download's path there
+EVENT_ID = re.compile(rb'"event_id":"([0-9a-fA-F-]{8,64})"')  # the event a stream message is about
 
 
 @dataclass(frozen=True)
@@ -192,10 +193,11 @@ class CachedEvents:
 
     def _read(self, scope, session: str, chunk: bytes, notices: dict) -> None:
         """One message of the stream: a followed event's notice is noted, its successful completion kept."""
-        head = chunk[:120]
+        head = chunk[:160]
         if not chunk.startswith(b"data: ") or not (b'"process_completed"' in head or b'"log"' in head):
             return
-        if len(chunk) > MAX_ANSWER:
+        named = EVENT_ID.search(head)  # a message names its event first: parse only the followed events' messages
+        if named is None or named[1].decode() not in self._following or len(chunk) > MAX_ANSWER:
             return
         message = orjson.loads(chunk[6:])
         event = message.get("event_id")
