@@ -30,12 +30,12 @@ def tally_figure(counts: dict[str, int], truth: str, question: str) -> go.Figure
     top = max(heights)
     step = max(1, math.ceil(top / MAX_TICKS))               # a count of students: never a tick at 0.5
     marked = "✓ the answer" + (": nobody chose it" if counts[truth] == 0 else "")
-    # the annotation's x is the bar's position: on a category axis a label such as "5" would be read as position 5
+    # above the bar's count; its x is the bar's position (on a category axis "5" would be read as position 5)
     return go.Figure(go.Bar(x=labels, y=heights, marker_color=colours, text=heights, textposition="outside",
                             hovertemplate="%{x}: %{y} answer(s)<extra></extra>"),
                      layout=layout(title=dict(text=question), height=360,
-                                   annotations=[dict(x=labels.index(truth), y=counts[truth], text=marked, showarrow=True, arrowhead=2,
-                                                     ax=0, ay=-38, yshift=14, font=dict(color=ACCENT, size=14))],
+                                   annotations=[dict(x=labels.index(truth), y=counts[truth], text=marked, showarrow=False,
+                                                     yanchor="bottom", yshift=22, font=dict(color=ACCENT, size=14))],
                                    xaxis=dict(title=dict(text="answer (the true one in colour)"), type="category"),
                                    yaxis=dict(title=dict(text="students"), rangemode="tozero", tick0=0, dtick=step,
                                               range=[0, (top + step) * 1.35])))
