@@ -1,15 +1,15 @@
 """A class's answers: rooms that a lecturer opens and students join with a short code, stored in SQLite.
 
 A room is a code that cannot be guessed by counting (6 letters and digits from `secrets`, ~887 million codes)
-and a key that only the lecturer's page holds (it reveals the answers). A student's answer to a question is
-kept once per browser session (answering again replaces it). A room carries its lecturer's current question, which
-the students' pages follow. Nobody reads a room's answers before its lecturer reveals that question; a revealed
-question takes no more answers, so the histogram the class saw stays the one it answered; nobody reads a room
-without its code. Limits keep a public server safe: a room lives
-3 hours, at most 1,000 rooms are open, at most 500 answers per question in a room, answers of at most 40
-characters. The file (`POLLS_DB`, beside the app by default) survives a restart; Python's own `sqlite3`, one
-connection per call, in WAL mode so readers never wait for the writer. A file written before rooms carried their
-question gets the column on first use (an ALTER TABLE in place; its rooms and answers are kept).
+and a key that only the lecturer's page holds (it reveals the answers and moves the room from question to question).
+A room carries its lecturer's current question, which the students' pages follow. A student's answer to a question
+is kept once per browser session (answering again replaces it). Nobody reads a room's answers before its lecturer
+reveals that question, and a revealed question takes no more answers, so the histogram the class saw stays the one
+it answered; nobody reads a room without its code. Limits keep a public server safe: a room lives 3 hours, at most
+1,000 rooms are open, at most 500 answers per question in a room, answers of at most 40 characters. The file
+(`POLLS_DB`, beside the app by default) survives a restart; Python's own `sqlite3`, one connection per call, in WAL
+mode so readers never wait for the writer. A file written before rooms carried their question gets the column on
+first use (an ALTER TABLE in place; its rooms and answers are kept).
 """
 
 from __future__ import annotations
