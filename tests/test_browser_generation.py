@@ -95,6 +95,11 @@ def _choose_model(page, label: str) -> None:
 
 
 def _generate(page, prompt: str, n: int) -> None:
+    """Stop what may still run (Generate is ignored while a generation runs, the page's first one too), then generate
+    and wait for the whole text."""
+    page.wait_for_selector("#gen-text .gen-tok", state="attached", timeout=120_000)
+    page.locator("#gen-stop").click()
+    page.wait_for_timeout(1_000)
     page.locator("#gen-max input[type=number]").fill(str(n))
     page.locator("#gen-prompt textarea").fill(prompt)
     page.locator("#gen-run").click()
@@ -125,10 +130,10 @@ def test_a_changed_prompt_marks_the_text_out_of_date_in_the_browser(page):
     _generate(page, "ROMEO:", 12)
     assert page.locator("#gen-text .gen-stale").count() == 0
     sent = []
-    page.on("request", lambda r: sent.append(r.url) if "/gradio_api/" in r.url else None)
+    page.on("request", lambda r: sent.append(r.url) if "queue/join" in r.url or "run/predict" in r.url else None)
     page.locator("#gen-prompt textarea").fill("JULIET:")
     page.wait_for_selector("#gen-text .gen-stale", timeout=5_000)
-    assert sent == []  # marked in the page: no request
+    assert sent == []  # marked in the page: no event sent to the server
     assert "the prompt changed" in page.locator("#gen-text .gen-stale").inner_text()
     assert page.locator("#gen-text .gen-text").evaluate("(el) => getComputedStyle(el).opacity") == "0.45"
     page.locator("#gen-prompt textarea").fill("ROMEO:")  # back to what the text was made from: current again
@@ -145,3 +150,21 @@ def test_a_changed_prompt_marks_the_text_out_of_date_in_the_browser(page):
                            timeout=60_000)
     page.wait_for_selector("#gen-text .gen-stale", state="detached", timeout=5_000)
     assert page.locator("#gen-text .gen-text").evaluate("(el) => getComputedStyle(el).opacity") == "1"
+
+
+def test_the_causal_attention_of_an_earlier_text_is_marked_when_a_new_text_arrives(page):
+    """The attention panel reads the last generated text: a new generation replaces that text, so the attention
+    drawn for the old one is marked, and drawing it again clears the mark. The step chart is dimmed with its text."""
+    page.get_by_role("tab", name="Generation", exact=True).click()
+    _generate(page, "ROMEO:", 8)
+    page.get_by_text("Causal attention of the generated text").click()
+    page.get_by_role("button", name="Show attention").click()
+    page.wait_for_selector("#gen-att-plot .plot-container", timeout=30_000)
+    assert page.locator("#gen-att-plot .gen-stale").count() == 0
+    _generate(page, "JULIET:", 8)
+    page.wait_for_selector("#gen-att-plot .gen-stale", timeout=10_000)
+    assert "press Show attention" in page.locator("#gen-att-plot .gen-stale").inner_text()
+    page.get_by_role("button", name="Show attention").click()
+    page.wait_for_selector("#gen-att-plot .gen-stale", state="detached", timeout=30_000)
+    page.locator("#gen-prompt textarea").fill("JULIET: O")  # the text is now out of date, and its step chart
+    page.wait_for_function("() => document.getElementById('gen-chart').style.opacity === '0.45'", timeout=5_000)

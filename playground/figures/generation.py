@@ -27,7 +27,8 @@ element.addEventListener('click', (event) => {
 # Out of date: every view carries the inputs it was computed from (`data-inputs`); on any change of the tab's inputs,
 # and whenever a view is redrawn, the page compares them with the inputs' current values, in the browser, and dims a
 # view whose inputs changed under a note that names them. A new result carries the current inputs, so the mark goes.
-# Called as a Gradio js-only event with the inputs in this order (generation_tab.STALE_INPUTS).
+# Called as a Gradio js-only event with the inputs in this order (generation_tab's `stale_inputs`). The step chart
+# shows a step of the main text, so it is dimmed with it.
 STALE_JS = """
 (prompt, model, max_new_tokens, strategy, temperature, top_k, top_p, seed, beam_width, chat, model_a, model_b) => {
   const now = {prompt, model, max_new_tokens, strategy, temperature, top_k, top_p, seed, beam_width, chat,
@@ -55,9 +56,38 @@ STALE_JS = """
       const list = changed.length > 1 ? changed.slice(0, -1).join(', ') + ' and ' + changed.at(-1) : changed[0];
       note.textContent = `Out of date: ${list} changed since this was computed; press ${view.dataset.rerun}.`;
     });
+  const text = document.querySelector('#gen-text [data-inputs]'), chart = document.getElementById('gen-chart');
+  if (chart) chart.style.opacity = text && text.classList.contains('stale') ? '0.45' : '';  // kept across redraws
   return [];
 }
 """
+
+
+def plot_stale_js(elem_id: str, what: str, button: str) -> str:
+    """A figure that carries no inputs (a plotly plot): when one of its inputs changes, dim it under a note (if it
+    shows anything yet); `plot_fresh_js` clears that when the figure is drawn again."""
+    return f"""() => {{
+  const box = document.getElementById({json.dumps(elem_id)}), plot = box && box.querySelector('.plot-container');
+  if (!plot) return [];
+  plot.style.opacity = '0.45';
+  if (!box.querySelector(':scope > .gen-stale')) {{
+    const note = document.createElement('div');
+    note.className = 'notice gen-stale';
+    note.textContent = {json.dumps(f"Out of date: {what} changed since this was drawn; press {button}.")};
+    box.prepend(note);
+  }}
+  return [];
+}}"""
+
+
+def plot_fresh_js(elem_id: str) -> str:
+    return f"""() => {{
+  const box = document.getElementById({json.dumps(elem_id)});
+  box?.querySelector(':scope > .gen-stale')?.remove();
+  const plot = box && box.querySelector('.plot-container');
+  if (plot) plot.style.opacity = '';
+  return [];
+}}"""
 
 
 def generated_html(prompt: str, steps: list[dict], selected: int | None = None, notices: list[str] = (),

@@ -354,6 +354,14 @@ ATTENTION_MD = """Each row is a token attending to the tokens before it (a GPT c
 triangle is exactly 0). Uses the text of the last generation, or any text typed here."""
 
 
+def _mark_when_changed(plot: gr.Plot, elem_id: str, inputs: list, what: str, button: str) -> None:
+    """A figure dimmed under an out-of-date note in the browser when one of its inputs changes, until it is drawn
+    again (figures.generation.plot_stale_js)."""
+    gr.on([c.change for c in inputs], None, js=fgen.plot_stale_js(elem_id, what, button), queue=False,
+          api_visibility="private", show_progress="hidden")
+    plot.change(None, js=fgen.plot_fresh_js(elem_id), queue=False, api_visibility="private", show_progress="hidden")
+
+
 def _logit_lens_panel() -> None:
     """The accordion of the logit lens, for the Transformer LMs (our GPT, SmolLM2), and its event."""
     lens_models = [(_label(n), n) for n in LISTED if n == SMOLLM2 or MODELS[n].kind == "gpt"]
@@ -370,6 +378,7 @@ def _logit_lens_panel() -> None:
             lens_json = gr.JSON(label="logit_lens")
     gr.on([lens_run.click, lens_text.submit], logit_lens, inputs=[lens_text, lens_model], outputs=[lens_plot, lens_json],
           api_name="logit_lens", trigger_mode="always_last")
+    _mark_when_changed(lens_plot, "gen-lens", [lens_text, lens_model], "the text or the model", "Show the logit lens")
 
 
 def _causal_attention_panel(gpts: list[tuple[str, str]]) -> gr.Textbox:
@@ -385,11 +394,13 @@ def _causal_attention_panel(gpts: list[tuple[str, str]]) -> gr.Textbox:
                              label="Head (from 0)")
             att_run = gr.Button("Show attention", scale=0)
         att_text = gr.Textbox(DEFAULT_PROMPT, label="Text", lines=2, max_lines=6)
-        att_plot = gr.Plot()
+        att_plot = gr.Plot(elem_id="gen-att-plot")
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             att_json = gr.JSON(label="generation_attention")
     gr.on([att_run.click, layer.release, head.release], attention, inputs=[att_text, att_model, layer, head],
           outputs=[att_plot, att_json], api_name="generation_attention", trigger_mode="always_last")
+    _mark_when_changed(att_plot, "gen-att-plot", [att_text, att_model, layer, head], "the text, the model, the layer "
+                       "or the head", "Show attention")  # the text is replaced by each new generation
     return att_text
 
 
@@ -466,6 +477,6 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     # A view whose inputs changed (a word selected above rewrites the prompt) is dimmed under a note, in the browser
     stale_inputs = [prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat, model_a,
                     model_b]  # in STALE_JS's order
-    gr.on([c.change for c in [*stale_inputs, text_view, view_a, view_b]], None, inputs=stale_inputs, js=fgen.STALE_JS,
-          queue=False, api_visibility="private", show_progress="hidden")
+    gr.on([c.change for c in [*stale_inputs, text_view, step_chart, view_a, view_b]], None, inputs=stale_inputs,
+          js=fgen.STALE_JS, queue=False, api_visibility="private", show_progress="hidden")
 
