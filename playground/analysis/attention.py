@@ -300,18 +300,19 @@ def resting_places(m: AttentionModel, text: str, text_b: str, notices: list[str]
     1 / (i + 1) there: that mean is `first_even`. `heads_over_half`: heads giving the first token (BERT: [SEP], and
     [CLS]) more than half of their weight on average."""
     enc = prepare(m, text, text_b, notices, chat=chat)
-    W = np.stack(attention(m, enc)).astype(np.float64)                 # (L, H, T, T)
-    L, H, T, _ = W.shape
+    A = attention(m, enc)                                   # L x (H, T, T), read in slices: SmolLM2's is 71 MB
+    (H, T, _), L = A[0].shape, len(A)
     out = {"family": m.family, "layers": L, "heads": H, "n_tokens": T}
     if m.family == "bert":  # [CLS] A [SEP] (B [SEP]): a query may attend anywhere, so evenly is 1 / T per token
         sep = np.array([t == "[SEP]" for t in enc.tokens])
-        on_sep, on_cls = W[..., :, sep].sum(-1).mean(-1), W[..., :, 0].mean(-1)  # (L, H), over the queries
+        on_sep = np.array([a[:, :, sep].sum(-1, dtype=np.float64).mean(-1) for a in A])   # (L, H), over the queries
+        on_cls = np.array([a[:, :, 0].mean(-1, dtype=np.float64) for a in A])            # (L, H)
         return {**out, "sep": float(on_sep.mean()), "sep_even": float(sep.mean()), "cls": float(on_cls.mean()),
                 "cls_even": 1 / T, "heads_over_half_sep": int((on_sep > 0.5).sum()),
                 "heads_over_half_cls": int((on_cls > 0.5).sum())}
     if T < 2:
         return {**out, "first": None, "first_even": None, "heads_over_half": 0}
-    on_first = W[..., 1:, 0].mean(-1)                                    # (L, H): queries 1..T-1 on token 0
+    on_first = np.array([a[:, 1:, 0].mean(-1, dtype=np.float64) for a in A])  # (L, H): queries 1..T-1 on token 0
     return {**out, "first": float(on_first.mean()), "first_even": float((1 / np.arange(2, T + 1)).mean()),
             "heads_over_half": int((on_first > 0.5).sum())}
 
