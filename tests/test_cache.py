@@ -61,6 +61,35 @@ def test_the_answers_are_bounded_by_their_bytes_whatever_their_count():
     assert len(cache) == 1 and wrapped("dddddddddd") and fn.calls == 4
 
 
+def test_the_same_new_question_asked_at_once_is_computed_once(cache):
+    """A class opening a lecturer's link at the same moment: the callers after the first wait for its answer."""
+    fn = counting(lambda text: time.sleep(0.3) or text.upper())
+    wrapped = cache.wrap(fn, 1, (), Workers(4))
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(wrapped("new"))) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == ["NEW"] * 5 and fn.calls == 1
+    started = []
+
+    def steps(n):
+        started.append(n)
+        for i in range(n):
+            time.sleep(0.1)
+            yield f"step {i}"
+
+    streamed = cache.wrap(steps, 1, (), Workers(4))
+    finals = []
+    threads = [threading.Thread(target=lambda: finals.append(list(streamed(3))[-1])) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert finals == ["step 2"] * 3 and started == [3]  # a generator's callers get its final answer
+
+
 def test_two_handlers_never_share_answers_and_one_handler_behind_two_events_does(cache):
     a = cache.wrap(lambda x: ("a", x), 1, (), Workers(1))
     b = cache.wrap(lambda x: ("b", x), 1, (), Workers(1))  # another lambda of the same module
@@ -151,15 +180,21 @@ def test_an_error_is_not_cached(cache):
     assert len(calls) == 2 and len(cache) == 0
 
 
-def test_the_app_serves_a_repeated_request_from_the_cache_with_the_same_answer(client):
-    import app
+def test_the_app_serves_a_repeated_request_from_the_cache_with_the_same_answer(client, app_url):
+    """gradio_client speaks the page's protocol: a repeat is answered from the kept bytes (ui/queuepath.py) or,
+    failing that, from the handlers' cache; never computed again."""
+    import httpx
 
-    before = app.demo.answers.hits
+    def hits() -> int:
+        status = httpx.get(f"{app_url}gradio_api/answer-cache").json()
+        return status["queue"]["hits"] + status["handlers"]["hits"]
+
+    before = hits()
     first = client.predict("The bank by the river.", api_name="/normalize")
     other = client.predict("A different sentence entirely.", api_name="/normalize")
     again = client.predict("The bank by the river.", api_name="/normalize")
     assert again[-1] == first[-1] != other[-1]
-    assert app.demo.answers.hits > before
+    assert hits() > before
 
 
 def test_prewarm_answers_the_pages_initial_values():

@@ -320,7 +320,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head, text_b, hide, chat],
                  api_visibility="private", queue=False)
     demo.load(model_bounds, inputs=model, outputs=[layer, s_layer, text_b, hide, chat], api_visibility="private", queue=False)
-    gr.on([demo.load, shared.restored.change, sentence.change, text_b.submit, model.change, layer.release, head.change,
+    gr.on([demo.load, shared.changed("restored"), shared.changed("text"), text_b.submit, model.change, layer.release, head.change,
            hide.change, detail.change, chat.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",
           trigger_mode="always_last", concurrency_limit=2, show_progress="minimal").then(
@@ -330,7 +330,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
         outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_visibility="private",
         trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
-    gr.on([steps_tab.select, sentence.change, text_b.submit, model.change, s_layer.release, s_head.change,
+    gr.on([steps_tab.select, shared.changed("text"), text_b.submit, model.change, s_layer.release, s_head.change,
            scale.change, chat.change],
           attention_steps, inputs=[sentence, text_b, model, s_layer, s_head, scale, chat],
           outputs=[steps_summary, steps_plot, sat_plot, steps_json], api_name="attention_steps",

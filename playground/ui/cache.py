@@ -43,9 +43,11 @@ class Workers:
     `slow` ones for those that do not, so that a lecture hall's quick questions (a new sentence's tokens) are
     never queued behind a slow one (a new prompt's 200 generated tokens, 1.6 s). Each event is placed by the
     running mean of its own computations (the start-up answers measure every event once); a new event
-    counts as quick until it has taken long."""
+    counts as quick until it has taken long. The threshold is half a second: a new sentence's gradient flow
+    (0.3-0.45 s under load) is a quick question too; with 0.25 s it queued behind every new prompt's generation in
+    the one slow worker (the lecture hall through browsers, p95 35 s for both)."""
 
-    def __init__(self, quick: int, slow: int = 0, threshold: float = 0.25):
+    def __init__(self, quick: int, slow: int = 0, threshold: float = 0.5):
         self.threshold = threshold
         self._pools = {False: threading.BoundedSemaphore(quick),
                        True: threading.BoundedSemaphore(slow) if slow else None}
@@ -92,6 +94,8 @@ class AnswerCache:
         self.version = fingerprint()
         self._answers: Bounded[Answer] = Bounded(max_bytes, max_items,
                                                  valid=lambda answer: all(map(_file_exists, answer.outputs)))
+        self._inflight: dict[bytes, threading.Event] = {}  # keys being computed now -> set when done
+        self._inflight_lock = threading.Lock()
 
     @property
     def hits(self) -> int:
@@ -115,6 +119,32 @@ class AnswerCache:
 
     def get(self, key: bytes | None) -> Answer | None:
         return self._answers.get(key)
+
+    @contextlib.contextmanager
+    def first(self, key: bytes | None):
+        """Whether this caller computes `key` (True) or another caller already is and has now finished (False:
+        look again). A lecturer's link opened by a whole class at once asks the same new question many times
+        in the same second: it is computed once, the others wait for that answer instead of computing it again."""
+        if key is None:
+            yield True
+            return
+        with self._inflight_lock:
+            running = self._inflight.get(key)
+            if running is None:
+                running = self._inflight[key] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            running.wait(FIRST_WAIT)
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            with self._inflight_lock:
+                del self._inflight[key]
+            running.set()
 
     def put(self, key: bytes | None, answer: Answer) -> None:
         self._answers.put(key, answer)
@@ -143,6 +173,14 @@ class AnswerCache:
                 if answer is not None:
                     yield replay(answer, n_outputs)
                     return
+                with self.first(key) as mine:
+                    answer = None if mine else self.get(key)
+                    if answer is not None:  # another caller's computation of the same inputs has answered
+                        yield replay(answer, n_outputs)
+                        return
+                    yield from computed(args, kwargs, key)
+
+            def computed(args, kwargs, key):
                 notices, last, steps = [], _DONE, fn(*args, **kwargs)
                 with workers.take(handler):
                     while True:
@@ -165,16 +203,21 @@ class AnswerCache:
             answer = self.get(key)
             if answer is not None:
                 return replay(answer, n_outputs)
-            with workers.take(handler), common.recording_notices() as notices:
-                outputs = fn(*args, **kwargs)
-            self.put(key, remember(outputs, notices))
-            return outputs
+            with self.first(key) as mine:
+                answer = None if mine else self.get(key)
+                if answer is not None:  # another caller's computation of the same inputs has answered
+                    return replay(answer, n_outputs)
+                with workers.take(handler), common.recording_notices() as notices:
+                    outputs = fn(*args, **kwargs)
+                self.put(key, remember(outputs, notices))
+                return outputs
 
         cached.cacheable = cacheable
         return cached
 
 
 _DONE = object()
+FIRST_WAIT = 600  # seconds a caller waits for another's computation of the same inputs before computing it itself
 
 
 def replay(answer: Answer, n_outputs: int):

@@ -39,6 +39,16 @@ class Shared:
     restored: gr.Number  # hidden: becomes 1 when a link restored the view; the tabs' main views redraw on it
     tabs: gr.Tabs | None = None
     view: dict[str, gr.components.Component] = field(default_factory=dict)
+    relays: dict[str, gr.HTML] = field(default_factory=dict)  # "text", "focus": see `changed`
+
+    def changed(self, name: str):
+        """The event that follows a real change of `text` or `focus` (name): what the tabs listen to, never the
+        component's own `change`. Gradio 6.31's page fires the change of a state component that an event set (a
+        link's sentence and word) again after later answers, with the value it already had, sometimes for ever
+        (each page re-sent fill-mask, embeddings, attention, ... every 1-3 s). The page relays a change only
+        when the value differs from the one it relayed last (assets/relay.js), as a `select` of a mounted,
+        hidden HTML component (ui.demo wires it)."""
+        return self.relays[name].select
 
     def remember(self, prefix: str, **components: gr.components.Component) -> None:
         """Register view components under the URL keys "prefix.name" (just "name" without a prefix)."""
@@ -47,6 +57,11 @@ class Shared:
             assert key not in self.view, f"URL key {key!r} is already taken"
             self.view[key] = component
 
+
+# How an event that follows the sentence and the selected word is triggered while its last run is still pending:
+# run once more afterwards with the latest values. Gradio's default ("once") dropped the second trigger, so a page
+# whose sentence and word changed in quick succession (a link) kept the answer to the sentence without the word.
+FOLLOW = "always_last"
 
 FIGURE = ["figure-view"]  # elem_classes of an HTML view that is a picture: assets/export.js gives it PNG and SVG
 

@@ -18,7 +18,7 @@ from playground.ui.cache import AnswerCache, Workers
 from playground.ui.fastpath import CachedCalls
 from playground.ui.pagecache import CachedPage
 from playground.ui.queuepath import CachedEvents
-from playground.ui.common import Shared, checked
+from playground.ui.common import FOLLOW, Shared, checked
 
 ASSETS = checkpoints.ASSETS_DIR
 DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
@@ -26,6 +26,14 @@ DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍�
 INTRO = """# NLP Playground
 One sentence, from characters to GPT and BERT. Type it once; every view uses it. Hover a token to see it in every
 tokenizer."""
+
+# The page's own state that events set and others follow (the committed sentence, the selected word, "a link was
+# restored"): in the page but not shown. Not visible=False: Gradio 6.31 does not mount an invisible component, and
+# one set by an event (a link's sentence and word) then fired its change again after every later answer, for ever
+# (each page re-sent fill-mask, embeddings, generation's prompt, ... every 1-3 s: tests/test_browser_hall.py).
+HIDDEN = "hidden"
+# A relay's own script (assets/relay.js holds the rest): it registers the HTML component's trigger under its name
+RELAY_JS = "window.playgroundRelay.register(%r, trigger);"
 
 # Tabs in the order of the lecture story
 TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RNN gradient flow", gradient_tab),
@@ -49,9 +57,9 @@ def build_demo() -> gr.Blocks:
         shared = Shared(
             sentence=gr.Textbox(value=DEFAULT_TEXT, label="Your sentence (Enter applies it to every tab)", lines=1,
                                 max_lines=12, elem_id="sentence"),
-            text=gr.Textbox(value=DEFAULT_TEXT, label="Sentence", visible=False, elem_id="sentence-text"),
-            focus=gr.Textbox("", visible=False, elem_id="focus"),
-            restored=gr.Number(0, visible=False, elem_id="restored"))
+            text=gr.Textbox(value=DEFAULT_TEXT, label="Sentence", visible=HIDDEN, elem_id="sentence-text"),
+            focus=gr.Textbox("", visible=HIDDEN, elem_id="focus"),
+            restored=gr.Number(0, visible=HIDDEN, elem_id="restored"))
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
         link_notice = gr.HTML("", elem_id="link-notice", visible=False)   # shown when a link asks the impossible
         left_out = [f"Left out: {message}" for message in checkpoints.damaged().values()]
@@ -79,6 +87,9 @@ def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
     gr.on([shared.sentence.submit, shared.sentence.blur], None, inputs=shared.sentence, outputs=shared.text,
           js="(s) => s", queue=False)
     shared.text.change(None, inputs=shared.text, outputs=shared.sentence, js="(s) => s", queue=False)
+    for name, component in (("text", shared.text), ("focus", shared.focus), ("restored", shared.restored)):
+        shared.relays[name] = gr.HTML("", visible=HIDDEN, elem_id=f"relay-{name}", js_on_load=RELAY_JS % name)
+        component.change(None, inputs=component, js=f"(v) => window.playgroundRelay.changed({name!r}, v)")
 
     def select(text, current, evt: gr.SelectData):
         index = evt.index if isinstance(evt.index, int) else -1
@@ -89,9 +100,9 @@ def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
 
     chips.select(select, inputs=[shared.text, shared.focus], outputs=shared.focus, queue=False,
                  api_visibility="private")
-    gr.on([shared.text.change, shared.focus.change], show, inputs=[shared.text, shared.focus], outputs=chips,
-          queue=False, api_visibility="private", show_progress="hidden")
-    shared.focus.change(None, inputs=[shared.focus], js="(f) => window.playgroundFocus.mark(f)")
+    gr.on([shared.changed("text"), shared.changed("focus")], show, inputs=[shared.text, shared.focus], outputs=chips,
+          queue=False, api_visibility="private", show_progress="hidden", trigger_mode=FOLLOW)
+    shared.changed("focus")(None, inputs=[shared.focus], js="(f) => window.playgroundFocus.mark(f)")
 
 
 # What an event shows, cleared when it fails (a refused input): no answer to the previous input stays beside the

@@ -22,7 +22,7 @@ from playground.analysis.embeddings import EmbeddingError, classic as cl, contex
 from playground.analysis.embeddings import projection, sentences as sn, words as ws
 from playground.figures import embeddings as fe
 from playground.ui import embeddings_bias
-from playground.ui.common import (FIGURE, LATEX, Shared, as_float, as_int, json_file, text_input, things_to_try,
+from playground.ui.common import (FIGURE, FOLLOW, LATEX, Shared, as_float, as_int, json_file, text_input, things_to_try,
                                   warn)
 
 SELECTED = "selected:"       # the set that holds the word selected in the shared sentence
@@ -469,8 +469,8 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
         kept = [line for line in (words_ or "").splitlines() if not line.startswith(SELECTED)]
         return "\n".join(kept + [f"{SELECTED} {sentence_[span[0]:span[1]].lower()}"])
 
-    shared.focus.change(with_selected, inputs=[words, shared.text, shared.focus, follow], outputs=words,
-                        queue=False, api_visibility="private", show_progress="hidden").then(
+    shared.changed("focus")(with_selected, inputs=[words, shared.text, shared.focus, follow], outputs=words,
+                        queue=False, api_visibility="private", show_progress="hidden", trigger_mode=FOLLOW).then(
         api_visibility="private", **word_events)
     # the choice of words whose neighbours can be listed follows the plot's words
     data.change(lambda d: gr.update(choices=[p["word"] for p in (d or {}).get("points", [])]), inputs=data,

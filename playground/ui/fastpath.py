@@ -216,11 +216,23 @@ def _key(scope, api: str, body: bytes) -> bytes | None:
 
 
 def _root(scope) -> bytes:
-    """The root URL Gradio writes into the links of an answer to this call (its own function, its inputs)."""
-    request = Request(scope)
-    root = route_utils.get_root_url(request, route_utils.get_api_call_path(request),
-                                    getattr(scope.get("app"), "root_path", None))
-    return orjson.dumps(root)[1:-1]  # as it stands inside the answer's JSON
+    """The root URL Gradio writes into the links of an answer to this call (its own function, its inputs),
+    computed once per way of reaching the app: it depends only on the address and the proxy's headers (httpx's URL
+    parsing made it a millisecond a request, the largest share of a kept answer's cost)."""
+    headers = tuple((k, v) for k, v in scope["headers"] if k == b"host" or k.startswith(b"x-forwarded"))
+    way = (scope.get("scheme"), tuple(scope.get("server") or ()), scope.get("root_path"), scope["path"].rsplit("/", 2)[0],
+           headers)
+    root = _ROOTS.get(way)
+    if root is None:
+        request = Request(scope)
+        url = route_utils.get_root_url(request, route_utils.get_api_call_path(request),
+                                       getattr(scope.get("app"), "root_path", None))
+        root = _ROOTS[way] = orjson.dumps(url)[1:-1]  # as it stands inside the answer's JSON
+        _trim(_ROOTS, 1_000)
+    return root
+
+
+_ROOTS: OrderedDict[tuple, bytes] = OrderedDict()  # a way of reaching the app -> its root URL
 
 
 async def _read_body(receive) -> tuple[bytes, bool]:

@@ -17,7 +17,7 @@ from playground import checkpoints
 from playground.analysis import focus
 from playground.figures import fill_mask as fm
 from playground.analysis import fill_mask as core
-from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, things_to_try, warn
+from playground.ui.common import FIGURE, FOLLOW, LATEX, Shared, as_int, json_file, text_input, things_to_try, warn
 
 MODEL_NAMES = ("minilm-mlm", "bert-english")  # the default first
 DESCRIPTIONS = {"minilm-mlm": "pretrained MiniLM + LoRA", "bert-english": "small BERT from scratch"}
@@ -424,7 +424,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     inputs = [text, model, top_k]
     outputs = [filled, plot, fm_file, fm_json]
     on_load = [demo.load] if names() else []  # nothing to predict with before a checkpoint is shipped
-    gr.on(on_load + [shared.restored.change, run.click, text.submit, model.change, top_k.release], fill_mask,
+    gr.on(on_load + [shared.changed("restored"), run.click, text.submit, model.change, top_k.release], fill_mask,
           inputs=inputs, outputs=outputs, api_name="fill_mask", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
     text.change(show_words, inputs=text, outputs=words, api_visibility="private", queue=False, show_progress="hidden")
     words.select(click_word, inputs=text, outputs=text, api_visibility="private", queue=False).then(
@@ -437,9 +437,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         span = focus.parse(focus_, sentence_ or "")
         return focus.masked(sentence_, span) if on and span else gr.skip()
 
-    gr.on([shared.focus.change, sentence.change, follow.change], follow_sentence,
+    gr.on([shared.changed("focus"), shared.changed("text"), follow.change], follow_sentence,
           inputs=[sentence, shared.focus, follow], outputs=text, api_visibility="private", queue=False,
-          show_progress="hidden").then(fill_mask, inputs=inputs, outputs=outputs, api_visibility="private",
+          show_progress="hidden", trigger_mode=FOLLOW).then(fill_mask, inputs=inputs, outputs=outputs, api_visibility="private",
                                        show_progress="minimal")
 
     _how_bert_was_trained_events(panels, model)

@@ -14,7 +14,7 @@ from playground import checkpoints
 from playground.figures import generation as fgen
 from playground.figures.common import token_label
 from playground.analysis import focus, generation, sampling, tokenization
-from playground.ui.common import FIGURE, Shared, as_int, as_number, json_file, text_input, things_to_try, warn
+from playground.ui.common import FIGURE, FOLLOW, Shared, as_int, as_number, json_file, text_input, things_to_try, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn", "ngram")   # every causal LM kind with `step`; the GPT first
 MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
@@ -456,10 +456,10 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Accordion("n-grams against the networks: perplexity on held-out Shakespeare", open=False):
         gr.Markdown(perplexity_md(), elem_id="gen-perplexity")
 
-    gr.on([shared.focus.change, sentence.change, follow.change],
+    gr.on([shared.changed("focus"), shared.changed("text"), follow.change],
           lambda s, f, on: focus.prefix(s, focus.parse(f, s or "")) if on and s else gr.skip(),
           inputs=[sentence, shared.focus, follow], outputs=prompt, api_visibility="private", queue=False,
-          show_progress="hidden")
+          show_progress="hidden", trigger_mode=FOLLOW)
     shared.remember("gen", prompt=prompt, follow=follow, model=model, strategy=strategy, max_new=max_new,
                     temperature=temperature, top_k=top_k, top_p=top_p, beam=beam_width, seed=seed, chat=chat)
     generation = dict(inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat],

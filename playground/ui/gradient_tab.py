@@ -258,7 +258,7 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
     shared.remember("rnn", length=length, cells=cells, weights=weights, rescale=rescale, sigma=sigma,
                     activation=activation, clip=clip)
     inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip]
-    gr.on([demo.load, shared.restored.change, run.click, sentence.change, cells.change, weights.change,
+    gr.on([demo.load, shared.changed("restored"), run.click, shared.changed("text"), cells.change, weights.change,
            rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow, inputs=inputs,
           outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
           api_name="gradient_flow", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")

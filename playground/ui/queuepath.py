@@ -151,13 +151,14 @@ class CachedEvents:
 
     async def _deliver(self, blocks, fn, session: str, kept: KeptEvent, root: bytes) -> str:
         """The kept answer as an event of `session`: what it leaves in the session, then its messages."""
-        state = blocks.state_holder[session]
-        for block_id, value in kept.state:
-            state[block_id] = copy.deepcopy(value)
+        state = blocks.state_holder[session]  # as Gradio's postprocessing leaves it (less the per-block configs
+        for block_id, value in kept.state:    # its __setitem__ rebuilds, which only deep links read: ui/patches.py)
+            state.state_data[block_id] = copy.deepcopy(value)
         for block_id, properties in kept.updates:
             block = blocks.blocks[block_id]
-            base = state.get(block_id, block)
-            state[block_id] = block.__class__(**{**base.constructor_args, **properties, "render": False})
+            base = state.blocks_config.blocks.get(block_id, block)
+            state.blocks_config.blocks[block_id] = block.__class__(**{**base.constructor_args, **properties,
+                                                                       "render": False})
         queue, event = blocks._queue, uuid.uuid4().hex
         async with queue.pending_message_lock:  # as Gradio's queue.push makes a session's stream
             if session not in queue.pending_messages_per_session:

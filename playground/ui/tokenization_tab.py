@@ -174,7 +174,7 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
         tokens_file = gr.DownloadButton("Download JSON", size="sm")
         tokens_json = gr.JSON(label="tokenize")
     shared.remember("tok", names=names, retrain=retrain, vocab=vocab)
-    gr.on([demo.load, shared.restored.change, sentence.change, names.change, retrain.change, vocab.release], tokenize,
+    gr.on([demo.load, shared.changed("restored"), shared.changed("text"), names.change, retrain.change, vocab.release], tokenize,
           inputs=[sentence, names, retrain, vocab], outputs=[tokens_view, counts_plot, table, tokens_file, tokens_json],
           api_name="tokenize", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
 
@@ -236,5 +236,5 @@ def _normalisation(demo: gr.Blocks, shared: Shared) -> None:
     norm_view = gr.HTML(elem_classes=FIGURE)
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         norm_json = gr.JSON(label="normalize")
-    gr.on([demo.load, shared.text.change, norm_steps.change], normalize_text, inputs=[shared.text, norm_steps],
+    gr.on([demo.load, shared.changed("text"), norm_steps.change], normalize_text, inputs=[shared.text, norm_steps],
           outputs=[norm_view, norm_json], api_name="normalize", trigger_mode="always_last", show_progress="hidden")

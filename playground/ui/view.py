@@ -26,9 +26,7 @@ from playground.ui.common import Shared, toast
 
 MAX_TEXT = 2_000  # characters of a text box kept in a link
 # Keys restored one step after the others, because their value points into another restored value: the
-# selected word is a span of the sentence. Set in the same update as the sentence, Gradio 6.31's page
-# re-fired the hidden `focus` box's change for ever (its followers, fill-mask and generation among them, were
-# sent again every 1-3 s); set once the sentence is in place, it changes once.
+# selected word is a span of the sentence, so its followers must read the link's sentence, not the one before.
 AFTER_THE_REST = ("focus",)
 
 
@@ -100,7 +98,7 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
     components = [shared.view[k] for k in keys]
     ids = tab_ids(shared.tabs)
     subs = sub_tab_ids(shared.tabs)
-    dropped = gr.Textbox("", visible=False, elem_id="link-dropped")
+    dropped = gr.Textbox("", visible="hidden", elem_id="link-dropped")  # mounted, as ui.demo.HIDDEN says why
 
     later = [(key, shared.view[key]) for key in AFTER_THE_REST if key in shared.view]
 

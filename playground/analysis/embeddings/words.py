@@ -57,6 +57,7 @@ class WordSpace:
     pieces: str = "pieces"            # what compose builds from: "pieces" (their mean) or "n-grams" (FastText)
     _unit: np.ndarray | None = field(default=None, repr=False)
     _inverse: dict[int, str] | None = field(default=None, repr=False)
+    _answers: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def dim(self) -> int:
@@ -68,6 +69,14 @@ class WordSpace:
         if self._unit is None:
             self._unit = unit_rows(self.vectors)
         return self._unit
+
+    @property
+    def answers(self) -> np.ndarray:
+        """(n_candidates, d) the unit rows of `candidates` (computed once: indexing them copied the table for every
+        neighbour list, 64 copies of it for one plot)."""
+        if self._answers is None:
+            self._answers = np.ascontiguousarray(self.unit[self.candidates])
+        return self._answers
 
     @property
     def inverse(self) -> dict[int, str]:
@@ -251,7 +260,7 @@ def neighbours(space: WordSpace, vector: np.ndarray, k: int = 10,
     whole words (a vector of the vocabulary finds itself first, at 1.0)."""
     v = vector / max(float(np.linalg.norm(vector)), 1e-12)
     rows = space.candidates
-    scores = space.unit[rows] @ v.astype(np.float32)                # (n_candidates,)
+    scores = space.answers @ v.astype(np.float32)                   # (n_candidates,)
     banned = {space.vocab[w] for w in exclude if w in space.vocab}
     take = min(len(rows), k + len(banned))
     top = np.argpartition(-scores, take - 1)[:take] if take < len(rows) else np.arange(len(rows))

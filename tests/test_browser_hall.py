@@ -1,0 +1,152 @@
+"""A small lecture hall of real browsers: ten Chromium pages at once open a lecturer's link that carries a selected
+word, click through the tabs, then each types a sentence of its own. Every page settles, the server hears nothing
+once they have (a page in a loop of change events sent its followers again every 1-3 s for ever), and what the
+pages wait for matches what the bench's protocol driver (playground/tools/loadtest.py) measures for ten students
+sending the same events, so the driver can be trusted at 200."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import statistics
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from playground.tools import loadtest
+from tests.conftest import ARGS, CHROMIUM
+
+PAGES = int(os.environ.get("HALL_PAGES", 10))
+QUIET_S, LIMIT_S = 3.0, 90.0   # a page has settled after QUIET_S without a request; it must within LIMIT_S
+TABS = ("Masked-LM fill-in", "Generation", "Tokenization")  # clicked through in every page
+
+
+def _chromium() -> None:
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: apt-get install -y chromium")
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+
+
+class Heard:
+    """The events a page sends (queue joins and unqueued events), with when."""
+
+    def __init__(self, page):
+        self.times: list[float] = []
+        page.on("request", lambda r: self.times.append(time.monotonic()) if "/gradio_api/" in r.url and (
+            "queue/join" in r.url or "run/predict" in r.url) else None)
+
+    async def settle(self, page) -> float | None:
+        """Seconds until the page has sent nothing for QUIET_S (None: not within LIMIT_S)."""
+        started = time.monotonic()
+        while time.monotonic() - started < LIMIT_S:
+            before = len(self.times)
+            await page.wait_for_timeout(QUIET_S * 1000)
+            if len(self.times) == before:
+                return time.monotonic() - started - QUIET_S
+        return None
+
+
+async def _hall(url: str) -> dict:
+    from playwright.async_api import async_playwright
+
+    word = uuid.uuid4().hex[:5]
+    sentence = f"The bank {word} by the river was closed."
+    link = f"{url}?text={quote(sentence)}&focus=4:8&tab=attention"  # "bank" selected, as on a lecturer's slide
+    found: dict = {}
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        contexts = [await browser.new_context(viewport={"width": 1280, "height": 800}) for _ in range(PAGES)]
+        pages = [await context.new_page() for context in contexts]
+        heard = [Heard(page) for page in pages]
+
+        async def open_link(page, ear) -> float | None:
+            await page.goto(link)
+            await page.wait_for_selector("#word-chips .chip.on", timeout=LIMIT_S * 1000)  # the word is selected
+            return await ear.settle(page)
+
+        found["opened"] = await asyncio.gather(*(open_link(page, ear) for page, ear in zip(pages, heard)))
+        found["chips"] = [await page.locator("#word-chips .chip.on").inner_text() for page in pages]
+        counted = [len(ear.times) for ear in heard]
+        await asyncio.sleep(10)
+        found["after_settling"] = sum(len(ear.times) for ear in heard) - sum(counted)
+
+        async def tour(page, ear) -> list:
+            took = []
+            for tab in TABS:
+                await page.get_by_role("tab", name=tab, exact=True).click(timeout=LIMIT_S * 1000)
+                took.append(await ear.settle(page))
+            return took
+
+        found["tabs"] = await asyncio.gather(*(tour(page, ear) for page, ear in zip(pages, heard)))
+
+        async def own_sentence(page, i: int) -> float:
+            own = f"Student {i} writes {uuid.uuid4().hex[:6]} quietly."
+            box = page.locator("#sentence textarea")
+            await box.fill(own)
+            started = time.monotonic()
+            await box.press("Enter")
+            await page.wait_for_function(f"() => document.querySelector('#tokens-view')?.innerText.includes("
+                                         f"{own.split()[2]!r})", timeout=LIMIT_S * 1000)
+            return time.monotonic() - started
+
+        found["own"] = await asyncio.gather(*(own_sentence(page, i) for i, page in enumerate(pages)))
+        found["last"] = await asyncio.gather(*(ear.settle(page) for page, ear in zip(pages, heard)))
+        await browser.close()
+    return found
+
+
+async def _driver(url: str) -> list[float]:
+    """The same moment as the bench's driver sends it: ten students commit a new sentence at once, each sending
+    every event the page sends on a committed sentence; seconds until each one's tokenize answer."""
+    with httpx.Client(base_url=url, timeout=60) as client:
+        page = loadtest.Page.read(client)
+    text = page.elem_ids["sentence-text"]  # the committed sentence
+    relay = page.elem_ids["relay-text"]    # whose real changes every tab follows (Shared.changed)
+    on_commit = [d for d in page.events.values()
+                 if d.get("backend_fn") and [relay, "select"] in [list(t) for t in d["targets"]]]
+    tokenize = page.by_name["tokenize"]
+
+    async def student(client, i: int) -> float:
+        session, own = uuid.uuid4().hex, f"Student {i} writes {uuid.uuid4().hex[:6]} quietly."
+        page.values[text] = own
+        data = {d["id"]: [own if c == text else page.values.get(c) for c in d["inputs"]] for d in on_commit}
+        started = time.monotonic()
+
+        async def one(dependency) -> float:
+            if dependency.get("queue", True) is False:
+                body = {"data": data[dependency["id"]], "event_data": {"value": own}, "fn_index": dependency["id"],
+                        "trigger_id": relay, "session_hash": session}
+                await client.post("gradio_api/run/predict", json=body)
+            else:
+                _, error = await loadtest.queue_event(client, page, dependency["id"], data[dependency["id"]],
+                                                      session, {"value": own})
+                assert error is None, error
+            return time.monotonic() - started
+
+        times = await asyncio.gather(*(one(d) for d in on_commit))
+        return times[[d["id"] for d in on_commit].index(tokenize)]
+
+    async with httpx.AsyncClient(base_url=url, timeout=300) as client:
+        return list(await asyncio.gather(*(student(client, i) for i in range(PAGES))))
+
+
+def test_ten_browsers_open_a_link_with_a_selected_word_settle_and_match_the_driver(app_url):
+    _chromium()
+    found = asyncio.run(_hall(app_url))
+    assert all(chip == "bank" for chip in found["chips"]), found["chips"]
+    assert None not in found["opened"], f"a page never settled after opening the link: {found['opened']}"
+    assert found["after_settling"] == 0, f"{found['after_settling']} requests after every page had settled"
+    assert all(None not in took for took in found["tabs"]), found["tabs"]
+    assert None not in found["last"], found["last"]
+    browsers = statistics.median(found["own"])
+    driver = statistics.median(asyncio.run(_driver(app_url)))
+    print(f"\nten browsers: opened and settled in {statistics.median(found['opened']):.1f} s (median); own sentence "
+          f"to its tokens: browsers {browsers:.2f} s, driver {driver:.2f} s (medians)")
+    # the browser adds its own rendering, on the same two cores: the two agree within a factor of three
+    assert driver / 3 - 0.5 <= browsers <= 3 * driver + 0.5, (browsers, driver)
