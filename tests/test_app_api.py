@@ -132,7 +132,7 @@ def test_the_word_chips_are_redrawn_before_the_tabs_run(app_url):
     answer) come first, so they never show the old sentence while the tabs already show the new one."""
     import app
 
-    text = app.demo.blocks[next(b._id for b in app.demo.blocks.values() if b.elem_id == "sentence-text")]
-    listeners = [fn for fn in app.demo.fns.values() if (text._id, "change") in fn.targets and fn.fn is not None]
+    relay = next(b for b in app.demo.blocks.values() if b.elem_id == "relay-text")  # the sentence's real changes
+    listeners = [fn for fn in app.demo.fns.values() if (relay._id, "select") in fn.targets and fn.fn is not None]
     chips = [i for i, fn in enumerate(listeners) if any(getattr(b, "elem_id", None) == "word-chips" for b in fn.outputs)]
     assert chips == [0] and len(listeners) > 5

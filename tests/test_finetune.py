@@ -74,7 +74,8 @@ def test_a_run_starts_exact_trains_and_merges_exactly_without_touching_the_base(
     before = fingerprint(base)
     result = ft.execute(ft.start(tiny(method)))
     assert result["step0_max_abs_diff"] == 0.0                    # B = 0: the adapted model is the base
-    assert result["merged_max_abs_diff"] < 1e-5                   # W + (α/r) B A gives the same logits
+    # W + (α/r) B A gives the same logits, up to fp32 rounding of two summation orders (1.1e-5 on an AMX VM's kernels)
+    assert result["merged_max_abs_diff"] < 5e-5
     assert [s["step"] for s in result["steps"]] == [1, 2, 3] and not result["stopped"]
     assert all(math.isfinite(s["loss"]) for s in result["steps"])
     assert len(result["before"]) == len(result["after"]) >= 1
