@@ -146,6 +146,8 @@ async def _driver(url: str) -> list[float]:
 
 
 @pytest.mark.timeout(900)  # several Chromium pages drawing every view at once, on two cores
+@pytest.mark.skipif(not os.environ.get("HALL_BROWSERS"), reason="HALL_BROWSERS=1 runs it: about 7 minutes on two "
+                    "cores, over the suite's budget while it is an expected failure (issue #31)")
 @pytest.mark.xfail(reason="issue #31, open: on a cold server one page of five still sent requests 60 s after its "
                           "link's word was selected (2026-11-25); three pages on a warm server settle")
 def test_browsers_open_a_link_with_a_selected_word_settle_and_match_the_driver(app_url):
