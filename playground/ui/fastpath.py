@@ -108,7 +108,7 @@ class CachedCalls:
     async def _post(self, scope, receive, send, api: str) -> None:
         body, complete = await _read_body(receive)
         key = _key(scope, api, body) if complete else None
-        kept = self._lookup(key)
+        kept = self.kept.get(key)
         if kept is not None:
             event = uuid.uuid4().hex
             with self._lock:
@@ -175,9 +175,6 @@ class CachedCalls:
 
     # -- the store
 
-    def _lookup(self, key: bytes | None) -> Kept | None:
-        return self.kept.get(key)
-
     def _keep(self, key: bytes, root: bytes, stream: bytes) -> None:
         """The stream's final answer, if the call succeeded: its `complete` event alone, gaps for its root."""
         events = stream.split(b"\n\n")
@@ -220,19 +217,19 @@ def _root(scope) -> bytes:
     computed once per way of reaching the app: it depends only on the address and the proxy's headers (httpx's URL
     parsing made it a millisecond a request, the largest share of a kept answer's cost)."""
     headers = tuple((k, v) for k, v in scope["headers"] if k == b"host" or k.startswith(b"x-forwarded"))
-    way = (scope.get("scheme"), tuple(scope.get("server") or ()), scope.get("root_path"), scope["path"].rsplit("/", 2)[0],
-           headers)
+    way = (scope.get("scheme"), tuple(scope.get("server") or ()), scope.get("root_path"),
+           scope["path"].rsplit("/", 2)[0], headers)
     root = _ROOTS.get(way)
     if root is None:
         request = Request(scope)
         url = route_utils.get_root_url(request, route_utils.get_api_call_path(request),
                                        getattr(scope.get("app"), "root_path", None))
-        root = _ROOTS[way] = orjson.dumps(url)[1:-1]  # as it stands inside the answer's JSON
-        _trim(_ROOTS, 1_000)
+        root = orjson.dumps(url)[1:-1]  # as it stands inside the answer's JSON
+        _ROOTS.put(way, root)
     return root
 
 
-_ROOTS: OrderedDict[tuple, bytes] = OrderedDict()  # a way of reaching the app -> its root URL
+_ROOTS: Bounded[bytes] = Bounded(1 << 20, max_items=1_000, size=len)  # a way of reaching the app -> its root URL
 
 
 async def _read_body(receive) -> tuple[bytes, bool]:

@@ -41,7 +41,8 @@ from pydantic import PrivateAttr
 from playground.lru import Bounded
 from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _respond, _root
 
-MAX_BYTES = 96 << 20   # every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
+# every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
+MAX_BYTES = 96 << 20
 REPEATS, REPEAT_WINDOW = 12, 30.0  # the same event with the same inputs, from one session: more is a loop
 LINK = b'"url":"%s/gradio_api/file='                  # a download link in the stream's JSON, after its root URL
 FILE_PATH = re.compile(rb'"path":"((?:[^"\\]|\\.)*)"')  # a download's path there
@@ -86,7 +87,9 @@ class CachedEvents:
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
-            scope["app"].state.cached_events = self  # GET /gradio_api/answer-cache reports it (ui/fastpath.py)
+            state = scope["app"].state
+            if getattr(state, "cached_events", None) is not self:  # GET /gradio_api/answer-cache reports it
+                state.cached_events = self                          # (ui/fastpath.py)
             path, method = scope["path"], scope["method"]
             if method == "POST" and path.endswith("/gradio_api/queue/join"):
                 return await self._join(scope, receive, send)
@@ -244,7 +247,8 @@ def _posted(body: bytes) -> dict | None:
         posted = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    if not (isinstance(posted, dict) and isinstance(posted.get("fn_index"), int) and isinstance(posted.get("data"), list)
+    if not (isinstance(posted, dict) and isinstance(posted.get("fn_index"), int)
+            and isinstance(posted.get("data"), list)
             and isinstance(posted.get("session_hash"), str) and posted["session_hash"]):
         return None
     return posted
