@@ -66,8 +66,10 @@ def test_a_chip_sets_the_preset_boxes_and_any_word_s_neighbours_can_be_listed(em
     page.get_by_role("button", name="typos", exact=True).click()
     page.wait_for_function("() => document.querySelector('#emb-words textarea').value.includes('recieve')")
     assert page.locator("#emb-presets input[type=checkbox]:checked").count() == 0    # the list holds none of them
-    page.wait_for_function("() => document.querySelector('#emb-neighbours')?.innerText.includes('achieve')",
-                           timeout=60_000)   # word2vec has no 'recieve': a notice says so
+    # the typos are FastText's lesson: the chip switches to it, and the slip's row finds its word
+    page.wait_for_function("() => document.querySelector('#emb-source input')?.value.includes('FastText')")
+    page.wait_for_function("() => document.querySelector('#emb-neighbours')?.innerText.includes('kingdome')",
+                           timeout=60_000)
     page.locator("#emb-neighbours-of input").click()     # the picker offers the plot's words
     page.get_by_role("option", name="believe", exact=True).click(timeout=30_000)
     page.wait_for_function("() => document.querySelector('#emb-picked-neighbours')?.innerText"

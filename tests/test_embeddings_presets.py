@@ -100,3 +100,39 @@ def test_the_default_analogy_shown_on_load_shows_no_listed_word(key):
     (not filtered: checked, on the shipped models)."""
     md, data = tab.analogy("king", "man", "woman", key)
     assert data["answers"] and not {a["word"] for a in data["answers"]} & ws.unshown()
+
+
+@pytest.mark.skipif("fasttext" not in WHOLE_WORD, reason="models/fasttext-english is not shipped")
+def test_the_typos_chip_finds_the_slips_at_the_end_and_not_the_swaps_on_fasttext():
+    """The chip's lesson, on the shipped FastText: a letter slipped at the end leaves most n-grams and the word is
+    the typo's nearest; a swap in the middle breaks them and the word is not among its five nearest (issue #32:
+    the old chip held only swaps, whose neighbours were randomness, timid, resume)."""
+    (text,) = dict(tab.TRY)["typos"]
+    data = tab.embed_words(text, "fasttext", "pca", 2)[-1]
+    assert not data["unknown"] and set(data["composed"]) == {t for pairs in tab.TYPOS.values() for t in pairs}
+    for typo, word in tab.TYPOS["slip at the end"].items():
+        assert data["neighbours"][typo][0][0] == word, (typo, data["neighbours"][typo][:3])
+    for typo, word in tab.TYPOS["swap in the middle"].items():
+        assert word not in [n for n, _ in data["neighbours"][typo][:5]], typo
+    (slip, word), (swap, right) = tab.TYPO_EXAMPLES
+    note = tab.fasttext_note()
+    kept, broken = ws.shared_ngrams(slip, word), ws.shared_ngrams(swap, right)
+    assert kept[0] / kept[1] > 0.5 > 0.25 > broken[0] / broken[1]
+    assert f"*{slip}* shares {kept[0]} of its {kept[1]} n-grams" in note and f"*{swap}* shares {broken[0]} of" in note
+
+
+@pytest.mark.skipif("fasttext" not in WHOLE_WORD, reason="models/fasttext-english is not shipped")
+def test_fasttext_finds_a_word_behind_a_slip_at_its_end_far_more_often_than_behind_a_swap():
+    """What the chip's choice rests on, over the card's words (>= 6 letters, mid-frequency): its typo (the middle
+    two letters swapped) against the last letter doubled. Measured: 1.4% against 70% top-1."""
+    space = ws.space("fasttext")
+    words = [w for w, i in sorted(space.vocab.items(), key=lambda x: x[1]) if i >= 1000 and len(w) >= 6][::29]
+    kinds = {"swap": lambda w: w[:len(w) // 2 - 1] + w[len(w) // 2] + w[len(w) // 2 - 1] + w[len(w) // 2 + 1:],
+             "double last": lambda w: w + w[-1]}
+    top1 = {}
+    for kind, typo in kinds.items():
+        pairs = [(typo(w), w) for w in words if typo(w) not in space.vocab and typo(w) != w]
+        found = ws.lookup(space, [t for t, _ in pairs])
+        hits = [ws.neighbours(space, v, 1)[0][0] == w for v, (_, w) in zip(found.vectors, pairs)]
+        top1[kind] = sum(hits) / len(hits)
+    assert top1["swap"] < 0.05 and top1["double last"] > 0.5, top1

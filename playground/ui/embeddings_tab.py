@@ -328,10 +328,20 @@ meanings land close even without shared words; the semantic search ranks your se
 
 
 
+# The typos chip, for FastText (it switches to it): a letter slipped at a word's end keeps most of its character
+# n-grams and the word is found; two letters swapped in the middle break every n-gram across them and it is not.
+# Measured on the shipped model (tests/test_embeddings_presets.py): each slip's nearest word is the word, no
+# swap's five nearest hold it. Neighbour lists reviewed by hand (freind's hold a drug, so it is not here).
+TYPOS = {"slip at the end": {"kingdome": "kingdom", "princesse": "princess", "gentlemann": "gentleman",
+                             "daughtr": "daughter", "everlastingg": "everlasting"},
+         "swap in the middle": {"recieve": "receive", "beleive": "believe", "acheive": "achieve", "wierd": "weird"}}
+TYPO_EXAMPLES = (("kingdome", "kingdom"), ("recieve", "receive"))  # the note counts their shared n-grams
+
 TRY = [("animals and vehicles", ["animals: cat, dog, horse, cow, sheep, pig\nvehicles: car, truck, bus, train, boat, plane"]),
        ("countries and capitals", ["countries: france, italy, spain, germany, japan\n"
                                    "capitals: paris, rome, madrid, berlin, tokyo"]),
-       ("typos", ["spelling: receive, recieve, believe, beleive, achieve, acheive"]),
+       ("typos", ["\n".join([*(f"{name}: {', '.join(pairs)}" for name, pairs in TYPOS.items()),
+                              f"spelt right: {', '.join(w for pairs in TYPOS.values() for w in pairs.values())}"])]),
        ("numbers", ["numbers: one, two, three, four, five, ten, hundred, thousand, million"])]
 
 
@@ -389,7 +399,20 @@ def fasttext_note() -> str:
             f"the same books): {analogy['accuracy']:.0%} of the same {analogy['questions']} analogy questions; for "
             f"{typos['words']} misspelt words (their middle two letters swapped) the right word is the nearest "
             f"neighbour {typos['top1']:.0%} of the time and among the five nearest {typos['top5']:.0%}, where word2vec "
-            "has no vector at all.")
+            f"has no vector at all. {typos_note(card)}")
+
+
+def typos_note(card: dict) -> str:
+    """Why the typos chip finds some words and not others, with the n-grams the examples share (counted here)."""
+    minn, maxn = card.get("ngrams") or (3, 6)
+    (slip, word), (swap, right) = TYPO_EXAMPLES
+    kept, swapped = ws.shared_ngrams(slip, word, minn, maxn), ws.shared_ngrams(swap, right, minn, maxn)
+    return ("The *typos* chip shows why: an unseen word's vector is the mean of its n-gram rows, so a typo lands "
+            f"near its word only if it keeps most of them. A letter slipped at the end keeps most: *{slip}* shares "
+            f"{kept[0]} of its {kept[1]} n-grams with *{word}*. Two letters swapped in the middle break every n-gram "
+            f"across them: *{swap}* shares {swapped[0]} of {swapped[1]} with *{right}*, and its nearest words are "
+            "ones that share some of its other n-grams. The card's typos are of that kind (the two middle letters swapped), hence "
+            "its few hits. Compare their rows in the table.")
 
 
 def fill_presets(names):
@@ -458,7 +481,9 @@ def _word_space(demo: gr.Blocks, shared: Shared) -> None:
     gr.on([demo.load, tab.select, run.click, words.submit, source.change, method.change, dims.change,
            knobs.seed.submit, knobs.perplexity.release, knobs.n_neighbors.release, knobs.min_dist.release],
           api_name="embed_words", **word_events)
-    for click in tries:
+    for (label, _), click in zip(TRY, tries):
+        if label == "typos" and "fasttext" in keys:   # the typos are FastText's lesson: word2vec has no vector for them
+            click = click.then(None, None, source, js="() => 'fasttext'", queue=False, api_visibility="private")
         click.then(api_visibility="private", **word_events)
 
     def with_selected(words_, sentence_, focus_, on):

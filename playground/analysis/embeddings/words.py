@@ -29,6 +29,7 @@ from playground import checkpoints
 from playground.analysis.embeddings import EmbeddingError
 from playground.analysis.embeddings.encoders import Encoder, encoder
 from playground.analysis.embeddings.projection import Settings, project
+from playground.nets import fasttext
 
 WORD2VEC = "word2vec-english"
 GLOVE = "glove-english"
@@ -136,6 +137,13 @@ def fasttext_space(name: str = FASTTEXT) -> WordSpace | None:
         return grams, model.word_vector(word).numpy()
 
     return WordSpace("fasttext", vocab, vectors, np.array(sorted(vocab.values())), compose, True, "n-grams")
+
+
+def shared_ngrams(typo: str, word: str, minn: int = 3, maxn: int = 6) -> tuple[int, int]:
+    """How many of `typo`'s character n-grams `word` has too, and how many `typo` has: FastText builds an unseen
+    word's vector from its n-grams alone, so a typo that keeps most of them lands near its word."""
+    grams, theirs = fasttext.char_ngrams(typo, minn, maxn), set(fasttext.char_ngrams(word, minn, maxn))
+    return sum(g in theirs for g in grams), len(grams)
 
 
 def composed_text(space: WordSpace, word: str, pieces: list[str], limit: int = 12) -> str:
