@@ -39,14 +39,17 @@ def test_switching_to_2d_draws_a_flat_scatter(embeddings_tab):
 
 
 def test_choosing_a_shallower_encoder_narrows_the_layer_and_shows_its_view(embeddings_tab):
-    """MiniLM's layer 4, then ELMo (layers 0-2): the slider is brought to 2 before the view is computed (the
-    slider used to refuse the old value, 'Value 4 is greater than maximum value 2', and the view stayed MiniLM's)."""
+    """MiniLM's layer 3 (the default: measured to separate bank's senses best), then ELMo (layers 0-2): the slider
+    is brought to 2 before the view is computed (the slider used to refuse the old value, 'Value 4 is greater than
+    maximum value 2', and the view stayed MiniLM's); ELMo is said plainly not to separate the senses."""
     page = embeddings_tab
     page.get_by_role("tab", name="Contextual", exact=True).click()
-    page.wait_for_function("() => document.body.innerText.includes(\"'bank' at minilm layer 4\")", timeout=60_000)
+    page.wait_for_function("() => document.body.innerText.includes(\"'bank' at minilm layer 3\")", timeout=60_000)
+    assert "the gap is largest at layer 3" in page.locator("body").inner_text()
     page.get_by_label("Encoder").click()
     page.get_by_role("option", name="our ELMo", exact=False).click()
     page.wait_for_function("() => document.body.innerText.includes(\"'bank' at elmo mix (eq. 1)\")", timeout=60_000)
+    assert "Our ELMo does not separate them" in page.locator("body").inner_text()
     assert "greater than maximum" not in page.locator("body").inner_text()
     page.get_by_label("Mix the layers (eq. 1)").uncheck()
     page.wait_for_function("() => document.body.innerText.includes(\"'bank' at elmo layer 2\")", timeout=60_000)

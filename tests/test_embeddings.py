@@ -119,18 +119,54 @@ def test_our_sentence_embeddings_equal_sentence_transformers(pooling):
 
 def test_contextual_vectors_separate_the_senses_of_bank():
     notices = []
-    v = contextual.view("bank", contextual.CONTEXT_SENTENCES[:4] + ["No such word here."], 6,
-                        encoders.encoder("minilm"), notices)
+    four = contextual.SENSES["bank"]["money"][:2] + contextual.SENSES["bank"]["river"][:2]
+    v = contextual.view("bank", four + ["No such word here."], 6, encoders.encoder("minilm"), notices)
     S = v.similarity
     assert v.vectors.shape == (4, 384) and v.coords.shape == (4, 2)
     assert v.data["missing"] == ["No such word here."] and "left out: No such word here." in notices[0]
-    assert v.data["sentences"] == contextual.CONTEXT_SENTENCES[:4] and v.data["model"] == "minilm"
+    assert v.data["sentences"] == four and v.data["model"] == "minilm"
     assert np.allclose(np.diag(S), 1.0, atol=1e-5) and np.allclose(S, S.T, atol=1e-6)
     np.testing.assert_allclose(v.data["similarity"], S, atol=1e-4)
     money, river = S[0, 1], S[2, 3]
     assert money > S[0, 3] and money > S[1, 3] and river > S[1, 3]   # same sense closer than across senses
     with pytest.raises(EmbeddingError, match="at least two sentences"):
         contextual.view("bank", ["The bank.", "Nothing."], 6, encoders.encoder("minilm"), [])
+
+
+def test_the_default_layer_and_sentences_show_bank_s_two_senses_apart():
+    """The contextual view's defaults, chosen by measurement (issue #32: at MiniLM's layer 4 the old river sentence
+    was as close to 'robbed a bank' as to the other river sentence): on the 16 labelled sentences the default layer
+    is the one where every occurrence's nearest is of its own sense with the largest gap, and the six default
+    sentences show it too: each one's nearest is of its own sense."""
+    m = encoders.encoder("minilm")
+    sweep = contextual.sense_sweep("bank", m)
+    assert contextual.best_layer(sweep) == contextual.DEFAULT_LAYER
+    rows = {r["layer"]: r for r in sweep["layers"]}
+    assert rows[0]["nearest_same"] < rows[0]["sentences"] // 2     # the input embedding: one word, one vector
+    shown = contextual.view("bank", contextual.CONTEXT_SENTENCES, contextual.DEFAULT_LAYER, m, [])
+    labels = [s in contextual.SENSES["bank"]["money"] for s in contextual.CONTEXT_SENTENCES]
+    split = contextual.sense_split(shown.similarity, labels)
+    assert split["nearest_same"] == len(labels) and split["gap"] > 0.05
+
+
+def test_the_sense_split_counts_a_tie_as_no_separation():
+    same = np.ones((4, 4))                                           # ELMo's token layer: one vector everywhere
+    assert contextual.sense_split(same, ["a", "a", "b", "b"])["nearest_same"] == 0
+    apart = np.array([[1, .9, .2, .1], [.9, 1, .1, .2], [.2, .1, 1, .8], [.1, .2, .8, 1]])
+    assert contextual.sense_split(apart, ["a", "a", "b", "b"]) == {"within": 0.85, "across": 0.15, "gap": 0.7,
+                                                                   "nearest_same": 4, "sentences": 4}
+
+
+@pytest.mark.skipif(encoders.elmo_encoder() is None, reason="models/elmo-english is not shipped")
+def test_elmo_is_said_not_to_separate_bank_s_senses_because_it_does_not():
+    from playground.ui import embeddings_tab as tab
+
+    sweep = contextual.sense_sweep("bank", encoders.elmo_encoder())
+    assert contextual.best_layer(sweep) is None and [r["layer"] for r in sweep["layers"]] == [0, 1, 2, "mix"]
+    md = tab.contextual("bank", "\n".join(contextual.CONTEXT_SENTENCES), 2, "elmo")[0]
+    best = max(r["nearest_same"] for r in sweep["layers"])
+    assert "Our ELMo does not separate them" in md and f"at best {best} of 16" in md and "| **mix** |" in md
+    assert "does not separate" not in tab.contextual("bank", "\n".join(contextual.CONTEXT_SENTENCES))[0]
 
 
 def test_word_positions_cover_the_pieces_of_each_whole_word_occurrence():

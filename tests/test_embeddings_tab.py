@@ -86,6 +86,10 @@ def test_contextual_and_classic(client):
     sentences = "I went to the bank to get cash.\nThe river bank was muddy.\nNothing here."
     md, _, _, data = client.predict("bank", sentences, 4, "minilm", api_name="/contextual")
     assert len(data["similarity"]) == 2 and data["missing"] == ["Nothing here."]
+    # bank's senses measured at every layer on the labelled sentences, whatever is typed; the chosen layer in bold
+    assert "Does MiniLM tell *bank*'s senses apart?" in md and "| **4** |" in md and "16/16" in md
+    assert data["senses"]["model"] == "minilm" and len(data["senses"]["layers"]) == 7
+    assert "senses apart" not in client.predict("cash", "Cash is king.\nPay in cash.", 4, api_name="/contextual")[0]
     with pytest.raises(AppError, match="at least two sentences"):
         client.predict("bank", "Nothing here.", 4, "minilm", api_name="/contextual")
     with pytest.raises(AppError, match="one word"):

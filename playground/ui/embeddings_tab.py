@@ -35,6 +35,7 @@ GAMMA_RANGE = (0.1, 10.0)    # γ > 0: it scales the ELMo vector (cosines do not
 SOURCE_LABELS = {"word2vec": "our word2vec", "glove": "our GloVe",
                  "fasttext": "our FastText (character n-grams)", "minilm": "MiniLM input embeddings",
                  "bert": "our BERT's input embeddings", "gpt": "our GPT's characters"}
+CONTEXT_NAMES = {"minilm": "MiniLM", "bert": "our BERT", "elmo": "our ELMo"}
 SENTENCE_MODELS = {
     "minilm": "all-MiniLM-L6-v2 through our BERT encoder (shared with the Attention tab)",
     "sentence-transformers": "all-MiniLM-L6-v2 through the sentence-transformers library (first use loads it, ~5 s)",
@@ -201,7 +202,8 @@ def word_neighbours(word, words="", source="word2vec"):
     return fe.neighbours_html(rows, f"Nearest neighbours of {found.words[0]} in {space.key}"), data
 
 
-def contextual(word, sentences, layer=4, model="minilm", mix=True, gamma=1.0, s_0=0.0, s_1=0.0, s_2=0.0):
+def contextual(word, sentences, layer=ctx.DEFAULT_LAYER, model="minilm", mix=True, gamma=1.0, s_0=0.0, s_1=0.0,
+               s_2=0.0):
     """One word in several sentences, through MiniLM (or our BERT) at the chosen layer, or through our ELMo (a
     layer of its biLM, or with `mix` eq. 1's γ Σ_j softmax(s)_j h_j with s = (s_0, s_1, s_2)): its vectors and
     their similarity. mix, gamma and s_j are ELMo's only; their defaults are its card's (the plain average)."""
@@ -219,18 +221,53 @@ def contextual(word, sentences, layer=4, model="minilm", mix=True, gamma=1.0, s_
     try:
         if model == "elmo":
             weights = [as_float(w, f"s_{j}", -S_RANGE, S_RANGE, notices) for j, w in enumerate((s_0, s_1, s_2))]
-            v = ctx.elmo_view(word, lines, layer, m, notices, weights, as_float(gamma, "γ", *GAMMA_RANGE, notices))
+            gamma = as_float(gamma, "γ", *GAMMA_RANGE, notices)
+            v = ctx.elmo_view(word, lines, layer, m, notices, weights, gamma)
+            sweep = ctx.sense_sweep(word, m, tuple(weights), gamma)
         else:
             v = ctx.view(word, lines, layer, m, notices)
+            sweep = ctx.sense_sweep(word, m)
     except EmbeddingError as err:
         raise gr.Error(str(err)) from None
+    v.data["senses"] = sweep
     kept, where = v.data["sentences"], "mix (eq. 1)" if mixing else f"layer {layer}"
     heat = fe.similarity_figure([f"{i + 1}. {s}" for i, s in enumerate(kept)], v.similarity,
                                 f"{word!r} at {m.key} {where}: cosine between its vectors")
     scatter = fe.scatter_figure([str(i + 1) for i in range(len(kept))], v.coords, ["sentences"] * len(kept),
                                 f"{word!r} in each sentence, {where} (PCA)", v.vectors)
     warn(notices)
-    return fe.contextual_md(v.data, v.similarity, v.in_word2vec), scatter, heat, v.data
+    md = fe.contextual_md(v.data, v.similarity, v.in_word2vec)
+    return md + ("\n\n" + senses_md(sweep, layer) if sweep else ""), scatter, heat, v.data
+
+
+def senses_md(sweep: dict, shown) -> str:
+    """Whether the encoder tells the word's senses apart, layer by layer, from ctx.sense_sweep's measurement (the
+    labelled sentences, not the typed ones); the layer shown in bold, the verdict in words."""
+    rows, word, model = sweep["layers"], sweep["word"], CONTEXT_NAMES.get(sweep["model"], sweep["model"])
+    n, senses = rows[0]["sentences"], ", ".join(f"{v} {k}" for k, v in sweep["senses"].items())
+    chance = sum(c * (c - 1) for c in sweep["senses"].values()) / (n - 1)  # a random nearest is of the same sense
+    name = lambda j: f"**{j}**" if j == shown else str(j)  # noqa: E731
+    gaps = " | ".join(f"{r['gap']:+.3f}" for r in rows)
+    nearest = " | ".join(f"{r['nearest_same']}/{n}" for r in rows)
+    table = "\n".join([f"| layer | {' | '.join(name(r['layer']) for r in rows)} |", f"|:--|{'--:|' * len(rows)}",
+                        f"| same sense − across (mean cosine) | {gaps} |",
+                        f"| nearest is of its own sense | {nearest} |"])
+    best = ctx.best_layer(sweep)
+    if best is not None:
+        full = [str(r["layer"]) for r in rows if r["nearest_same"] == n]
+        b = next(r for r in rows if r["layer"] == best)
+        verdict = (f"At layer{'s' if len(full) > 1 else ''} {', '.join(full)} every occurrence's nearest is of its own "
+                   f"sense; the gap is largest at layer {best}. Cosines stay high across senses there too "
+                   f"({b['across']:.2f} on average, {b['within']:.2f} within one): the senses show in which "
+                   "occurrences are nearest, not in low cosines.")
+    else:
+        top = max(rows, key=lambda r: (r["nearest_same"], r["gap"]))
+        verdict = (f"**{model[0].upper() + model[1:]} does not separate them**: at no layer is every occurrence's "
+                   f"nearest of its own sense (at best {top['nearest_same']} of {n}, layer {top['layer']}; a random "
+                   f"nearest would be about {chance:.0f}), and there cosines within a sense ({top['within']:.2f}) are "
+                   f"barely above those across ({top['across']:.2f}).")
+    return (f"**Does {model} tell *{word}*'s senses apart?** Measured now on {n} labelled sentences ({senses}; the "
+            f"default ones among them), at every layer:\n\n{table}\n\n{verdict}")
 
 
 def embed_sentences(sentences, model="minilm", pooling="mean"):
@@ -311,7 +348,9 @@ word2vec's, over WordPiece tokens."""
 CONTEXT_MD = r"""**Contextual embeddings.** word2vec gives *bank* one vector. A Transformer gives each occurrence
 its own, mixed with the sentence by attention: follow one word through MiniLM's layers (0: the input embedding
 plus position; 6: the last layer), or our small BERT's, and compare its vectors across sentences. ELMo (our
-biLM) does it with two LSTM language models, one reading forward and one backward."""
+biLM) does it with two LSTM language models, one reading forward and one backward. For *bank*, the text under
+the sentences measures whether the model tells its two senses apart at each layer, on 16 sentences labelled by
+sense; the layer shown first is the one where MiniLM does so best."""
 
 ELMO_MD = r"""**ELMo** (Peters et al. 2018) reads words with a forward and a backward LSTM language model; the word's
 layer $j$ is $h_{k,j} = [\overrightarrow{h}_{k,j}; \overleftarrow{h}_{k,j}]$, layer 0 (the token layer) is
@@ -411,8 +450,8 @@ def typos_note(card: dict) -> str:
             f"near its word only if it keeps most of them. A letter slipped at the end keeps most: *{slip}* shares "
             f"{kept[0]} of its {kept[1]} n-grams with *{word}*. Two letters swapped in the middle break every n-gram "
             f"across them: *{swap}* shares {swapped[0]} of {swapped[1]} with *{right}*, and its nearest words are "
-            "ones that share some of its other n-grams. The card's typos are of that kind (the two middle letters swapped), hence "
-            "its few hits. Compare their rows in the table.")
+            "ones that share some of its other n-grams. The card's typos are of that kind (the two middle letters "
+            "swapped), hence its few hits. Compare their rows in the table.")
 
 
 def fill_presets(names):
@@ -549,7 +588,7 @@ def _contextual() -> None:
             model = gr.Dropdown([(label, key) for key, label in encoders.CONTEXTUAL.items()
                                  if key == "minilm" or f"{key}-english" in checkpoints.available()],
                                 value="minilm", label="Encoder", scale=2)
-            layer = gr.Slider(0, 6, value=4, step=1, label="Layer", scale=2)
+            layer = gr.Slider(0, 6, value=ctx.DEFAULT_LAYER, step=1, label="Layer", scale=2)
         mix, gamma, weights, elmo_box = _elmo_controls()
         sentences = gr.Textbox("\n".join(ctx.CONTEXT_SENTENCES), lines=5, label="Sentences (one per line)")
         md = gr.Markdown()

@@ -4,7 +4,7 @@
                     lookup, neighbours, analogies, and the word-space view (points and neighbours)
     projection.py   PCA, t-SNE, UMAP to 2D or 3D
     encoders.py     the BERT encoders the contextual and sentence views run, their batches and SBERT pooling
-    contextual.py   one word's vector in several sentences at one layer
+    contextual.py   one word's vector in several sentences at one layer; how well each layer separates senses
     sentences.py    sentence embeddings, their similarity, semantic search
     sbert.py        the sentence-transformers library: our BERT wrapped as a SentenceTransformer, and
                     all-MiniLM-L6-v2 through the library as the reference (imported on first use only)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -16,13 +17,30 @@ from playground.analysis.embeddings.projection import pca
 from playground.analysis.embeddings.words import unit_rows, word2vec_space
 from playground.nets import elmo
 
-CONTEXT_SENTENCES = [
-    "I deposited my salary at the bank this morning.",
-    "The bank raised its interest rates again.",
-    "She sat on the bank of the river and watched the water.",
-    "Reeds grew thick along the muddy bank of the stream.",
-    "He robbed a bank and fled in a stolen car.",
-]
+# *bank* in two senses, labelled: the contextual view measures on them how well each layer tells the senses apart
+# (sense_sweep), whatever sentences are typed. Written for this project, of varied shapes in each sense.
+SENSES = {"bank": {
+    "money": ["I deposited my salary at the bank this morning.",
+              "The bank raised its interest rates again.",
+              "He robbed a bank and fled in a stolen car.",
+              "She opened a savings account at the bank.",
+              "The bank approved his loan for a new house.",
+              "The bank closed two of its branches in town.",
+              "My bank charges a fee for every transfer.",
+              "They borrowed money from the bank to start a farm."],
+    "river": ["She sat on the bank of the river and watched the water.",
+              "Reeds grew thick along the muddy bank of the stream.",
+              "The boat drifted slowly toward the grassy bank.",
+              "We had a picnic on the river bank.",
+              "The river overflowed its bank after the storm.",
+              "Willows lean over the bank of the pond.",
+              "The children slid down the steep bank into the creek.",
+              "Otters dug a den in the bank below the waterline."]}}
+# The view's default: the first three of each sense, grouped, so the similarity matrix shows two blocks
+CONTEXT_SENTENCES = SENSES["bank"]["money"][:3] + SENSES["bank"]["river"][:3]
+# MiniLM's layer that separates bank's senses best on SENSES (best_layer(sense_sweep("bank", minilm)): every
+# sentence's nearest of the same sense from layer 3 on, and the largest gap there; tests/test_embeddings.py checks)
+DEFAULT_LAYER = 3
 
 
 def word_positions(offsets: list[tuple[int, int]], text: str, word: str) -> list[list[int]]:
@@ -52,6 +70,13 @@ def view(word: str, sentences: list[str], layer: int, m: Encoder, notices: list[
     occurrence in each sentence; their cosines and a PCA. Sentences without the word are left out (named
     in a notice); fewer than two with it raise EmbeddingError."""
     assert 0 <= layer <= m.n_layer, f"layer must lie in 0..{m.n_layer}"
+    kept, vectors, missing = _encoder_vectors(word, sentences, m)
+    return _view(word, kept, [v[layer] for v in vectors], missing, {"model": m.key, "layer": layer}, notices)
+
+
+def _encoder_vectors(word: str, sentences: list[str], m: Encoder) -> tuple[list[str], list[np.ndarray], list[str]]:
+    """The sentences that hold `word`, its vector at every layer in each ((n_layer + 1, C): the mean of its
+    WordPiece pieces at the first occurrence, one run per sentence), and the sentences without it."""
     kept, vectors, missing = [], [], []
     for sentence in sentences:
         enc = m.tokenizer.encode(sentence, add_special_tokens=False)
@@ -63,11 +88,10 @@ def view(word: str, sentences: list[str], layer: int, m: Encoder, notices: list[
         idx = torch.tensor([[m.tokenizer.token_to_id("[CLS]"), *ids, m.tokenizer.token_to_id("[SEP]")]])
         with torch.inference_mode():
             _, _, internals = m.model(idx, return_internals=True)
-        h = internals["hidden_states"][layer][0]                       # (T, C)
         positions = [p + 1 for p in found[0]]                          # +1: [CLS] comes first
-        vectors.append(h[positions].mean(0).numpy())
+        vectors.append(np.stack([h[0][positions].mean(0).numpy() for h in internals["hidden_states"]]))
         kept.append(sentence)
-    return _view(word, kept, vectors, missing, {"model": m.key, "layer": layer}, notices)
+    return kept, vectors, missing
 
 
 def _view(word: str, kept: list[str], vectors: list[np.ndarray], missing: list[str], about: dict,
@@ -104,6 +128,24 @@ def elmo_view(word: str, sentences: list[str], layer: int | str, m: ELMoEncoder,
     if len(s) != m.n_layer + 1:
         raise EmbeddingError(f"ELMo has {m.n_layer + 1} layers (0 .. {m.n_layer}): give one weight s_j each, "
                              f"not {len(s)}.")
+    kept, h, missing, unknown = _elmo_vectors(word, sentences, m)
+    with torch.inference_mode():
+        vectors = [(elmo.mix(x, torch.tensor(s), gamma) if mixing else x[layer]).numpy() for x in h]  # eq. 1, or one
+    if unknown:
+        notices.append(f"{word!r} is not in ELMo's vocabulary of {m.tokenizer.get_vocab_size() - 1:,} words: it is "
+                       "read as [UNK], so its token layer is [UNK]'s vector; only the context (the LSTM layers) "
+                       "tells the occurrences apart.")
+    weights = torch.softmax(torch.tensor(s, dtype=torch.float64), 0).tolist()
+    about = {"model": m.key, "layer": layer,
+             "mix": {"s": s, "softmax_s": [round(w, 4) for w in weights], "gamma": gamma} if mixing else None,
+             "unknown": unknown}
+    return _view(word, kept, vectors, missing, about, notices)
+
+
+def _elmo_vectors(word: str, sentences: list[str], m: ELMoEncoder) -> tuple[list[str], list[torch.Tensor], list[str],
+                                                                              bool]:
+    """The sentences that hold `word`, its h_{k,j} at every layer j in each ((L+1, 2C): the mean over its pieces
+    at the first occurrence, each sentence run alone), the sentences without it, and whether it was [UNK]."""
     kept, vectors, missing, unknown = [], [], [], False
     for sentence in sentences:
         enc = m.tokenizer.encode(sentence, add_special_tokens=False)
@@ -115,16 +157,57 @@ def elmo_view(word: str, sentences: list[str], layer: int | str, m: ELMoEncoder,
         unknown = unknown or any(ids[p] == 0 for p in found[0])          # [UNK] is id 0
         with torch.inference_mode():
             reps = m.model.layer_representations(torch.tensor([ids]))[:, 0]   # (L+1, T, 2C)
-            h = reps[:, found[0]].mean(1)                                   # (L+1, 2C): h_{k,j} of the word
-            v = elmo.mix(h, torch.tensor(s), gamma) if mixing else h[layer]    # eq. 1, or one layer
-        vectors.append(v.numpy())
+            vectors.append(reps[:, found[0]].mean(1))                       # (L+1, 2C): h_{k,j} of the word
         kept.append(sentence)
-    if unknown:
-        notices.append(f"{word!r} is not in ELMo's vocabulary of {m.tokenizer.get_vocab_size() - 1:,} words: it is "
-                       "read as [UNK], so its token layer is [UNK]'s vector; only the context (the LSTM layers) "
-                       "tells the occurrences apart.")
-    weights = torch.softmax(torch.tensor(s, dtype=torch.float64), 0).tolist()
-    about = {"model": m.key, "layer": layer,
-             "mix": {"s": s, "softmax_s": [round(w, 4) for w in weights], "gamma": gamma} if mixing else None,
-             "unknown": unknown}
-    return _view(word, kept, vectors, missing, about, notices)
+    return kept, vectors, missing, unknown
+
+
+# ---------------------------------------------------------------------------------------------
+# Does a layer tell a word's senses apart? Measured on labelled sentences (SENSES)
+
+
+def sense_split(similarity: np.ndarray, labels: list[str]) -> dict:
+    """How well cosines follow the labels: the mean cosine between two occurrences of the same sense, the mean
+    across senses, their gap, and how many occurrences have a nearest other occurrence (strictly closer than any
+    of another sense) of their own sense."""
+    labels = np.asarray(labels)
+    same = labels[:, None] == labels[None, :]
+    other = ~np.eye(len(labels), dtype=bool)
+    within, across = float(similarity[same & other].mean()), float(similarity[~same].mean())
+    best_same = np.where(same & other, similarity, -np.inf).max(axis=1)
+    best_other = np.where(~same, similarity, -np.inf).max(axis=1)
+    return {"within": round(within, 4), "across": round(across, 4), "gap": round(within - across, 4),
+            "nearest_same": int((best_same > best_other).sum()), "sentences": len(labels)}
+
+
+@lru_cache(maxsize=32)
+def sense_sweep(word: str, m: Encoder | ELMoEncoder, s: tuple[float, ...] | None = None,
+                gamma: float | None = None) -> dict | None:
+    """sense_split at every layer of the encoder (for ELMo also eq. 1's mix with s and γ) on the labelled
+    sentences of `word` (SENSES), or None when it has none. Cached: it does not depend on the typed sentences."""
+    pool = SENSES.get(word.lower())
+    if pool is None:
+        return None
+    sentences = [x for group in pool.values() for x in group]
+    sense_of = {x: name for name, group in pool.items() for x in group}
+    if isinstance(m, ELMoEncoder):
+        kept, h, _, _ = _elmo_vectors(word, sentences, m)
+        stacked = torch.stack(h)                                           # (n, L+1, 2C)
+        layers = {j: stacked[:, j].numpy() for j in range(m.n_layer + 1)}
+        with torch.inference_mode():
+            s_, g_ = torch.tensor(list(m.s if s is None else s)), m.gamma if gamma is None else gamma
+            layers["mix"] = torch.stack([elmo.mix(x, s_, g_) for x in h]).numpy()
+    else:
+        kept, vectors, _ = _encoder_vectors(word, sentences, m)
+        layers = {j: np.stack([v[j] for v in vectors]) for j in range(m.n_layer + 1)}
+    labels = [sense_of[x] for x in kept]
+    rows = [{"layer": j, **sense_split(unit_rows(X) @ unit_rows(X).T, labels)} for j, X in layers.items()]
+    return {"word": word.lower(), "model": m.key, "senses": {name: len(group) for name, group in pool.items()},
+            "layers": rows}
+
+
+def best_layer(sweep: dict) -> int | str | None:
+    """The layer that separates the senses: of those where every occurrence's nearest is of its own sense, the
+    one with the largest gap; None when no layer does."""
+    full = [r for r in sweep["layers"] if r["nearest_same"] == r["sentences"]]
+    return max(full, key=lambda r: r["gap"])["layer"] if full else None
