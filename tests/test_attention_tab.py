@@ -171,6 +171,24 @@ def test_attention_steps_match_the_model_and_show_saturation(client):
     assert peak(unscaled) > peak(data)
 
 
+def test_inside_one_head_opens_on_the_head_the_head_view_opens_on(client):
+    """Issue #32: it opened on head 0 of layer 0, a diffuse head (largest weight 0.10 on the default sentence),
+    while the head view beside it picked a sharp one. Now both show the layer's sharpest head on the text."""
+    from playground.ui.attention_tab import DEFAULT_MODEL, MODELS
+    from playground.ui.demo import DEFAULT_TEXT
+
+    m = MODELS[DEFAULT_MODEL]
+    for text, layer in ((DEFAULT_TEXT, 0), (S, 2)):
+        summary, _, _, data = client.predict(text, "", DEFAULT_MODEL, layer, api_name="/attention_steps")
+        shown = att.view(m, text, "", layer, "mean", False, "head", []).shown   # the head view's head
+        assert data["head"] == shown and data["head_chosen"] == "sharpest", (text, layer)
+        assert f"head {shown} (the sharpest on this text" in summary
+    peak = lambda d: np.array(d["attention"]).max(1).mean()  # noqa: E731
+    sharp = client.predict(DEFAULT_TEXT, "", DEFAULT_MODEL, 0, api_name="/attention_steps")[-1]
+    head_0 = client.predict(DEFAULT_TEXT, "", DEFAULT_MODEL, 0, "0", api_name="/attention_steps")[-1]
+    assert head_0["head"] == 0 and head_0["head_chosen"] == "number" and peak(sharp) > 0.5 > 0.2 > peak(head_0)
+
+
 def test_sinusoidal_positions_dot_products_depend_only_on_the_distance():
     pe = att.sinusoidal_pe(60, 32)
     assert pe.shape == (60, 32) and np.allclose(pe[0, 0::2], 0) and np.allclose(pe[0, 1::2], 1)

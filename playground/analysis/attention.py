@@ -40,6 +40,7 @@ ALL_LAYERS_MAX = 64    # "every layer and head" in the JSON only for inputs this
 STEPS_MAX = 48         # "inside one head" runs on the first 48 tokens (its panels are T x T and T x d_k)
 SPECIAL = {"[CLS]", "[SEP]"}
 SCALES = {"paper": "1/√d_k (the paper)", "none": "1 (no scaling)"}
+SHARPEST = "sharpest"  # inside one head: the head the head view opens on (sharpest_head), not a fixed number
 
 
 class AttentionError(ValueError):
@@ -464,13 +465,17 @@ def _attention_json(A: tuple[np.ndarray, ...], M: np.ndarray, detail: str) -> di
             "attention": [[[int(j), round(float(M[i, j]), 5)] for j in row] for i, row in enumerate(top)]}
 
 
-def steps(m: AttentionModel, text: str, text_b: str, layer: int, head: int, scale: str,
+def steps(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str, scale: str,
           notices: list[str], chat: bool = False) -> tuple[dict, dict[str, np.ndarray]]:
     """One head from the inside, on the first STEPS_MAX tokens: softmax_steps at the chosen scale ("paper":
     1/sqrt(d_k), "none": 1), checked against the model's own weights, and the saturation sweep (the mean
-    largest weight per row and sigma(1 - sigma) there, as the factor goes from 0.01 to 4). Returns the
+    largest weight per row and sigma(1 - sigma) there, as the factor goes from 0.01 to 4). `head` is a number or
+    SHARPEST: the layer's `sharpest_head` on this text, the one the head view opens on. Returns the
     `attention_steps` endpoint's JSON and the arrays behind the figures: q, k, v and `softmax_steps`'."""
     enc = prepare(m, text, text_b, notices, max_tokens=STEPS_MAX, chat=chat)
+    chosen_by = "sharpest" if head == SHARPEST else "number"
+    if head == SHARPEST:
+        head = sharpest_head(attention(m, enc)[layer], enc.tokens)
     inside = head_internals(m, enc, layer, head)
     q, k, v = inside["q"], inside["k"], inside["v"]
     d_k = q.shape[1]
@@ -485,7 +490,8 @@ def steps(m: AttentionModel, text: str, text_b: str, layer: int, head: int, scal
         top = softmax_steps(q, k, v, causal, c)["probs"].max(axis=1)
         maxp.append(float(top.mean()))
         grads.append(float((top * (1 - top)).mean()))
-    data = {"model": m.key, "tokens": enc.tokens, "layer": layer, "head": head, "d_k": d_k, "scale": factor,
+    data = {"model": m.key, "tokens": enc.tokens, "layer": layer, "head": head, "head_chosen": chosen_by,
+            "d_k": d_k, "scale": factor,
             "causal": causal, "attention": np.round(chosen["probs"], 5).tolist(),
             "max_abs_difference_to_model": check,
             "sweep": {"factor": sweep, "mean_max_weight": maxp, "mean_gradient_at_max": grads}}

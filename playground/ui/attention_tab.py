@@ -124,13 +124,15 @@ def pick_head(evt: gr.SelectData):
     return gr.update(value=int(layer)), gr.update(value=str(head))
 
 
-def attention_steps(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head=0, scale="paper", chat=False):
-    """One head from the inside: Q, K, V, Q K^T, scaled and masked, softmax, output, and what the scale does."""
+def attention_steps(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head=att.SHARPEST, scale="paper", chat=False):
+    """One head from the inside: Q, K, V, Q K^T, scaled and masked, softmax, output, and what the scale does.
+    `head` "sharpest" (the default) is the head the head view opens on: the layer's sharpest on this text."""
     notices: list[str] = []
     m, text, text_b = _inputs(text, text_b, model_key, notices)
     layer = as_int(layer, "Layer", 0, m.n_layer - 1, notices)
-    head = _head(head, m, notices)
-    if not isinstance(head, int):
+    sharpest = isinstance(head, str) and head.strip().lower() == att.SHARPEST
+    head = att.SHARPEST if sharpest else _head(head, m, notices)
+    if not sharpest and not isinstance(head, int):
         notices.append(f"Step by step needs one head; showing head 0 (not the {head}).")
         head = 0
     if scale not in att.SCALES:
@@ -140,12 +142,13 @@ def attention_steps(text, text_b="", model_key=DEFAULT_MODEL, layer=0, head=0, s
     except att.AttentionError as err:
         raise gr.Error(str(err)) from None
     warn(notices)
-    d_k, sweep = data["d_k"], data["sweep"]
+    d_k, sweep, head = data["d_k"], data["sweep"], data["head"]
+    which = f"head {head} (the sharpest on this text: the head view's)" if sharpest else f"head {head}"
     steps_fig = fa.steps_figure(data["tokens"], a["q"], a["k"], a["v"], a, f"× 1/√{d_k}" if scale == "paper" else "× 1")
     sat_fig = fa.saturation_figure(sweep["factor"], sweep["mean_max_weight"], sweep["mean_gradient_at_max"],
                                    data["scale"])
     top = a["probs"].max(axis=1)
-    summary = (f"Layer {layer}, head {head}, d_k = {d_k}, {len(data['tokens'])} tokens, scale {att.SCALES[scale]}: "
+    summary = (f"Layer {layer}, {which}, d_k = {d_k}, {len(data['tokens'])} tokens, scale {att.SCALES[scale]}: "
                f"the scaled scores have standard deviation {float(np.std(a['scaled'])):.2f}; each row's largest "
                f"weight is {float(top.mean()):.2f} on average (entropy {float(a['entropy'].mean()):.2f} nats), "
                f"and σ(1 − σ) at that weight is {float((top * (1 - top)).mean()):.3f}. "
@@ -197,7 +200,8 @@ local gradient $\partial\sigma_i/\partial z_i = \sigma_i(1-\sigma_i)$. If $q$ an
 $q\cdot k$ has variance $d_k$: unscaled, the logits spread widely, the softmax gives almost one-hot rows, and
 $\sigma_i(1-\sigma_i)$ is close to 0 both at the winner ($\sigma \approx 1$) and everywhere else ($\sigma \approx 0$),
 so little gradient flows back to $W^Q$ and $W^K$. Dividing by $\sqrt{d_k}$ keeps the variance near 1. Switch the scale
-to compare; the curve below sweeps the factor."""
+to compare; the curve below sweeps the factor. It opens on the head the head view opens on: the layer's sharpest on
+your text (most weight on one other word); pick any head by number."""
 
 
 PE_MD = r"""**Where is each token?** Attention itself ignores order: permute the tokens and every weight moves with
@@ -223,6 +227,11 @@ def one_head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
     return [(f"head {h}" + (f" (K, V head {h // group})" if group > 1 else ""), str(h)) for h in range(n_head)]
 
 
+def steps_head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
+    """Inside one head: the layer's sharpest head on the text (the head view's, the default), or one by number."""
+    return [("the sharpest (the head view's)", att.SHARPEST), *one_head_choices(n_head, group)]
+
+
 def head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
     return [("mean over heads", "mean"), ("max over heads", "max"), ("rollout through the layers", "rollout"),
             *one_head_choices(n_head, group)]
@@ -239,7 +248,7 @@ def model_changed(model_key):
     return (gr.update(maximum=n_layer - 1, value=0),
             gr.update(choices=head_choices(n_head, group), value="mean"),
             gr.update(maximum=n_layer - 1, value=0),
-            gr.update(choices=one_head_choices(n_head, group), value="0"),
+            gr.update(choices=steps_head_choices(n_head, group), value=att.SHARPEST),
             *_shown_controls(model_key))
 
 
@@ -299,7 +308,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             gr.Markdown(STEPS_MD, latex_delimiters=LATEX)
             with gr.Row():
                 s_layer = gr.Slider(0, deepest - 1, value=0, step=1, label="Layer", scale=2)
-                s_head = gr.Dropdown(one_head_choices(m0.n_head), value="0", label="Head", scale=1)
+                s_head = gr.Dropdown(steps_head_choices(m0.n_head), value=att.SHARPEST, label="Head", scale=1)
                 scale = gr.Radio([(label, key) for key, label in att.SCALES.items()], value="paper",
                                  label="Scale of Q Kᵀ", scale=2)
             steps_summary = gr.Markdown(elem_id="attn-steps-summary")
