@@ -21,9 +21,13 @@ def test_a_live_lora_run_streams_to_its_end_and_a_stopped_one_keeps_its_steps(pa
     page.get_by_role("tab", name="LoRA", exact=True).click()
     page.wait_for_selector("#ft-lora-plot .js-plotly-plot", timeout=30_000)
     page.locator("#ft-lora-run").click()
-    page.wait_for_function("() => /Trained live: 40 steps/.test(document.querySelector('#ft-lora-status')?.innerText)",
+    # the shipped run's status leaves at once: nothing of it is shown as the live run's
+    page.wait_for_function("() => !/shipped run/.test(document.querySelector('#ft-lora-status')?.innerText)",
+                           timeout=30_000)
+    page.wait_for_function("() => /Trained live: 60 steps/.test(document.querySelector('#ft-lora-status')?.innerText)",
                            timeout=120_000)
-    assert "24,576 trainable" in page.locator("#ft-lora-status").inner_text()
+    status = page.locator("#ft-lora-status").inner_text()
+    assert "24,576 trainable" in status and "1.964 for the base → 1.173" in status   # the shipped run's numbers
     assert "ROBOT" in page.locator("#ft-lora-texts").inner_text() or page.locator("#ft-lora-texts td").count() == 3
 
     steps = page.get_by_label("number input for Steps").first

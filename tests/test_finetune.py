@@ -133,15 +133,23 @@ def _find(haystack: list[int], needle: list[int]) -> int:
 
 def test_closing_a_live_run_stops_its_training():
     stream = ft.live(ft.FinetuneConfig(method="lora", steps=10_000, batch_size=2))
-    seen = [next(stream) for _ in range(3)]
+    seen = []
+    while len(seen) < 3:
+        item = next(stream)
+        seen += [item] if "step" in item else []                  # the phases before the first step are said too
     assert [item["step"]["step"] for item in seen] == [1, 2, 3]
     stream.close()                                                 # what Gradio does when the user presses Stop
     assert not any(t.name == "finetune" for t in threading.enumerate())
 
 
 def test_a_finished_live_run_yields_its_steps_then_the_result():
+    """...and says what it does before its first step and after its last (issue #32: SFT on SmolLM2 sat at 'step 16
+    of 16' for 20 s while it wrote its texts and evaluated, with nothing said)."""
     items = list(ft.live(tiny("sft")))
-    assert [i["step"]["step"] for i in items[:-1]] == [1, 2, 3] and items[-1]["result"]["method"] == "sft"
+    assert [i["step"]["step"] for i in items if "step" in i] == [1, 2, 3] and items[-1]["result"]["method"] == "sft"
+    said = [i.get("phase") or ("step" if "step" in i else "result") for i in items]
+    assert said == ["loading", "before", "step", "step", "step", "after", "held_out", "merge", "result"]
+    assert set(ft.PHASES) == {p for p in said if p not in ("step", "result")}
 
 
 def test_half_stored_frozen_matrix_gives_the_fp32_gradient():

@@ -405,18 +405,27 @@ def held_out(run: Run, text: str) -> dict:
             "loss": round(after, 4)}
 
 
+# What a run does besides its steps, in order: `execute` names each part as it begins (a live run shows it)
+PHASES = {"loading": "reading the base model", "before": "the base model's texts before training",
+          "after": "the adapted model's texts after training",
+          "held_out": "evaluating the held-out loss (the adapted model and the base)",
+          "merge": "checking that the merged W + (α/r) B A gives the same logits"}
+
+
 def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = lambda record: None,
-            should_stop: Callable[[], bool] = lambda: False) -> dict:
+            should_stop: Callable[[], bool] = lambda: False, phase: Callable[[str], None] = lambda name: None) -> dict:
     """A whole run as plain data: counts, step 0's exactness, every step's record, texts before and after,
-    the merge's exactness, the loss mask (sft, dpo). The adapters stay in run.model."""
+    the merge's exactness, the loss mask (sft, dpo). The adapters stay in run.model. `phase` hears the name of
+    each part (PHASES) as it begins: the steps are `report`ed, the rest takes seconds too on SmolLM2."""
     started = time.perf_counter()
     cfg, text = run.cfg, default_text() if text is None else text
     ids, asked, stop_at_end = probe(run.fmt, cfg, text), prompts(cfg, run.fmt, text), cfg.method != "lora"
     texts = lambda write: [{"prompt": q, "text": write(p)} for q, p in asked]  # noqa: E731
     result = {"method": cfg.method, "base": cfg.base, "config": asdict(cfg),
               "counts": {**lora.count_parameters(run.model), "matrices": lora.adapter_table(run.model)},
-              "step0_max_abs_diff": max_difference(run.model, run.base, ids),
-              "before": texts(lambda p: base_text(cfg.base, p, cfg.max_new_tokens, stop_at_end))}
+              "step0_max_abs_diff": max_difference(run.model, run.base, ids)}
+    phase("before")
+    result["before"] = texts(lambda p: base_text(cfg.base, p, cfg.max_new_tokens, stop_at_end))
     if cfg.method != "lora":
         result["mask"] = mask_view(run.fmt, cfg)
     step = {"lora": lambda: text_steps(run, text), "sft": lambda: sft_steps(run, pairs()),
@@ -425,8 +434,11 @@ def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = 
     result["stopped"] = len(result["steps"]) < cfg.steps
     if should_stop():  # the user left: nobody will read the texts after, the merge check or the held-out figures
         return result
+    phase("after")
     result["after"] = texts(lambda p: greedy(run.model, run.fmt, p, cfg.max_new_tokens, stop_at_end))
+    phase("held_out")
     result["held_out"] = held_out(run, text)
+    phase("merge")
     merged = lora.merge_lora(lora.shared_copy(run.model))     # W + (α/r) B A in new tensors; the base untouched
     result["merged_max_abs_diff"] = max_difference(run.model, merged, ids)
     result["seconds"], result["threads"] = round(time.perf_counter() - started, 2), torch.get_num_threads()
@@ -434,14 +446,18 @@ def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = 
 
 
 def live(cfg: FinetuneConfig, text: str | None = None) -> Iterator[dict]:
-    """`execute` on a thread: yields {"step": record} as each step ends, then {"result": ...}. Closing the
+    """`execute` on a thread: yields {"phase": name} as each part of the run begins (PHASES: loading the base, the
+    texts before, ..., the merge check), {"step": record} as each step ends, then {"result": ...}. Closing the
     iterator (the user pressed Stop) ends the run at its next step and waits for it: nothing keeps training."""
     records: queue.Queue = queue.Queue()
     stop = threading.Event()
 
     def work():
         try:
-            records.put({"result": execute(start(cfg), text, lambda r: records.put({"step": r}), stop.is_set)})
+            records.put({"phase": "loading"})
+            run = start(cfg)
+            records.put({"result": execute(run, text, lambda r: records.put({"step": r}), stop.is_set,
+                                           lambda name: records.put({"phase": name}))})
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread, raised there
             records.put({"error": err})
 
@@ -464,7 +480,7 @@ def live(cfg: FinetuneConfig, text: str | None = None) -> Iterator[dict]:
 # ---------------------------------------------------------------------------------------------
 # python -m playground.train lora|sft|dpo: a shipped run, its adapters and its record in models/
 
-RECIPES = {  # the shipped runs' settings (the app's live runs are shorter: see ui/finetune_tab.py)
+RECIPES = {  # the shipped runs' settings (the app's live LoRA run is this one; its SFT and DPO runs are shorter)
     "lora": FinetuneConfig(method="lora", base=adapters.GPT, steps=60),
     "sft": FinetuneConfig(method="sft", base=adapters.SMOLLM2, steps=40, batch_size=4, learning_rate=2e-3,
                           max_new_tokens=40),

@@ -17,10 +17,13 @@ from playground.ui.common import Shared, as_float, as_int, json_file, text_input
 MODEL_LABELS = {GPT: "our GPT (Shakespeare, 1.8M parameters, characters)", SMOLLM2: "SmolLM2-135M-Instruct"}
 TARGET_LABELS = [("W_q and W_v (Hu et al.; our GPT: its one W_qkv)", "qv"), ("every attention matrix", "attention"),
                  ("attention and MLP", "all")]
-# A live run's size per base, within a minute on two CPU cores (the shipped runs train longer)
-BATCH = {GPT: 8, SMOLLM2: 2}
-STEPS = {GPT: (40, 200), SMOLLM2: (16, 40)}                  # (default, most) per base
-RATE = {"lora": 3e-3, "sft": 3e-3, "dpo": 1e-3}
+# A live run's size per base, within a minute on two CPU cores. On our GPT it is the shipped LoRA run's recipe (its
+# steps, batch, rate and seed: the same run, the same numbers, in about 10 s); on SmolLM2 shorter than the shipped
+# SFT and DPO runs (40 steps of 4 and of 2 pairs: 52 s and 123 s of training alone), which their status says.
+BATCH = {GPT: finetune.RECIPES["lora"].batch_size, SMOLLM2: 2}
+STEPS = {GPT: (finetune.RECIPES["lora"].steps, 200), SMOLLM2: (16, 40)}  # (default, most) per base
+RATE = {"lora": finetune.RECIPES["lora"].learning_rate, "sft": 3e-3, "dpo": 1e-3}
+SEED = 1337                                                  # the shipped runs' (python -m playground.train's --seed)
 SHIPPED = {"lora": "lora-gpt-shakespeare", "sft": "sft-smollm2", "dpo": "dpo-smollm2"}
 STREAM_EVERY = 0.5                                           # seconds between redraws of a live run's curve
 TEXT_CHARS = 20_000                                          # a LoRA text longer than this is cut, with a notice
@@ -73,21 +76,39 @@ def _views(result: dict, how: str) -> tuple:
     return status, ff.loss_figure(result), mask, ff.texts_html(result), json_file(result, result["method"]), result
 
 
-def _progress_views(result: dict, records: list[dict]) -> tuple:
+def _progress_views(result: dict, records: list[dict], doing: str = "") -> tuple:
+    """A live run under way: its curve so far and what it is doing. The shipped run's texts, mask and data are
+    cleared at its start (they are not this run's) and come back with the run's own at its end."""
     partial = {**result, "steps": records}
     status = f"Training: step {records[-1]['step']} of {result['config']['steps']}, loss {records[-1]['loss']:.4f}."
+    if doing:
+        status += f" Now {doing}…"
     return status, ff.loss_figure(partial), gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 
+def _starting_views(cfg: FinetuneConfig, doing: str) -> tuple:
+    """Before a live run's first step: nothing of the shipped run stays on screen as if it were this run's."""
+    status = f"**Live run** ({cfg.steps} steps of {cfg.batch_size}, seed {cfg.seed}): {doing}…"
+    return status, None, "", "", None, None
+
+
 def _live(cfg: FinetuneConfig, text: str | None, progress):
-    """Stream a live run: the loss curve as it falls, then everything. Stop closes the stream: the run ends."""
+    """Stream a live run: what it is doing before its first step, the loss curve as it falls, what it does after
+    its last (the texts after, the held-out loss, the merge check), then everything. Stop closes the stream: the
+    run ends."""
     records: list[dict] = []
     head = {"method": cfg.method, "config": {"steps": cfg.steps}}
-    progress(0, desc="starting (SmolLM2 is read on first use: about 10 s)" if cfg.base == SMOLLM2 else "starting")
+    progress(0, desc="starting")
     shown = 0.0
     try:
         for item in finetune.live(cfg, text):
-            if "step" in item:
+            if "phase" in item:
+                doing = finetune.PHASES[item["phase"]]
+                if item["phase"] == "loading" and cfg.base == SMOLLM2:
+                    doing += " (SmolLM2 is read on first use: about 10 s)"
+                progress(len(records) / cfg.steps, desc=doing)
+                yield _progress_views(head, records, doing) if records else _starting_views(cfg, doing)
+            elif "step" in item:
                 records.append(item["step"])
                 progress(len(records) / cfg.steps, desc=f"step {len(records)}/{cfg.steps}")
                 if time.perf_counter() - shown >= STREAM_EVERY:  # the GPT's steps take milliseconds: the page
@@ -99,12 +120,13 @@ def _live(cfg: FinetuneConfig, text: str | None, progress):
         raise gr.Error(str(err)) from None
 
 
-def lora_finetune(model=GPT, targets="qv", rank=8, alpha=16, steps=40, learning_rate=3e-3, text="", seed=0,
-                  progress=gr.Progress()):
-    """LoRA adapters trained live on a text (the next-token loss)."""
+def lora_finetune(model=GPT, targets="qv", rank=8, alpha=16, steps=STEPS[GPT][0], learning_rate=RATE["lora"], text="",
+                  seed=SEED, progress=gr.Progress()):
+    """LoRA adapters trained live on a text (the next-token loss). The defaults are the shipped run's."""
     notices: list[str] = []
     cfg = _config("lora", model, targets, rank, alpha, steps, learning_rate, seed, notices)
-    text = text_input(text, notices, TEXT_CHARS).strip() or finetune.default_text()
+    text = text_input(text, notices, TEXT_CHARS)
+    text = text if text.strip() else finetune.default_text()   # as typed: stripping moved the held-out tenth
     if model == GPT:
         vocab = checkpoints.shared(GPT).tokenizer.get_vocab()
         unknown = sorted({c for c in text if c not in vocab})
@@ -116,7 +138,8 @@ def lora_finetune(model=GPT, targets="qv", rank=8, alpha=16, steps=40, learning_
     yield from _live(cfg, text, progress)
 
 
-def sft(model=SMOLLM2, targets="qv", rank=8, alpha=16, steps=16, learning_rate=3e-3, seed=0, progress=gr.Progress()):
+def sft(model=SMOLLM2, targets="qv", rank=8, alpha=16, steps=STEPS[SMOLLM2][0], learning_rate=RATE["sft"], seed=SEED,
+        progress=gr.Progress()):
     """Supervised fine-tuning live on the instruction-response pairs, the loss on the responses only."""
     notices: list[str] = []
     cfg = _config("sft", model, targets, rank, alpha, steps, learning_rate, seed, notices)
@@ -124,8 +147,8 @@ def sft(model=SMOLLM2, targets="qv", rank=8, alpha=16, steps=16, learning_rate=3
     yield from _live(cfg, None, progress)
 
 
-def dpo(model=SMOLLM2, targets="qv", rank=8, alpha=16, beta=0.1, steps=16, learning_rate=1e-3, seed=0,
-        progress=gr.Progress()):
+def dpo(model=SMOLLM2, targets="qv", rank=8, alpha=16, beta=0.1, steps=STEPS[SMOLLM2][0], learning_rate=RATE["dpo"],
+        seed=SEED, progress=gr.Progress()):
     """Direct preference optimisation live on the preference triples, against the frozen base."""
     notices: list[str] = []
     cfg = _config("dpo", model, targets, rank, alpha, steps, learning_rate, seed, notices, beta=beta)
@@ -144,7 +167,9 @@ def shipped_views(method: str) -> tuple:
     if not card or "result" not in card:
         note = f"No shipped run: `python -m playground.train {method}` makes one in models/{SHIPPED[method]}/."
         return note, None, "", "", None, None
-    how = f"The shipped run, recorded by `{card['command']}` ({card['date']}):"
+    c = card["result"]["config"]
+    how = (f"The shipped run, recorded by `{card['command']}` ({card['date']}; batches of {c['batch_size']}, learning "
+           f"rate {c['learning_rate']:g}, seed {c['seed']}; *Train live* runs the settings above):")
     return _views(card["result"], how)
 
 
@@ -157,7 +182,7 @@ def _controls(method: str, default_model: str):
         alpha = gr.Slider(1, 128, 16, step=1, label="α")
         steps = gr.Slider(1, STEPS[default_model][1], STEPS[default_model][0], step=1, label="Steps")
         rate = gr.Number(RATE[method], label="Learning rate", minimum=1e-5, maximum=0.1)
-        seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+        seed = gr.Number(SEED, label="Seed", precision=0, minimum=0)
     return model, targets, rank, alpha, steps, rate, seed
 
 
