@@ -209,6 +209,35 @@ def test_prewarm_answers_the_pages_initial_values():
     assert app.demo.answers.hits == hits + 1
 
 
+def test_a_load_event_whose_answer_the_page_starts_with_no_longer_fires_on_load():
+    """prewarm paints the load events' answers (values and gr.State alike): an event whose whole answer is painted
+    is no longer sent by every page that opens; one with an answer the page cannot start with still is."""
+    from playground.ui.cache import prewarm
+
+    with gr.Blocks() as demo:
+        text, steps = gr.Textbox(), gr.State()
+        slider, data, shown, later = gr.Slider(maximum=2), gr.JSON(), gr.Textbox(), gr.Textbox()
+        painted = demo.load(lambda: ("drawn", [{"step": 1}], gr.skip()), outputs=[text, steps, shown])
+        updated = demo.load(lambda: gr.update(maximum=9), outputs=slider)
+        read = demo.load(lambda: {"a": 1}, outputs=data)
+        data.change(lambda d: str(d), inputs=data, outputs=later)
+        followed = demo.load(lambda: "first", outputs=shown)
+        followed.then(lambda: "then", outputs=later)
+    answers, workers = AnswerCache(), Workers(1)
+    for fn in demo.fns.values():
+        fn.fn = answers.wrap(fn.fn, len(fn.outputs), (), workers)
+
+    def on_load(event) -> bool:
+        return (demo._id, "load") in map(tuple, demo.fns[event["id"]].targets)
+
+    assert all(on_load(e) for e in (painted, updated, read, followed))
+    prewarm(demo).join(60)
+    assert not on_load(painted) and text.value == "drawn" and steps.value == [{"step": 1}]
+    assert on_load(updated) and on_load(read) and on_load(followed)  # a new maximum, an input, a .then to run
+    config = demo.get_config_file()["dependencies"]
+    assert not any(t[1] == "load" for t in config[painted["id"]]["targets"])
+
+
 def test_an_update_taken_apart_by_gradio_is_whole_again_on_the_next_hit(cache):
     """gradio's postprocessing pops "value" from a returned gr.update: the cached answer must not lose it
     (the gradient tab's LSTM gates plot stayed empty on a hit)."""

@@ -14,7 +14,7 @@ from playground import checkpoints
 from playground.analysis import focus
 from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab, gradient_tab,
                            patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
-from playground.ui.cache import AnswerCache, Workers
+from playground.ui.cache import AnswerCache, Workers, share_cores
 from playground.ui.fastpath import CachedCalls
 from playground.ui.pagecache import CachedPage
 from playground.ui.queuepath import CachedEvents
@@ -138,7 +138,7 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # The queue, for a 2-core machine. Every event is dispatched at once; what waits is the computation. An answer
 # already given for the same inputs comes from the shared cache (ui/cache.py) without waiting (and an API call's
 # from ui/fastpath.py without the queue at all); a new one waits for a model worker: two quick ones (two
-# computations at once keep both cores busy; torch already spreads one over the cores) and one for the events
+# computations at once keep both cores busy, each on its share of the cores: share_cores) and one for the events
 # that take long, so that a new sentence's tokens never wait behind a new prompt's 200 generated tokens. The
 # live training (the memory experiment, the Fine-tuning tab: up to a minute) has its own single worker. Waiting
 # requests hold one of Gradio's handler threads each (THREADS; with Gradio's default of 40, forty waiting misses
@@ -153,6 +153,7 @@ ANSWER_BYTES = 96 << 20  # the shared answers, together (most are under 100 kB; 
 def set_queues(demo: gr.Blocks) -> None:
     answers = AnswerCache(ANSWER_BYTES)
     models, training = Workers(*WORKERS), Workers(1)
+    share_cores(sum(WORKERS))
     for fn in demo.fns.values():
         if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
             continue

@@ -20,9 +20,11 @@ def before_gradio() -> None:
 
 
 def apply() -> None:
-    """The process-wide settings of a serving app: two malloc arenas, no per-session value copies."""
+    """The process-wide settings of a serving app: two malloc arenas, no per-session value copies, no component
+    rebuilt for a gr.skip()."""
     _share_malloc_arenas()
     _keep_no_deep_link_copies()
+    _skip_without_rebuilding()
 
 
 def _skip_gradio_stub_rewrite() -> None:
@@ -101,3 +103,41 @@ def _keep_no_deep_link_copies() -> None:
     SessionState.__init__ = init
     SessionState._update_value_in_config = lambda self, key, value: None
     SessionState._keeps_no_copies = True
+
+
+def _skip_without_rebuilding() -> None:
+    """Gradio 6.31 turns every update an event returns into a new instance of its component, with its config,
+    even a bare gr.skip(), which changes nothing (about 0.4 ms each: the constructor's signature is inspected
+    every time). The link's restore answers every page that opens with about 60 of them, one per view it can
+    restore (py-spy: 28 ms of the server per page, 70% of it rebuilding); a generation's every streamed step
+    has three. A bare skip now passes through as the `{"__type__": "update"}` the page reads as "unchanged";
+    the other outputs are postprocessed by Gradio as before."""
+    import copy
+
+    from gradio.blocks import Blocks
+
+    if getattr(Blocks, "_skips_without_rebuilding", False):  # a second build_demo() in one process
+        return
+    postprocess_data = Blocks.postprocess_data
+
+    async def without_skips(self, block_fn, predictions, state):
+        n = len(block_fn.outputs)
+        if n < 2 or block_fn.batch or not isinstance(predictions, (list, tuple)) or len(predictions) != n:
+            return await postprocess_data(self, block_fn, predictions, state)
+        rest = [i for i, value in enumerate(predictions) if not _bare_skip(value)]
+        if len(rest) == n:
+            return await postprocess_data(self, block_fn, predictions, state)
+        output = [{"__type__": "update"} for _ in range(n)]
+        if rest:
+            some = copy.copy(block_fn)
+            some.outputs = [block_fn.outputs[i] for i in rest]
+            for i, value in zip(rest, await postprocess_data(self, some, [predictions[i] for i in rest], state)):
+                output[i] = value
+        return output
+
+    Blocks.postprocess_data = without_skips
+    Blocks._skips_without_rebuilding = True
+
+
+def _bare_skip(value) -> bool:
+    return type(value) is dict and value == {"__type__": "update"}
