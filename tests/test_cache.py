@@ -222,10 +222,14 @@ def test_a_load_event_whose_answer_the_page_starts_with_no_longer_fires_on_load(
         read = demo.load(lambda: {"a": 1}, outputs=data)
         data.change(lambda d: str(d), inputs=data, outputs=later)
         followed = demo.load(lambda: "first", outputs=shown)
-        followed.then(lambda: "then", outputs=later)
+        followed.then(lambda: "then", outputs=later, queue=False)  # not cached (ui.demo.set_queues: queued only)
+        cached_then = demo.load(lambda: "second", outputs=later)
+        tail = gr.Textbox()
+        cached_then.then(lambda: "after", outputs=tail)
     answers, workers = AnswerCache(), Workers(1)
     for fn in demo.fns.values():
-        fn.fn = answers.wrap(fn.fn, len(fn.outputs), (), workers)
+        if fn.queue:
+            fn.fn = answers.wrap(fn.fn, len(fn.outputs), (), workers)
 
     def on_load(event) -> bool:
         return (demo._id, "load") in map(tuple, demo.fns[event["id"]].targets)
@@ -233,7 +237,9 @@ def test_a_load_event_whose_answer_the_page_starts_with_no_longer_fires_on_load(
     assert all(on_load(e) for e in (painted, updated, read, followed))
     prewarm(demo).join(60)
     assert not on_load(painted) and text.value == "drawn" and steps.value == [{"step": 1}]
-    assert on_load(updated) and on_load(read) and on_load(followed)  # a new maximum, an input, a .then to run
+    assert not on_load(updated) and slider.maximum == 9  # a new property is the component's own from the start
+    assert on_load(read) and on_load(followed)  # an input whose default the API documents, a .then not cached
+    assert not on_load(cached_then) and later.value == "second" and tail.value == "after"  # its .then painted too
     config = demo.get_config_file()["dependencies"]
     assert not any(t[1] == "load" for t in config[painted["id"]]["targets"])
 

@@ -300,11 +300,20 @@ def lecture_hall_rows(students: int, think: float, seconds: float) -> list[tuple
     rows = []
     for protocol, run in (("browsers", loadtest.browser_hall), ("plain HTTP API", loadtest.lecture_hall)):
         with served_app(warm=True) as (url, pid):
-            before = answer_cache(url)
+            before, server, driver = answer_cache(url), _cpu(pid), time.process_time()
             result = run(url, students, think, seconds)
             rss, after = _rss(pid), answer_cache(url)
+            result.server_cpu, result.driver_cpu = _cpu(pid) - server, time.process_time() - driver
         rows += _hall_rows(protocol, students, think, seconds, result, rss, before, after)
     return rows
+
+
+def _cpu(pid: int) -> float:
+    """Seconds of CPU the process has used (user and system)."""
+    import psutil
+
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
 
 
 def _rss(pid: int) -> float:
@@ -337,7 +346,9 @@ def _hall_rows(protocol: str, students: int, think: float, seconds: float, resul
         first = sorted(result.first_update)
         rows.append((f"  {name}: streamed actions, first step shown ({len(first)})", ms(statistics.median(first)),
                      ms(_p95(first)), "", None))
-    rows += [(f"  {name}: server resident memory at the end", f"{rss:,.0f} MB", "", "≤ 1,536 MB", rss <= 1536),
+    rows += [(f"  {name}: CPU of the server / of this driver, on the same cores (s per s of the class)",
+              f"{result.server_cpu / result.wall:.2f} / {result.driver_cpu / result.wall:.2f}", "", "", None),
+             (f"  {name}: server resident memory at the end", f"{rss:,.0f} MB", "", "≤ 1,536 MB", rss <= 1536),
              (f"  {name}: answered again without the queue ({kept['answers']:,} answers kept, "
               f"{kept['bytes'] / 2**20:.0f} MB)", f"{hits:,} of {hits + misses:,}", "", "", None)]
     for kind, samples in result.by_kind.items():

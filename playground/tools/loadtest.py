@@ -160,6 +160,8 @@ class HallResult(LoadResult):
     seconds: float = 0.0      # the length of the class
     by_kind: dict = field(default_factory=lambda: {"defaults": [], "own": []})  # latencies of each kind
     log: list = field(default_factory=list)  # (seconds into the class, endpoint, kind, latency) of each answer
+    server_cpu: float = 0.0   # seconds of CPU the server used during the class (the bench measures it)
+    driver_cpu: float = 0.0   # and this driver, on the same machine
 
 
 def lecture_hall(url: str, students: int = 200, think: float = 10.0, seconds: float = 120.0,
@@ -277,6 +279,33 @@ class BrowserHallResult(HallResult):
 SCRIPT = re.compile(r'(?:src|href)="\./(assets/[^"]+\.(?:js|css))"')  # the page's own scripts and style sheets
 
 
+EVENT = re.compile(rb'"msg":"(\w+)","event_id":"([0-9a-f]+)"')  # how a stream message begins, as Gradio writes it
+
+
+async def stream_messages(stream):
+    """The session stream's messages as (kind, event id, the message's bytes), read as bytes: a 600 kB answer is
+    neither decoded nor parsed here unless it is an error (the driver shares the server's cores; keep it light)."""
+    buffer = bytearray()
+    async for chunk in stream.aiter_bytes():
+        buffer += chunk
+        while (end := buffer.find(b"\n\n")) >= 0:
+            message = bytes(buffer[:end])
+            del buffer[:end + 2]
+            named = EVENT.search(message, 0, 200)
+            if message.startswith(b"data:") and named:
+                yield named[1].decode(), named[2].decode(), message
+
+
+def _failure(message: bytes) -> str | None:
+    """The error a `process_completed` message reports, or None when it succeeded (its tail says which)."""
+    if b'"success":true' in message[-400:]:
+        return None
+    import orjson
+
+    parsed = orjson.loads(message[5:])
+    return None if parsed.get("success") else str(parsed.get("output", {}).get("error", parsed))[:300]
+
+
 async def queue_event(client, page: Page, fn_index: int, data: list, session: str,
                       event_data: dict | None = None) -> tuple[float | None, str | None]:
     """One event through the page's protocol: POST queue/join, then the session's stream (queue/data) up to
@@ -289,21 +318,13 @@ async def queue_event(client, page: Page, fn_index: int, data: list, session: st
     event = joined.json()["event_id"]
     first = None
     async with client.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
-        async for line in stream.aiter_lines():
-            if not line.startswith("data:"):
+        async for kind, about, message in stream_messages(stream):
+            if about != event:
                 continue
-            if '"process_generating"' in line[:80] and first is None:
+            if kind == "process_generating" and first is None:
                 first = time.perf_counter() - started
-            if '"process_completed"' not in line[:200] and '"process_completed"' not in line[-300:]:
-                continue
-            import orjson
-
-            message = orjson.loads(line[5:])
-            if message.get("event_id") != event:
-                continue
-            if not message.get("success"):
-                return first, str(message.get("output", {}).get("error", message))[:300]
-            return first, None
+            if kind == "process_completed":
+                return first, _failure(message)
     return first, "the stream closed before the event completed"
 
 
@@ -358,15 +379,11 @@ async def queue_events(client, events: list[tuple[int, list]], session: str) -> 
         if not pending:
             return None
         async with client.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
-            async for line in stream.aiter_lines():
-                if line.startswith("data:") and '"process_completed"' in line[:200]:
-                    import orjson
-
-                    message = orjson.loads(line[5:])
-                    if message.get("event_id") in pending:
-                        if not message.get("success"):
-                            return str(message.get("output", {}).get("error", message))[:300]
-                        pending.discard(message["event_id"])
+            async for kind, about, message in stream_messages(stream):
+                if kind == "process_completed" and about in pending:
+                    if (error := _failure(message)) is not None:
+                        return error
+                    pending.discard(about)
             if pending and stream.status_code != 200:
                 return f"queue/data {stream.status_code}"
     return f"{len(pending)} events never completed" if pending else None

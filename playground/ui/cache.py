@@ -265,33 +265,64 @@ def prewarm(demo: gr.Blocks, skip: set[str] = frozenset()) -> threading.Thread:
     opened afterwards is drawn at once, whatever the queue is doing. A load event whose whole answer is painted
     then no longer fires when a page opens (`answered_on_load`): 200 pages opening within 10 s sent 16 events each,
     3,200 answers to give out on one event loop before anyone clicked (the lecture hall through browsers)."""
-    read = {block._id for fn in demo.fns.values() for block in fn.inputs}  # components some event reads
-    followed = {fn.trigger_after for fn in demo.fns.values()  # events with a .then that runs on their success
-                if fn.trigger_after is not None and not fn.trigger_only_on_failure}
+    documented = {block._id for fn in demo.fns.values() if fn.api_name and fn.api_visibility == "public"
+                  for block in fn.inputs if not isinstance(block, gr.State)}  # their values: the API's defaults
+    then = {}  # event -> the events that run after it succeeds (.then, .success)
+    for fn in demo.fns.values():
+        if fn.trigger_after is not None and not fn.trigger_only_on_failure:
+            then.setdefault(fn.trigger_after, []).append(fn)
+    on_load = [fn for fn in demo.fns.values() if (demo._id, "load") in map(tuple, fn.targets)]
+    opening = {fn._id for fn in _with_what_follows(on_load, then)}  # what a page runs when it opens
 
     def run() -> None:
-        on_load = False
+        whole = {}  # event run when a page opens -> whether the page now starts with its whole answer
         for fn in demo.fns.values():
             if not getattr(fn.fn, "cacheable", False) or fn.api_name in skip:
                 continue
             try:
-                args = [block.preprocess(block.postprocess(block.value)) for block in fn.inputs]
-                outputs = fn.fn(*args)
+                outputs = fn.fn(*map(_as_sent, fn.inputs))
                 if inspect.isgenerator(outputs):
                     for outputs in outputs:  # noqa: B007 - the last step is the answer
                         pass
             except Exception:  # noqa: BLE001 - a default the handler refuses is answered when asked
                 continue
-            if (demo._id, "load") in map(tuple, fn.targets):
-                on_load = True
-                if not paint(fn, outputs, skip=read) and fn._id not in followed:
-                    answered_on_load(demo, fn)
-        if on_load:
+            if fn._id in opening:
+                whole[fn._id] = not paint(fn, outputs, skip=documented)
+        for fn in on_load:
+            if _painted(fn, whole, then):
+                answered_on_load(demo, fn)
+        if whole:
             demo.config = demo.get_config_file()  # what /config and the page send each new page
 
     thread = threading.Thread(target=run, name="prewarm", daemon=True)
     thread.start()
     return thread
+
+
+def _as_sent(block):
+    """The component's value as the handler receives it from a page: postprocessed, written as JSON, then read
+    back as Gradio reads an input (its data model, if it has one) and preprocessed."""
+    from pydantic import BaseModel
+
+    value = block.postprocess(block.value)
+    if isinstance(value, BaseModel):
+        value = value.model_dump()
+    if getattr(block, "data_model", None) is not None and value is not None:
+        value = block.data_model.model_validate(value)
+    return block.preprocess(value)
+
+
+def _with_what_follows(fns: list, then: dict) -> list:
+    """`fns` and every event that runs after one of them succeeds, in turn."""
+    found = list(fns)
+    for fn in found:
+        found += [after for after in then.get(fn._id, ()) if after not in found]
+    return found
+
+
+def _painted(fn, whole: dict, then: dict) -> bool:
+    """Whether the page starts with the whole answer of `fn` and of every event that runs after it."""
+    return whole.get(fn._id, False) and all(_painted(after, whole, then) for after in then.get(fn._id, ()))
 
 
 def answered_on_load(demo: gr.Blocks, fn) -> None:
@@ -302,10 +333,11 @@ def answered_on_load(demo: gr.Blocks, fn) -> None:
 
 def paint(fn, outputs, skip: set[int] = frozenset()) -> list:
     """The event's answer as its output components' initial values, as Gradio stores a component's value
-    (postprocessed, files moved to its cache); a gr.State's value is what each new session starts with.
-    Left as they are: updates (new properties only the event can give), bare gr.skip()s and the components in
-    `skip` (those an event reads: their initial value is an input's documented default). The outputs of the
-    answer the page does not start with; none when the page starts with the whole answer."""
+    (postprocessed, files moved to its cache); a gr.State's value is what each new session starts with; an
+    update's new properties (a slider's maximum) become the component's. Left as they are: the values of the
+    components in `skip` (inputs the API documents: their initial value is the documented default), and bare
+    gr.skip()s.
+    The outputs of the answer the page does not start with; none when the page starts with the whole answer."""
     from gradio.processing_utils import move_files_to_cache
     from gradio.utils import is_prop_update
     from pydantic import BaseModel
@@ -313,17 +345,30 @@ def paint(fn, outputs, skip: set[int] = frozenset()) -> list:
     values = (outputs,) if len(fn.outputs) == 1 else tuple(outputs)
     left = []
     for block, value in zip(fn.outputs, values):
-        if is_prop_update(value) and all(getattr(block, k, None) == v for k, v in value.items()
-                                         if k not in ("__type__", "value")):  # no property the block lacks
-            if "value" not in value:  # gr.skip(): the output keeps its value
+        if isinstance(value, gr.blocks.Block):  # a component returned for its new properties: an update
+            value = {**value.constructor_args, "__type__": "update"}
+        if is_prop_update(value) and set(value) == {"__type__"}:  # gr.skip(): the output keeps its value
+            continue
+        if not isinstance(block, gr.components.Component):
+            left.append(block)
+            continue
+        if is_prop_update(value):
+            properties = {k: v for k, v in value.items() if k not in ("__type__", "value")}
+            if not all(hasattr(block, k) for k in properties):  # as Gradio sends an update's properties
+                left.append(block)
+                continue
+            for k, v in properties.items():  # as Gradio rebuilds the component with them
+                setattr(block, k, v)
+                block.constructor_args[k] = v
+            if "value" not in value:  # new properties only: the output keeps its value
                 continue
             value = value["value"]
         if isinstance(block, gr.State):
             block.value = copy.deepcopy(value)
             continue
-        if (not isinstance(block, gr.components.Component) or block._id in skip or is_prop_update(value)
-                or isinstance(value, gr.blocks.Block)):
-            left.append(block)
+        if block._id in skip:  # its value is the API's default: painted only when it is that already
+            if value != block.value:
+                left.append(block)
             continue
         processed = block.postprocess(value)
         if isinstance(processed, BaseModel):
