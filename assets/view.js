@@ -36,8 +36,8 @@
     move(url);
   }
 
-  // The selected tab, as "top" or "top/sub" (a tab's own sub-tab, when it is not its first): rewritten
-  // after any click on a tab button, once the page has switched. ui.tab_id and view.sub_id name them.
+  // The selected tab, as "top" or "top/sub" (a tab's own sub-tab, when it is not its first). ui.tab_id and
+  // view.sub_id name them.
   const subId = (label) => label.trim().toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "");
   const visible = (el) => el.offsetParent !== null;
 
@@ -64,10 +64,14 @@
     return { path: sub && sub !== group[0] ? `${path}/${subId(sub.textContent)}` : path, first: tabId(top[0].textContent) };
   }
 
-  document.addEventListener("click", (event) => {
-    if (!(event.target.closest && event.target.closest("#tabs button[role='tab']"))) return;
-    setTimeout(() => { const tab = tabPath(); if (tab) set("tab", tab.path, tab.first); }, 100);
-  }, true);
+  // Written whenever a tab button's selection changes, whoever changed it: a click, the guided tour (the server
+  // selects its step's tab), a link. Once the page has settled (100 ms), so a top-level tab's sub-tabs are shown.
+  let tabTimer = null;
+  new MutationObserver((mutations) => {
+    if (!mutations.some((m) => m.target.closest && m.target.closest("#tabs"))) return;
+    clearTimeout(tabTimer);
+    tabTimer = setTimeout(() => { const tab = tabPath(); if (tab) set("tab", tab.path, tab.first); }, 100);
+  }).observe(document.documentElement, { subtree: true, attributes: true, attributeFilter: ["aria-selected"] });
 
   // A link's sub-tab: the server selects the top-level tab; its sub-tab is clicked here once it is shown
   // (a click, so the sub-tab's own select events run as if the user had chosen it). Only after the server's

@@ -13,6 +13,8 @@ VIEWS = {"tokenization": "#tokens-view", "embeddings": "#emb-word-plot", "rnn-gr
 
 
 def test_next_walks_every_step_to_its_tab(page):
+    """Each step opens its tab, with its equation and its view drawn, and the address says so (a link copied
+    after the tour opened the Tokenization tab: issue #32 item 8)."""
     page.locator("#tour").get_by_text("Guided tour").click()
     for i, step in enumerate(tour.STEPS):
         page.locator("#tour-next").click()
@@ -21,6 +23,9 @@ def test_next_walks_every_step_to_its_tab(page):
         tab = page.get_by_role("tab", name=TITLES[step.tab], exact=True)
         page.wait_for_function("(el) => el.getAttribute('aria-selected') === 'true'", arg=tab.element_handle(),
                                timeout=15_000)
+        shown = "" if step.tab == tab_id(TABS[0][0]) else step.tab  # the first tab is the default: not written
+        page.wait_for_function("(tab) => (new URLSearchParams(location.search).get('tab') || '').split('/')[0] === tab",
+                               arg=shown, timeout=10_000)
         assert page.locator("#tour-text .katex").count() >= 1, f"step {i + 1}: the equation is rendered"
         view = page.locator(VIEWS[step.tab])
         page.wait_for_function("(el) => el.offsetParent !== null && (el.innerText.trim().length > 20 ||"

@@ -53,6 +53,28 @@ def test_a_bad_link_says_what_it_could_not_follow_and_leaves_the_address_bar(fre
     page.wait_for_function("() => !new URLSearchParams(location.search).has('foo')", timeout=10_000)
     params = query(page)
     assert "foo" not in params and "att.head" not in params and params.get("att.layer", ["5"]) != ["99"]
+    # 99 is MiniLM's last layer, 5, not SmolLM2's 29, which the page then refused in red (issue #32 item 8)
+    assert "using 5 (0 to 5)" in text
+    page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('Layer 5')",
+                           timeout=40_000)
+    assert "greater than maximum" not in page.inner_text("body")
+
+
+def test_a_links_layer_and_head_are_those_of_its_model(fresh, app_url):
+    """A link's model is set with its layer and head: they used to be reset to 0 and the mean by the model's
+    change (the address lost them too)."""
+    from playground.ui import attention_tab
+
+    if "gpt" not in attention_tab.MODELS:
+        pytest.skip("our GPT is not shipped")
+    page = fresh
+    page.goto(f"{app_url}?tab=attention&att.model=gpt&att.layer=2&att.head=1")
+    page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('Layer 2, head 1')",
+                           timeout=40_000)
+    page.wait_for_timeout(2_000)  # any late reset would have come by now
+    assert "Layer 2, head 1" in page.locator("#attn-heatmap").inner_text()
+    assert query(page).get("att.layer") == ["2"] and query(page).get("att.head") == ["1"]
+    assert "greater than maximum" not in page.inner_text("body")
 
 
 def test_a_link_opens_a_sub_tab_and_choosing_one_rewrites_the_link(fresh, app_url):

@@ -83,3 +83,41 @@ def test_the_notice_banners_take_no_room_when_there_is_nothing_to_say():
     outputs = restore_with()
     assert outputs[-2]["visible"] is False
     assert restore_with(foo="1")[-2]["visible"] is True
+
+
+def restored_value(outputs, key: str):
+    (restore,) = [fn for fn in app.demo.fns.values() if fn.name == "restore"]
+    return outputs[[block._id for block in restore.outputs].index(app.demo.view[key]._id)]
+
+
+def test_a_links_layer_and_head_are_checked_against_the_links_model():
+    """Issue #32 item 8: att.layer=99 was clamped to the deepest model's last layer (SmolLM2's 29) while MiniLM's 6
+    layers were shown, and the page then refused 29 ("Value 29 is greater than maximum value 5")."""
+    import warnings
+
+    from playground.ui import attention_tab as tab
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = restore_with(**{"att.layer": "99"})
+    assert restored_value(outputs, "att.layer") == tab.MODELS["minilm"].n_layer - 1 == 5
+    assert any("using 5 (0 to 5)" in str(w.message) for w in caught)
+    if "gpt" in tab.MODELS:
+        outputs = restore_with(**{"att.model": "gpt", "att.layer": "99", "att.head": "5"})
+        assert restored_value(outputs, "att.layer") == tab.MODELS["gpt"].n_layer - 1
+        assert restored_value(outputs, "att.head") == "5"
+        head = str(tab.MODELS["gpt"].n_head)  # one past its last head (MiniLM has it)
+        assert isinstance(restored_value(restore_with(**{"att.model": "gpt", "att.head": head}), "att.head"),
+                          type(gr.skip()))
+    if "smollm2" in tab.LAZY:
+        assert restored_value(restore_with(**{"att.model": "smollm2", "att.layer": "20"}), "att.layer") == 20
+
+
+def test_a_links_empty_sentence_is_refused_as_the_box_refuses_it():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = restore_with(text="  ")
+    assert isinstance(restored_value(outputs, "text"), type(gr.skip()))
+    assert any("text is empty" in str(w.message) for w in caught)

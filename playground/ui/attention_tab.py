@@ -253,11 +253,30 @@ def model_changed(model_key):
 
 
 def model_bounds(model_key):
-    """On page load: the layer sliders end at the chosen model's last layer (they are built to reach the deepest
-    model's, SmolLM2's 30, which is what an API call is checked against; values are left as a link set them), and
-    the controls that apply to the chosen model show (`applies`)."""
-    n_layer, *_ = _shape(model_key)
-    return gr.update(maximum=n_layer - 1), gr.update(maximum=n_layer - 1), *_shown_controls(model_key)
+    """On page load, and when a link or the tour sets the model: the layer sliders end at the chosen model's last
+    layer (they are built to reach the deepest model's, SmolLM2's 30, which is what an API call is checked
+    against), the head lists hold its heads, and the controls that apply to it show (`applies`). The values are
+    left as they are: a link's were checked against its model (`link_limits`); a choice by hand resets them
+    (`model_changed`)."""
+    n_layer, n_head, group = _shape(model_key)
+    return (gr.update(maximum=n_layer - 1), gr.update(choices=head_choices(n_head, group)),
+            gr.update(maximum=n_layer - 1), gr.update(choices=steps_head_choices(n_head, group)),
+            *_shown_controls(model_key))
+
+
+def link_limits(params: dict[str, str]) -> dict[str, tuple | list]:
+    """What a link's layer and head are checked against: the link's model (or the default), not the deepest."""
+    n_layer, n_head, group = _shape(params.get("att.model", DEFAULT_MODEL))
+    return {"att.layer": (0, n_layer - 1), "att.head": [value for _, value in head_choices(n_head, group)]}
+
+
+def _wire_model(demo: gr.Blocks, shared: Shared, model: gr.Dropdown, bounds: list) -> None:
+    """The controls that follow the model (`bounds`: model_changed's outputs), and a link's checked against it."""
+    for key in ("att.layer", "att.head"):
+        shared.limit(key, lambda params, key=key: link_limits(params)[key])
+    model.input(model_changed, inputs=model, outputs=bounds, api_visibility="private", queue=False)  # by hand
+    for event in (demo.load, model.change):  # also a link's or the tour's model, whose layer and head stay
+        event(model_bounds, inputs=model, outputs=bounds, api_visibility="private", queue=False)
 
 
 TRY = [("a pronoun", ["The animal didn't cross the street because it was too tired.", ""]),
@@ -326,9 +345,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 pe_json = gr.JSON(label="positional_encoding")
 
     shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
-    model.change(model_changed, inputs=model, outputs=[layer, head, s_layer, s_head, text_b, hide, chat],
-                 api_visibility="private", queue=False)
-    demo.load(model_bounds, inputs=model, outputs=[layer, s_layer, text_b, hide, chat], api_visibility="private", queue=False)
+    _wire_model(demo, shared, model, [layer, head, s_layer, s_head, text_b, hide, chat])
     gr.on([demo.load, shared.changed("restored"), shared.changed("text"), text_b.submit, model.change, layer.release, head.change,
            hide.change, detail.change, chat.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",

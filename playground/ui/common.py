@@ -9,6 +9,7 @@ import math
 import tempfile
 import threading
 from collections import deque
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,7 @@ class Shared:
     tabs: gr.Tabs | None = None
     view: dict[str, gr.components.Component] = field(default_factory=dict)
     relays: dict[str, gr.HTML] = field(default_factory=dict)  # "text", "focus": see `changed`
+    limits: dict[str, Callable[[dict[str, str]], tuple | list]] = field(default_factory=dict)  # see `limit`
 
     def changed(self, name: str):
         """The event that follows a real change of `text` or `focus` (name): what the tabs listen to, never the
@@ -56,6 +58,13 @@ class Shared:
             key = f"{prefix}.{name}" if prefix else name
             assert key not in self.view, f"URL key {key!r} is already taken"
             self.view[key] = component
+
+    def limit(self, key: str, limits: Callable[[dict[str, str]], tuple | list]) -> None:
+        """A link's value for `key` is checked against limits(the link's query) instead of its component's own
+        range or choices: (low, high) for a number, the allowed values for a choice. For a range that depends on
+        another control of the same link (the layers of the link's model, not of the deepest one)."""
+        assert key in self.view, f"URL key {key!r} is not registered"
+        self.limits[key] = limits
 
 
 # How an event that follows the sentence and the selected word is triggered while its last run is still pending:

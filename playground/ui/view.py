@@ -55,8 +55,9 @@ def choice_values(component) -> list:
     return [value for _, value in getattr(component, "choices", None) or []]
 
 
-def coerce(component, raw: str, notices: list[str], key: str):
-    """A query-string value for `component`, or gr.skip() when it does not fit (with a notice)."""
+def coerce(component, raw: str, notices: list[str], key: str, limits: tuple | list | None = None):
+    """A query-string value for `component`, or gr.skip() when it does not fit (with a notice). `limits`, when
+    given, replaces the component's own range (low, high) or choices (Shared.limit)."""
     if isinstance(component, gr.Checkbox):
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
@@ -68,7 +69,8 @@ def coerce(component, raw: str, notices: list[str], key: str):
         except ValueError:
             number = math.nan
         if math.isfinite(number):
-            low, high = getattr(component, "minimum", None), getattr(component, "maximum", None)
+            low, high = limits if limits is not None else (getattr(component, "minimum", None),
+                                                           getattr(component, "maximum", None))
             clamped = float(min(max(number, -math.inf if low is None else low), math.inf if high is None else high))
             clamped = int(clamped) if clamped.is_integer() else clamped
             if clamped != number:
@@ -80,7 +82,7 @@ def coerce(component, raw: str, notices: list[str], key: str):
         if chosen or not raw:
             return chosen
     elif isinstance(component, (gr.Dropdown, gr.Radio)):
-        allowed = {str(v): v for v in choice_values(component)}
+        allowed = {str(v): v for v in (choice_values(component) if limits is None else limits)}
         if raw in allowed:
             return allowed[raw]
     elif isinstance(component, gr.Textbox):
@@ -107,7 +109,11 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
         notices: list[str] = []
         values, rejected = [], []
         for key, component in zip(keys, components):
-            value = coerce(component, params[key], notices, key) if key in params else gr.skip()
+            limits = shared.limits[key](params) if key in shared.limits and key in params else None
+            value = coerce(component, params[key], notices, key, limits) if key in params else gr.skip()
+            if component is shared.text and isinstance(value, str) and not value.strip():  # as the box refuses it
+                notices.append(f"The link's {key} is empty; the sentence is kept.")
+                value = gr.skip()
             if key in params and isinstance(value, type(gr.skip())):
                 rejected.append(key)
             values.append(gr.skip() if key in AFTER_THE_REST else value)
