@@ -42,6 +42,19 @@ def test_clicking_toggles_and_masks():
     assert 'class="chip on"' in focus.chips_html(TEXT, span) and "chips-empty" in focus.chips_html("", None)
 
 
+def test_a_long_texts_chips_are_capped_and_the_rest_open_on_the_selected_word():
+    """5,000 characters made ~1,000 chips, which pushed the tabs 3,000 px down (issue #32 item 7)."""
+    text = " ".join(f"w{i}" for i in range(100))
+    shown, _, rest = focus.chips_html(text, None).partition("<details")
+    assert shown.count('class="chip"') == focus.CHIPS_SHOWN and rest.count('class="chip"') == 100 - focus.CHIPS_SHOWN
+    assert f"{100 - focus.CHIPS_SHOWN} more words" in rest and " open>" not in rest
+    for word, opened in (("w70", True), ("w3", False)):
+        start = text.index(word + " ")
+        html = focus.chips_html(text, (start, start + len(word)))
+        assert (" open>" in html) is opened and 'class="chip on"' in html
+    assert "<details" not in focus.chips_html(" ".join(["w"] * focus.CHIPS_SHOWN), None)
+
+
 def test_attention_maps_tokens_to_the_sentence():
     head_view, _, heatmap, _, _, data = attention_tab.attention("The bank flooded.", "It rained.", "minilm", 0, "mean")
     spans = heatmap.layout.meta["spans"]

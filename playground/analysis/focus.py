@@ -42,21 +42,47 @@ def prefix(text: str, span: tuple[int, int] | None) -> str:
     return text if span is None else text[:span[1]]
 
 
+CHIPS_SHOWN = 40  # chips shown at once; a long text's other words wait behind "N more words" (5,000 characters
+                 # made ~1,000 chips, which pushed the tabs 3,000 px down)
+
+
 def chips_html(text: str, span: tuple[int, int] | None) -> str:
-    """The sentence's words as chips to click; the selected one marked."""
+    """The sentence's words as chips to click; the selected one marked. Past CHIPS_SHOWN words, the rest are in a
+    box that opens (open when the selected word is among them) and scrolls."""
     units = words(text)
     if not units:
         return '<div class="chips chips-empty">Type a sentence: its words appear here to select one.</div>'
-    chips = "".join(
-        f'<span class="chip{" on" if (s, e) == span else ""}" data-i="{i}" data-s="{s}" data-e="{e}" '
-        f'title="select “{html.escape(w)}” in every tab">{html.escape(w)}</span>'
-        for i, (s, e, w) in enumerate(units))
-    return f'<div class="chips"><span class="chips-label">Select a word:</span>{chips}</div>'
+    chips = [f'<span class="chip{" on" if (s, e) == span else ""}" data-i="{i}" data-s="{s}" data-e="{e}" '
+             f'title="select “{html.escape(w)}” in every tab">{html.escape(w)}</span>'
+             for i, (s, e, w) in enumerate(units)]
+    more = ""
+    if len(units) > CHIPS_SHOWN:
+        later = span is not None and span[0] >= units[CHIPS_SHOWN][0]
+        more = (f'<details class="chips-more" data-key="{len(text)}:{len(units)}"{" open" if later else ""}>'
+                f'<summary>{len(units) - CHIPS_SHOWN:,} more words</summary>'
+                f'<div class="chips-rest">{"".join(chips[CHIPS_SHOWN:])}</div></details>')
+    return f'<div class="chips"><span class="chips-label">Select a word:</span>{"".join(chips[:CHIPS_SHOWN])}{more}</div>'
 
 
+# A click on a chip selects its word. A long text's other words (chips_html) stay open while the text is the same
+# (selecting one redraws the chips), the selected one scrolled into view in their box.
 CHIP_CLICK_JS = """
 element.addEventListener('click', (event) => {
   const chip = event.target.closest('.chip[data-i]');
   if (chip) trigger('select', {index: +chip.dataset.i, value: chip.textContent});
 });
+let opened = null;  // the data-key of the text whose other words were opened by hand
+element.addEventListener('click', (event) => {
+  const more = event.target.closest('details.chips-more');
+  if (more && event.target.closest('summary')) opened = more.open ? null : more.dataset.key;  // before it toggles
+});
+new MutationObserver(() => {
+  const more = element.querySelector('details.chips-more');
+  if (!more) return;
+  if (opened === more.dataset.key && !more.open) more.open = true;
+  const box = more.querySelector('.chips-rest'), on = more.querySelector('.chip.on');
+  if (more.open && box && on && (on.offsetTop < box.scrollTop || on.offsetTop > box.scrollTop + box.clientHeight)) {
+    box.scrollTop = on.offsetTop - box.clientHeight / 2;
+  }
+}).observe(element, {childList: true, subtree: true, attributes: true, attributeFilter: ['open', 'class']});
 """

@@ -12,6 +12,7 @@ from starlette.middleware import Middleware
 
 from playground import checkpoints
 from playground.analysis import focus
+from playground.text import MAX_CHARS
 from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab, gradient_tab,
                            patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
 from playground.ui.cache import AnswerCache, Workers, share_cores
@@ -60,6 +61,7 @@ def build_demo() -> gr.Blocks:
             text=gr.Textbox(value=DEFAULT_TEXT, label="Sentence", visible=HIDDEN, elem_id="sentence-text"),
             focus=gr.Textbox("", visible=HIDDEN, elem_id="focus"),
             restored=gr.Number(0, visible=HIDDEN, elem_id="restored"))
+        note = gr.HTML("", elem_id="sentence-note")  # why the box's text was not applied as it is (COMMIT_JS)
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
         link_notice = gr.HTML("", elem_id="link-notice", visible=False)   # shown when a link asks the impossible
         left_out = [f"Left out: {message}" for message in checkpoints.damaged().values()]
@@ -67,12 +69,15 @@ def build_demo() -> gr.Blocks:
                 elem_id="models-notice", visible=bool(left_out))
         shared.remember("", text=shared.text, focus=shared.focus)
         tour_panel = tour.layout()
-        _wire_sentence(shared, chips)  # first: the chips are redrawn before the tabs' events are sent
+        _wire_sentence(shared, chips, note)  # first: the chips are redrawn before the tabs' events are sent
         with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as shared.tabs:  # a phone shows every tab's name
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
                     quiz_tab.panel(title)  # the tab's own questions: predict, then reveal
+        for block in demo.blocks.values():  # the tabs' own sub-tabs too (on a phone, not behind a "⋯" menu)
+            if isinstance(block, gr.Tabs):
+                block.overflow_behavior = "wrap"
         view.wire(demo, shared, lecture, copy, link_notice)
         tour.wire(shared, *tour_panel)
         clear_on_failure(demo)
@@ -81,11 +86,28 @@ def build_demo() -> gr.Blocks:
     return demo
 
 
-def _wire_sentence(shared: Shared, chips: gr.HTML) -> None:
-    """The typed sentence is committed (Enter, or leaving the box) to `shared.text`, which a link sets too
-    and the box mirrors; its words as chips, a click selects one (or clears it) for every tab."""
-    gr.on([shared.sentence.submit, shared.sentence.blur], None, inputs=shared.sentence, outputs=shared.text,
-          js="(s) => s", queue=False)
+# The box's text becomes every tab's sentence (in the browser), but not as it is when every view would refuse or
+# cut it, each in a toast of its own about tabs not on screen: a blank box is not applied (the tabs keep the last
+# sentence), a text longer than a view reads is cut there. Either is said once, under the box (#sentence-note).
+_NOTE_HTML = '<div class="notice sentence-notice">%s</div>'
+COMMIT_JS = """(s, t) => {
+  s = s || "";
+  if (/^[\\s\\x1c-\\x1f\\x85]*$/.test(s)) return [t, %s];
+  const chars = [...s];  // code points, as Python counts them
+  if (chars.length > %d) return [chars.slice(0, %d).join(""), %s.replace("{count}", chars.length.toLocaleString("en"))];
+  return [s, ""];
+}""" % (json.dumps(_NOTE_HTML % "The box is empty, so nothing was applied: every tab still shows the last sentence "
+                               "(its words below). Type a sentence and press Enter."),
+        MAX_CHARS, MAX_CHARS,
+        json.dumps(_NOTE_HTML % f"Your text has {{count}} characters: every tab reads its first {MAX_CHARS:,}, so only "
+                                 "those are applied."))
+
+
+def _wire_sentence(shared: Shared, chips: gr.HTML, note: gr.HTML) -> None:
+    """The typed sentence is committed (Enter, or leaving the box) to `shared.text` (COMMIT_JS), which a link sets
+    too and the box mirrors; its words as chips, a click selects one (or clears it) for every tab."""
+    gr.on([shared.sentence.submit, shared.sentence.blur], None, inputs=[shared.sentence, shared.text],
+          outputs=[shared.text, note], js=COMMIT_JS, queue=False)
     shared.text.change(None, inputs=shared.text, outputs=shared.sentence, js="(s) => s", queue=False)
     for name, component in (("text", shared.text), ("focus", shared.focus), ("restored", shared.restored)):
         shared.relays[name] = gr.HTML("", visible=HIDDEN, elem_id=f"relay-{name}", js_on_load=RELAY_JS % name)
