@@ -22,6 +22,13 @@ def seq2seq_tab(page):
     return page
 
 
+def test_every_panel_is_drawn_without_a_click(seq2seq_tab):
+    """The quick re-evaluation and the Transformer's cross-attention used to load empty, waiting for a button."""
+    page = seq2seq_tab
+    for panel in ("#s2s-alignment", "#s2s-step-plot", "#s2s-bottleneck", "#s2s-eval", "#s2s-heads"):
+        page.wait_for_selector(f"{panel} .js-plotly-plot", timeout=30_000)
+
+
 def test_a_translation_draws_the_alignment_heatmap(seq2seq_tab, tmp_path):
     page = seq2seq_tab
     box = page.locator("#s2s-source textarea")

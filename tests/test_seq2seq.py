@@ -359,6 +359,17 @@ def test_the_step_handler_and_the_comparison():
 
 
 @needs_models
+def test_the_first_step_says_it_follows_the_start_token_not_empty_quotes():
+    """Issue #32: step 0's title read 'emits “3” after “”'."""
+    from playground.ui import seq2seq_tab as tab
+
+    state = tab.translate("three hundred seven , twelve", "bahdanau")[4]
+    titles = [tab.decoder_step(state, i)[1].layout.title.text for i in range(len(state["tokens"]))]
+    assert "after the start token ‹s›" in titles[0] and all("“”" not in t for t in titles)
+    assert "after “307”" in titles[3]
+
+
+@needs_models
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.one_of(st.none(), st.text(max_size=60), st.lists(st.sampled_from(task.SRC_VOCAB[1:] + ["fourty", ""]),
                                                                 max_size=80).map(" ".join)),

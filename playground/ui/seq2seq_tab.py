@@ -91,7 +91,8 @@ def _step_plot(source: list[str], tokens: list[str], alpha, i: int, label: str):
     weights = None if alpha is None else alpha[i]
     so_far = "".join(t for t in tokens[:i] if t != "</s>")
     token = "the end token" if tokens[i] == "</s>" else f"“{tokens[i]}”"
-    title = f"{label}, step {i}: emits {token} after “{so_far}”; c_{i} = Σ_j α_{i}j h_j"
+    after = f"after “{so_far}”" if i else "first, after the start token ‹s› alone"  # ‹s›: plotly reads <s> as a tag
+    title = f"{label}, step {i}: emits {token} {after}; c_{i} = Σ_j α_{i}j h_j"
     return fs.step_figure(source, weights, title)
 
 
@@ -269,8 +270,10 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         api_visibility="private", show_progress="minimal")
     gr.on([demo.load], bottleneck, outputs=[bottleneck_plot, bottleneck_json], api_name="seq2seq_bottleneck",
           show_progress="hidden")
-    eval_button.click(evaluate, inputs=[per_length, seed], outputs=[eval_plot, eval_json], api_name="seq2seq_evaluate",
-                      concurrency_limit=1)
-    gr.on([compare_button.click, rnn_model.change, layer.release], compare, inputs=[source, rnn_model, layer],
+    # every panel drawn on load (the re-evaluation and the cross-attention used to wait, empty, for their button)
+    gr.on([demo.load, eval_button.click], evaluate, inputs=[per_length, seed], outputs=[eval_plot, eval_json],
+          api_name="seq2seq_evaluate", concurrency_limit=1)
+    gr.on([demo.load, shared.changed("restored"), compare_button.click, rnn_model.change, layer.release], compare,
+          inputs=[source, rnn_model, layer],
           outputs=[compare_plot, compare_json], api_name="seq2seq_compare", trigger_mode="always_last",
           concurrency_limit=2, show_progress="minimal")
