@@ -65,21 +65,46 @@
   const STYLED = ["fill", "stroke", "stroke-width", "stroke-opacity", "fill-opacity", "opacity", "font-family",
     "font-size", "font-weight", "text-anchor", "dominant-baseline", "display", "visibility"];
 
-  function standaloneSvg(svg) {
+  // The head view's title: its layer and the heads drawn (the checked head buttons), as the page shows them
+  function headViewTitle(svg) {
+    const hv = svg.closest(".hv");
+    if (!hv) return "";
+    const all = [...hv.querySelectorAll(".hv-hb input")], on = all.filter((i) => i.checked).map((i) => i.dataset.h);
+    const heads = on.length === all.length && all.length > 1 ? `all ${all.length} heads`
+      : on.length === 1 ? `head ${on[0]}` : on.length ? `heads ${on.join(", ")}` : "no head";
+    return `Layer ${hv.dataset.layer}, ${heads}`;
+  }
+
+  const SVG_NS = "http://www.w3.org/2000/svg", TITLE_H = 30;
+
+  function standaloneSvg(svg, title = "") {
     const copy = svg.cloneNode(true);
     const from = svg.querySelectorAll("*"), to = copy.querySelectorAll("*");
     from.forEach((el, i) => {
       const style = getComputedStyle(el);
       to[i].setAttribute("style", STYLED.map((p) => `${p}:${style.getPropertyValue(p)}`).join(";"));
     });
-    copy.setAttribute("xmlns", "http://www.w3.org/2000/svg");
+    copy.setAttribute("xmlns", SVG_NS);
     const box = svg.getBoundingClientRect();
+    const top = title ? TITLE_H : 0;
+    if (title) {  // the drawing moves down under its title (the viewBox, in the view's own units, grows with it)
+      const [x, y, w, h] = (svg.getAttribute("viewBox") || `0 0 ${box.width} ${box.height}`).split(/[ ,]+/).map(Number);
+      const scale = box.height ? h / box.height : 1;
+      copy.setAttribute("viewBox", `${x} ${y - top * scale} ${w} ${h + top * scale}`);
+      const text = document.createElementNS(SVG_NS, "text");
+      Object.entries({ x: x + 8 * scale, y: y - top * scale + 20 * scale,
+                       style: `font-family:system-ui,sans-serif;font-size:${16 * scale}px;font-weight:600;fill:#222` })
+        .forEach(([k, v]) => text.setAttribute(k, v));
+      text.textContent = title;
+      copy.insertBefore(text, copy.firstChild);
+    }
     copy.setAttribute("width", Math.ceil(box.width));
-    copy.setAttribute("height", Math.ceil(box.height));
-    const background = document.createElementNS("http://www.w3.org/2000/svg", "rect");
-    Object.entries({ width: "100%", height: "100%", fill: "white" }).forEach(([k, v]) => background.setAttribute(k, v));
+    copy.setAttribute("height", Math.ceil(box.height + top));
+    const background = document.createElementNS(SVG_NS, "rect");
+    Object.entries({ x: "-50%", y: "-50%", width: "200%", height: "200%", fill: "white" })
+      .forEach(([k, v]) => background.setAttribute(k, v));
     copy.insertBefore(background, copy.firstChild);
-    return { text: new XMLSerializer().serializeToString(copy), width: box.width, height: box.height };
+    return { text: new XMLSerializer().serializeToString(copy), width: box.width, height: box.height + top, title };
   }
 
   function png({ text, width, height }, name) {
@@ -97,9 +122,14 @@
   function svgBar(svg) {
     const bar = document.createElement("div");
     bar.className = "export-bar";
-    bar.appendChild(button("PNG", "Download this view as PNG", () => png(standaloneSvg(svg), `${tabName(svg)}-view.png`)));
+    const name = (title) => `${tabName(svg)}-${title ? slug(title) : "view"}`;
+    bar.appendChild(button("PNG", "Download this view as PNG", () => {
+      const drawn = standaloneSvg(svg, headViewTitle(svg));
+      png(drawn, `${name(drawn.title)}.png`);
+    }));
     bar.appendChild(button("SVG", "Download this view as SVG", () => {
-      save(new Blob([standaloneSvg(svg).text], { type: "image/svg+xml" }), `${tabName(svg)}-view.svg`);
+      const drawn = standaloneSvg(svg, headViewTitle(svg));
+      save(new Blob([drawn.text], { type: "image/svg+xml" }), `${name(drawn.title)}.svg`);
     }));
     return bar;
   }
@@ -321,5 +351,6 @@
     requestAnimationFrame(() => { pending = false; attach(); });
   }).observe(document.documentElement, { childList: true, subtree: true });
 
-  window.playgroundExport = { records, toCsv, standaloneHtml: (view) => standaloneHtml(content(view)) };
+  window.playgroundExport = { records, toCsv, standaloneHtml: (view) => standaloneHtml(content(view)),
+                              standaloneSvg: (svg) => standaloneSvg(svg, headViewTitle(svg)) };
 })();

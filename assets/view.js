@@ -122,7 +122,8 @@
   }
 
   // --- lecture mode: larger type and thicker lines in every plotly figure ----------------------------
-  const LECTURE = { font: 20, title: 26, line: 2.2, marker: 1.6 };
+  // sizes in px (font, title, note: the smallest annotation) and factors (line, marker, text: a point's label)
+  const LECTURE = { font: 20, title: 26, note: 16, line: 2.2, marker: 1.6, text: 1.35 };
   let lectureOn = false;
 
   function scale(gd) {
@@ -133,8 +134,17 @@
       const legend = gd.layout.legend || {};
       gd._normal = { layout: { "font.size": (gd.layout.font || {}).size ?? null,
                                "title.font.size": ((gd.layout.title || {}).font || {}).size ?? null },
-                     data: gd.data.map((t) => ({ line: (t.line || {}).width, marker: (t.marker || {}).size })) };
+                     data: gd.data.map((t) => ({ line: (t.line || {}).width, marker: (t.marker || {}).size,
+                                                 text: (t.textfont || {}).size })) };
       const bigger = { "font.size": LECTURE.font, "title.font.size": LECTURE.title };
+      // notes in a small type of their own (a gate's name, "top-k cut") grow too; subplot titles (16 px) stay
+      (gd.layout.annotations || []).forEach((a, i) => {
+        const size = (a.font || {}).size;
+        if (typeof size === "number" && size < LECTURE.note) {
+          gd._normal.layout[`annotations[${i}].font.size`] = size;
+          bigger[`annotations[${i}].font.size`] = LECTURE.note;
+        }
+      });
       // a legend laid out in a row under the plot would sit on the x axis' title once the type is larger:
       // it moves to the right of the plot (which makes room for it), and back afterwards
       if (legend.orientation === "h" && (legend.y ?? 1) < 0) {
@@ -150,24 +160,75 @@
         });
       }
       gd.dataset.lecture = "1";
-      window.Plotly.relayout(gd, bigger);
+      const drawn = window.Plotly.relayout(gd, bigger);
       gd.data.forEach((t, i) => {
         const update = {};
         if (t.type === undefined || t.type === "scatter" || t.type === "scattergl" || t.type === "scatter3d") {
           update["line.width"] = ((t.line || {}).width || 2) * LECTURE.line;
           if (typeof (t.marker || {}).size === "number") update["marker.size"] = t.marker.size * LECTURE.marker;
+          if (typeof (t.textfont || {}).size === "number") update["textfont.size"] = t.textfont.size * LECTURE.text;
         }
         if (Object.keys(update).length) window.Plotly.restyle(gd, update, [i]);
       });
+      fitAfterEachDraw(gd);
+      Promise.resolve(drawn).then(() => fit(gd));
     } else if (gd._normal) {
       gd.dataset.lecture = "";
       window.Plotly.relayout(gd, gd._normal.layout);
       gd._normal.data.forEach((t, i) => {
-        if (t.line !== undefined || t.marker !== undefined) {
-          window.Plotly.restyle(gd, { "line.width": t.line ?? null, "marker.size": t.marker ?? null }, [i]);
+        if (t.line !== undefined || t.marker !== undefined || t.text !== undefined) {
+          window.Plotly.restyle(gd, { "line.width": t.line ?? null, "marker.size": t.marker ?? null,
+                                      "textfont.size": t.text ?? null }, [i]);
         }
       });
     }
+  }
+
+  // Fitted to the figure as drawn, once the larger type is in, and again after every redraw (a resize: a
+  // projector's window), changing only what differs:
+  // - a category axis with one label per row (a heatmap's tokens, a bar chart's words) would lose every other label
+  //   to the larger type: each label gets the largest type up to LECTURE.font that its row holds (a line takes 1.25
+  //   times its type; labels at an angle have more room), and every row is labelled. Rows too thin for 8 px keep
+  //   plotly's own choice. Upright labels on x are plotly's to space out.
+  // - a long title would run past the figure's right edge: its type shrinks to fit (and grows back, up to
+  //   LECTURE.title, when the figure widens).
+  function fit(gd) {
+    if (!lectureOn || gd.dataset.lecture !== "1" || !gd._fullLayout || !gd._normal) return;
+    const update = {}, keep = (key, value, was) => {
+      if (!(key in gd._normal.layout)) gd._normal.layout[key] = was ?? null;  // the server's value, once
+      if (value !== was) update[key] = value;
+    };
+    Object.keys(gd._fullLayout).filter((name) => /^[xy]axis\d*$/.test(name)).forEach((name) => {
+      const ax = gd._fullLayout[name], n = (ax._categories || []).length;
+      if (ax.type !== "category" || !ax.showticklabels || !ax._length || !n) return;
+      const angle = name[0] === "y" ? 90 : (typeof ax.tickangle === "number" ? Math.abs(ax.tickangle) : 0);
+      const size = Math.min(LECTURE.font, Math.floor((ax._length / n) * Math.sin((angle * Math.PI) / 180) / 1.25));
+      if (!angle || size < 8) return;
+      const own = gd.layout[name] || {};
+      keep(`${name}.tickfont.size`, size, (own.tickfont || {}).size);
+      keep(`${name}.dtick`, 1, own.dtick);
+    });
+    const title = gd.querySelector(".gtitle"), svg = gd.querySelector(".main-svg");
+    if (title && svg && title.getBBox().width > 0) {
+      const box = title.getBoundingClientRect(), room = svg.getBoundingClientRect().right - 6 - box.left;
+      const size = ((gd.layout.title || {}).font || {}).size || LECTURE.title;
+      const natural = (box.width * LECTURE.title) / size;  // its width in LECTURE.title type
+      keep("title.font.size", Math.max(14, Math.min(LECTURE.title, Math.floor((LECTURE.title * room) / natural))), size);
+    }
+    // data-fitted: "1" once nothing is left to change (the browser tests wait for it)
+    gd.dataset.fitted = Object.keys(update).length ? "" : "1";
+    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
+  }
+
+  function fitAfterEachDraw(gd) {
+    gd.dataset.fitted = "";
+    if (gd._fitting || typeof gd.on !== "function") return;
+    gd._fitting = true;
+    gd.on("plotly_afterplot", () => {
+      gd.dataset.fitted = "";
+      clearTimeout(gd._fitTimer);
+      gd._fitTimer = setTimeout(() => fit(gd), 100);
+    });
   }
 
   const scaleAll = () => document.querySelectorAll(".js-plotly-plot").forEach((gd) => {

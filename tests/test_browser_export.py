@@ -54,12 +54,21 @@ def test_a_figure_exported_after_it_changed_is_the_one_on_screen(page):
 
 
 def test_the_head_view_downloads_as_standalone_svg_and_png(page):
+    """...titled with its layer and the heads drawn (a slide shows which head it is), in the file's name too."""
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.wait_for_selector("#attn-head-view .hv-t", timeout=30_000)
+    layer = page.locator("#attn-head-view .hv").get_attribute("data-layer")
+    heads = page.evaluate("() => [...document.querySelectorAll('#attn-head-view .hv-hb input:checked')]"
+                          ".map((i) => i.dataset.h)")
+    title = f"Layer {layer}, head {heads[0]}" if len(heads) == 1 else f"Layer {layer}, heads {', '.join(heads)}"
     bar = page.locator("#attn-head-view .export-bar")
-    svg = ET.fromstring(download(page, bar.locator("button", has_text="SVG")))
+    with page.expect_download(timeout=30_000) as info:
+        bar.locator("button", has_text="SVG").click()
+    svg = ET.fromstring(open(info.value.path(), "rb").read())
+    assert f"layer-{layer}-head" in info.value.suggested_filename
     texts = [t for t in svg.iter() if t.tag.endswith("text")]
     assert texts and all("font-size" in (t.get("style") or "") for t in texts)  # styles inlined
+    assert texts[0].text == title, (texts[0].text, title)
     png = download(page, bar.locator("button", has_text="PNG"))
     assert png.startswith(PNG_SIGNATURE) and len(png) > 5_000
 

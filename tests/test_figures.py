@@ -104,3 +104,109 @@ def test_similarity_cells_print_two_decimals_and_only_while_readable():
     crowded = similarity_figure([str(i) for i in range(n)], np.eye(n, dtype=np.float32), "t").to_plotly_json()
     assert crowded["data"][0].get("text") is None and "cosine %{z:.3f}" in crowded["data"][0]["hovertemplate"]
     assert all(re.fullmatch(r"-?\d\.\d\d", c) for row in text for c in row)
+
+
+# ---------------------------------------------------------------------------------------------
+# What a class reads off the figures (#32): counts, signs, ticks, colour bars, every row labelled
+
+
+def test_a_single_token_is_one_token_not_one_tokens():
+    one = result(["x"], [[0, 1]], label="A")
+    fig = ft.token_count_figure({"a": one, "b": result(["x", "y"], [[0, 1], [1, 2]], label="B")})
+    assert fig.data[0].text[0].startswith("1 token,") and fig.data[0].text[1].startswith("2 tokens,")
+    assert list(fig.data[0].customdata) == ["1 token", "2 tokens"]          # the hover says it too
+    assert "1 token ·" in ft.tokens_html(compared("x", {"a": one}))
+    stages = normalize.apply("Cats!", ["lowercase", "punctuation"])["stages"]
+    assert "1 token ·" in ft.normalize_html(stages) and "1 tokens" not in ft.normalize_html(stages)
+    assert common.plural(1_024, "token") == "1,024 tokens" and common.plural(1, "head") == "1 head"
+
+
+def test_a_value_that_rounds_to_zero_has_no_minus_sign():
+    import numpy as np
+
+    from playground.figures import embeddings as fe
+
+    sim = np.array([[1.0, -0.001], [-0.001, 1.0]], dtype=np.float32)
+    text = fe.similarity_figure(["a", "b"], sim, "t").data[0].text
+    assert [cell for row in text for cell in row] == ["1.00", "0.00", "0.00", "1.00"]
+    assert common.fixed(-0.004) == "0.00" and common.fixed(-0.006) == "-0.01" and common.fixed(0.0) == "0.00"
+    md = fe.contextual_md({"word": "bank", "model": "minilm", "layer": 3}, np.array([[1, -0.002], [-0.002, 1]]), True)
+    assert "from 0.00 to 0.00" in md
+
+
+def test_the_similarity_cells_take_the_type_that_fits_them():
+    """No fixed size: plotly's own, the largest that fits the narrowest cell as drawn (a fixed 12 px ran the
+    numbers of a half-width heatmap together in lecture mode)."""
+    import numpy as np
+
+    from playground.figures import embeddings as fe
+
+    cell = fe.similarity_figure(list("abc"), np.eye(3), "t").data[0]
+    assert cell.texttemplate == "%{text}" and cell.textfont.size is None
+
+
+def test_the_gradient_strip_never_says_ten_to_the_minus_zero():
+    from playground.figures.gradient_flow import gradient_strip_html
+
+    cells = {"rnn": {"x_grad_norms": [0.4, 0.9, 3.0]}}   # log10 from -0.4 (rounds to 0) to 0.48
+    html = gradient_strip_html(list("abcd"), cells, {"rnn": "RNN"})
+    assert "10<sup>0</sup> … 10<sup>0</sup>" in html and "-0<" not in html
+
+
+def test_counts_are_ticked_on_whole_numbers_and_every_pair_is_labelled():
+    trace = subwords.bpe_trace([("low", 2), ("lower", 1), ("newest", 3)], 3)
+    fig = ft.bpe_pairs_figure(trace, 2)
+    x = fig.layout.xaxis
+    assert x.tick0 == 0 and x.dtick >= 1 and float(x.dtick).is_integer()   # plotly put ticks at 0.5 for counts of 3
+    assert fig.layout.yaxis.dtick == 1                                       # ten bars, ten labels
+    assert common.count_axis(3) == {"tick0": 0, "dtick": 1} and common.count_axis(100)["dtick"] == 13
+
+
+def test_the_softmax_and_positional_panels_have_colour_bars_beside_them():
+    import numpy as np
+
+    from playground.figures import attention as fa
+
+    T, d = 5, 4
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(T), size=T)
+    steps = {"out": rng.normal(size=(T, d)), "raw": rng.normal(size=(T, T)), "masked": rng.normal(size=(T, T)),
+             "probs": probs, "grad": probs * (1 - probs)}
+    fig = fa.steps_figure(list("abcde"), *rng.normal(size=(3, T, d)), steps, "× 1/√4")
+    shown = [(i, t) for i, t in enumerate(fig.data) if t.showscale]
+    assert [i for i, _ in shown] == [6, 7]                                   # softmax weights, softmax gradient
+    for i, trace in shown:
+        right = fig.layout[f"xaxis{i + 1}"].domain[1]
+        assert right < trace.colorbar.x < right + 0.05                      # beside its own panel, not the figure's edge
+    pe = rng.normal(size=(8, 6))
+    fig = fa.positional_figure(pe, pe @ pe.T, np.eye(8), "MiniLM", rope=pe @ pe.T, alibi=-np.abs(pe @ pe.T))
+    assert len(fig.data) == 5 and all(t.showscale is not False for t in fig.data)
+    assert len({(round(t.colorbar.x, 3), round(t.colorbar.y, 3)) for t in fig.data}) == 5   # each in its own place
+
+
+def test_every_query_row_of_the_attention_heatmap_is_labelled():
+    """Plotly labelled every other or third row of 40 tokens, so the selected word's row could go unlabelled."""
+    import numpy as np
+
+    from playground.figures import attention as fa
+    from playground.figures.generation import causal_attention_figure
+
+    for n in (12, 40, 64):
+        fig = fa.heatmap_figure([f"t{i}" for i in range(n)], np.eye(n), "t")
+        y = fig.layout.yaxis
+        rows_px = fig.layout.height - 150                                   # margins, the keys' short labels, title
+        assert y.dtick == 1 and 8 <= y.tickfont.size <= 13 and y.tickfont.size * 1.25 * n <= rows_px, n
+    crowded = fa.heatmap_figure([f"t{i}" for i in range(128)], np.eye(128), "t").layout.yaxis
+    assert crowded.dtick is None and crowded.tickfont.size == 8             # 128 rows cannot all be read: plotly picks
+    causal = causal_attention_figure([f"t{i}" for i in range(30)], np.eye(30).tolist(), "t").layout.yaxis
+    assert causal.dtick == 1 and causal.tickfont.size >= 8
+
+
+def test_the_3d_word_space_has_no_stray_axis_titles_and_readable_labels():
+    import numpy as np
+
+    from playground.figures import embeddings as fe
+
+    fig = fe.scatter_figure(list("abcd"), np.eye(4)[:, :3], ["x", "x", "y", "y"], "t")
+    assert all(fig.layout.scene[axis].title.text == "" for axis in ("xaxis", "yaxis", "zaxis"))
+    assert fig.data[0].textfont.size >= 12

@@ -20,7 +20,7 @@ import io
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import layout, token_label
+from playground.figures.common import layout, row_labels, token_label
 
 # Twelve distinguishable head colours (Tableau 10 plus two), cycled for more heads
 HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -209,14 +209,21 @@ def heatmap_figure(tokens: list[str], M: np.ndarray, title: str, factor: int = 1
     else:
         all_names = labels(tokens)
         names = [all_names[i] for i in keep] if keep is not None else all_names
+    # every query row labelled (the selected word's too) in a font its row holds: 16 px a row, up to 1000 px
+    n = len(names)
+    height = max(420, min(1000, 170 + 16 * n))
+    below = 40 + 0.52 * 12 * min(max(map(len, names), default=1), 24)  # the keys' labels at -60° and their title
+    rows = row_labels(n, height - 70 - below)
     fig = go.Figure(go.Heatmap(
         z=M.astype(np.float32), x=names, y=names, colorscale="Blues", zmin=0,
         hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.4f}<extra></extra>",
         colorbar=dict(title=dict(text="weight"), thickness=12),
     ), layout=layout(
-        title=dict(text=title), height=max(420, min(900, 120 + 14 * len(names))),
-        xaxis=dict(title=dict(text="key (attended to)"), tickangle=-60, type="category", showgrid=False),
-        yaxis=dict(title=dict(text="query (attending)"), autorange="reversed", type="category", showgrid=False),
+        title=dict(text=title), height=height,
+        xaxis=dict(title=dict(text="key (attended to)"), tickangle=-60, type="category", showgrid=False,
+                   tickfont=rows["tickfont"]),
+        yaxis=dict(title=dict(text="query (attending)"), autorange="reversed", type="category", showgrid=False,
+                   **rows),
         margin=dict(l=10, r=10, t=60, b=10),
     ))
     if spans:
@@ -237,7 +244,7 @@ def steps_figure(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray,
 
     names = labels(tokens)
     dims = [str(d) for d in range(q.shape[1])]
-    fig = make_subplots(rows=2, cols=4, horizontal_spacing=0.06, vertical_spacing=0.12, subplot_titles=(
+    fig = make_subplots(rows=2, cols=4, horizontal_spacing=0.08, vertical_spacing=0.12, subplot_titles=(
         "Q = X W^Q", "K = X W^K", "V = X W^V", "output = softmax(·) V",
         "scores Q Kᵀ", f"scaled {scale_text} (+ mask)", "softmax: attention weights", "σ_i(1 − σ_i): softmax gradient",
     ))
@@ -250,13 +257,23 @@ def steps_figure(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray,
     ]
     for row, col, z, x, scale, bounds in panels:
         extra = dict(zmin=bounds[0], zmax=bounds[1]) if bounds else dict(zmid=0)
-        fig.add_trace(go.Heatmap(z=np.asarray(z, dtype=np.float32), x=x, y=names, colorscale=scale, showscale=False,
+        # the softmax and its gradient have absolute scales (a weight of 1 is one-hot): their colour bars are shown
+        fig.add_trace(go.Heatmap(z=np.asarray(z, dtype=np.float32), x=x, y=names, colorscale=scale,
+                                 showscale=bool(bounds), colorbar=_bar_beside(fig, row, col) if bounds else None,
                                  hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>", **extra), row=row, col=col)
     fig.update_layout(**layout(height=760, margin=dict(l=10, r=10, t=40, b=10)))
     fig.update_yaxes(autorange="reversed", type="category", showticklabels=False)
     fig.update_yaxes(showticklabels=True, col=1)
     fig.update_xaxes(showticklabels=False, type="category")
     return fig
+
+
+def _bar_beside(fig: go.Figure, row: int, col: int) -> dict:
+    """A colour bar just right of one subplot and as tall as it (plotly puts every bar at the figure's right)."""
+    sub = fig.get_subplot(row, col)
+    (_, right), (bottom, top) = sub.xaxis.domain, sub.yaxis.domain
+    return dict(x=right + 0.006, xanchor="left", y=(bottom + top) / 2, yanchor="middle", len=top - bottom,
+                thickness=10, xpad=0, ypad=0)
 
 
 def saturation_figure(scales: list[float], max_prob: list[float], grad: list[float], current: float) -> go.Figure:
@@ -285,21 +302,23 @@ def positional_figure(pe: np.ndarray, dots: np.ndarray, learned: np.ndarray | No
     rows = 2 if rope is not None else 1
     titles = ["PE: position × dimension", "PE · PE between positions"]
     if learned is not None:
-        titles.append(f"cosine of {learned_name}'s learned position embeddings")
+        titles.append(f"cosine of {learned_name}'s<br>learned position embeddings")  # a third of the width
     if rows == 2:
         titles += ["RoPE: ⟨R_m q, R_n k⟩ (one q, one k)", "ALiBi: −m₁ (i − j), head 1"] + [""] * (cols - 2)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.08, vertical_spacing=0.12)
-    fig.add_trace(go.Heatmap(z=pe, colorscale="RdBu", zmid=0, showscale=False,
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.12, vertical_spacing=0.12)
+    # each panel its own colour bar beside it: their scales differ (PE in [-1, 1], PE · PE up to d/2, cosines,
+    # RoPE's scores, ALiBi's penalties)
+    fig.add_trace(go.Heatmap(z=pe, colorscale="RdBu", zmid=0, colorbar=_bar_beside(fig, 1, 1),
                              hovertemplate="position %{y}, dimension %{x}: %{z:.3f}<extra></extra>"), row=1, col=1)
-    fig.add_trace(go.Heatmap(z=dots, colorscale="Viridis", showscale=False,
+    fig.add_trace(go.Heatmap(z=dots, colorscale="Viridis", colorbar=_bar_beside(fig, 1, 2),
                              hovertemplate="positions %{y} · %{x}: %{z:.2f}<extra></extra>"), row=1, col=2)
     if learned is not None:
-        fig.add_trace(go.Heatmap(z=learned, colorscale="Viridis", showscale=False,
+        fig.add_trace(go.Heatmap(z=learned, colorscale="Viridis", colorbar=_bar_beside(fig, 1, 3),
                                  hovertemplate="positions %{y}, %{x}: cosine %{z:.2f}<extra></extra>"), row=1, col=3)
     if rows == 2:
-        fig.add_trace(go.Heatmap(z=rope, colorscale="RdBu", zmid=0, showscale=False,
+        fig.add_trace(go.Heatmap(z=rope, colorscale="RdBu", zmid=0, colorbar=_bar_beside(fig, 2, 1),
                                  hovertemplate="query at %{y}, key at %{x}: %{z:.2f}<extra></extra>"), row=2, col=1)
-        fig.add_trace(go.Heatmap(z=alibi, colorscale="Viridis", showscale=False,
+        fig.add_trace(go.Heatmap(z=alibi, colorscale="Viridis", colorbar=_bar_beside(fig, 2, 2),
                                  hovertemplate="query %{y}, key %{x}: %{z:.3f}<extra></extra>"), row=2, col=2)
     fig.update_layout(**layout(height=460 * rows, margin=dict(l=10, r=10, t=50, b=30)))
     fig.update_yaxes(autorange="reversed")

@@ -7,6 +7,7 @@ with every piece of user text escaped; the CSS classes live in assets/style.css.
 from __future__ import annotations
 
 import html
+import math
 import unicodedata
 
 
@@ -27,6 +28,32 @@ def layout(**overrides) -> dict:
     for key, value in overrides.items():
         base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
     return base
+
+
+def plural(n: int, word: str, many: str = "") -> str:
+    """A count with its noun: "1 token", "2 tokens", "1,024 tokens"."""
+    return f"{n:,} {word if n == 1 else many or word + 's'}"
+
+
+def fixed(x: float, digits: int = 2) -> str:
+    """x with `digits` decimals, never "-0.00": a value that rounds to zero has no sign."""
+    text = f"{x:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
+def count_axis(top: float, most: int = 8) -> dict:
+    """An axis of counts: ticks on whole numbers only (plotly puts them at 0.5 for small counts), at most `most`."""
+    return dict(tick0=0, dtick=max(1, math.ceil(top / most)))
+
+
+def row_labels(n: int, plot_px: float, largest: int = 13, smallest: int = 8) -> dict:
+    """A category axis of n rows sharing plot_px pixels: every row labelled (dtick 1) in the largest font that
+    fits a row (a line is about 1.25 times the font size), or, when even the smallest does not fit, plotly's
+    own choice of rows in the smallest font."""
+    size = math.floor(plot_px / max(n, 1) / 1.25)
+    if size < smallest:
+        return dict(tickfont=dict(size=smallest))
+    return dict(dtick=1, tickfont=dict(size=min(size, largest)))
 
 
 # ---------------------------------------------------------------------------------------------

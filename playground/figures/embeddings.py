@@ -12,7 +12,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import layout
+from playground.figures.common import fixed, layout
 
 LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
 LABEL_MAX_3D = 80     # in 3D labels pile up in depth sooner: up to this many, smaller (hover beyond)
@@ -49,7 +49,7 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
         labelled = n <= (LABEL_MAX_3D if dims == 3 else LABEL_MAX)
         trace = dict(name=group, text=[words[i] for i in idx], hovertext=hover, hoverinfo="text",
                      mode="markers+text" if labelled else "markers", textposition="top center",
-                     textfont=dict(size=10 if dims == 3 else 12),
+                     textfont=dict(size=12),
                      x=coords[idx, 0].tolist(), y=coords[idx, 1].tolist())
         if dims == 3:
             traces.append(dict(type="scatter3d", z=coords[idx, 2].tolist(),
@@ -60,9 +60,13 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
                                marker=dict(size=6 if n > LABEL_MAX else 9, color=colour), **trace))
     extra = {}
     if dims == 3:
-        # closer than plotly's default camera: the cloud fills the figure, its labels further apart
-        extra["scene"] = dict(xaxis=dict(title=dict(text="1")), yaxis=dict(title=dict(text="2")),
-                              zaxis=dict(title=dict(text="3")), camera=dict(eye=dict(x=1.0, y=1.0, z=0.7)))
+        # a projection's axes have no names worth a label (the title says which projection); the box a little
+        # flatter than a cube (the figure is wide), the camera a little closer than plotly's default and aimed a
+        # little lower: the cloud fills the figure, the box's lower corner still inside it (measured at 1280 px)
+        bare = dict(title=dict(text=""))
+        extra["scene"] = dict(xaxis=bare, yaxis=bare, zaxis=bare, aspectmode="manual",
+                              aspectratio=dict(x=1.2, y=1.2, z=0.9),
+                              camera=dict(eye=dict(x=1.45, y=1.45, z=0.9), center=dict(x=0, y=0, z=-0.12)))
     # the traces are built here from checked arrays: plotly's per-element validation (most of the time of a
     # 10,000-point figure) is skipped
     return go.Figure(data=traces, layout=layout(title=dict(text=title), height=560,
@@ -80,9 +84,11 @@ def similarity_figure(labels: list[str], sim: np.ndarray, title: str, max_label:
     cells = n <= CELL_TEXT_MAX
     idx = list(range(n))  # numeric axes: equal labels stay apart, and every row gets its tick
     full = [[f"{html.escape(labels[i])}<br>{html.escape(labels[j])}" for j in idx] for i in idx]
+    # the cells' font is plotly's own choice, the largest that fits the narrowest cell as drawn (measured in the
+    # page, at any width, up to the layout's font): a fixed size ran the numbers together in a narrow column
     fig = go.Figure(go.Heatmap(z=sim, x=idx, y=idx, zmin=-1, zmax=1, colorscale="RdBu", reversescale=True,
-                               text=[[f"{v:.2f}" for v in row] for row in np.asarray(sim)] if cells else None,
-                               texttemplate="%{text}" if cells else None, textfont=dict(size=12), customdata=full,
+                               text=[[fixed(v) for v in row] for row in np.asarray(sim)] if cells else None,
+                               texttemplate="%{text}" if cells else None, customdata=full,
                                hovertemplate="%{customdata}<br>cosine %{z:.3f}<extra></extra>"))
     ticks = dict(tickmode="array", tickvals=idx, showgrid=False)
     fig.update_layout(**layout(title=dict(text=title), height=max(360, 26 * n + 140),
@@ -120,7 +126,7 @@ def neighbours_html(rows: list[dict], title: str) -> str:
         return ""
     lines = []
     for r in rows:
-        cells = " · ".join(f"{html.escape(w)} <small>{s:.2f}</small>" for w, s in r["neighbours"])
+        cells = " · ".join(f"{html.escape(w)} <small>{fixed(s)}</small>" for w, s in r["neighbours"])
         lines.append(f"<tr><th>{html.escape(r['word'])}</th><td>{cells}</td></tr>")
     return f'<div class="emb-table"><table><caption>{html.escape(title)}</caption>{"".join(lines)}</table></div>'
 
@@ -177,7 +183,7 @@ def contextual_md(data: dict, sim: np.ndarray, in_word2vec: bool | None) -> str:
     if data["model"] == "elmo":
         which = elmo_layer_md(layer, data.get("mix"))
     return (f"{data['model']}, {which}: the cosines between the {len(sim)} occurrences range from "
-            f"{off.min():.2f} to {off.max():.2f}. {single}")
+            f"{fixed(off.min())} to {fixed(off.max())}. {single}")
 
 
 def elmo_layer_md(layer, mix: dict | None) -> str:

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, layout, token_label
+from playground.figures.common import ACCENT, layout, row_labels, token_label
 
 ACTION_CLASSES = ("fm-none", "fm-mask", "fm-random", "fm-kept")  # playground.training.bert action codes 0..3
 ACTION_TEXT = ("not selected", "→ [MASK] (80%)", "→ random token (10%)", "kept unchanged (10%)")
@@ -135,9 +135,10 @@ def embeddings_figure(tokens: list[str], parts: dict[str, np.ndarray], max_dims:
                                  colorbar=dict(thickness=10),
                                  hovertemplate=f"{name}<br>%{{y}}, dimension %{{x}}: %{{z:.3f}}<extra></extra>"),
                       row=1, col=col)
-    fig.update_yaxes(autorange="reversed", type="category")
+    height = max(320, 120 + 18 * len(tokens))
+    fig.update_yaxes(autorange="reversed", type="category", **row_labels(len(tokens), height - 130))  # every token
     fig.update_xaxes(title_text=f"dimension (first {shown} of {C})" if shown < C else "dimension")
-    fig.update_layout(**layout(height=max(320, 120 + 18 * len(tokens)), margin=dict(l=10, r=10, t=50, b=40)))
+    fig.update_layout(**layout(height=height, margin=dict(l=10, r=10, t=50, b=40)))
     return fig
 
 

@@ -8,7 +8,7 @@ import json
 
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, layout, token_label
+from playground.figures.common import ACCENT, layout, row_labels, token_label
 
 # ---------------------------------------------------------------------------------------------
 # Generation: the text as it is generated, one step's next-token distribution, causal attention
@@ -159,10 +159,12 @@ def causal_attention_figure(tokens: list[str], attention: list[list[float]], tit
     fig = go.Figure(go.Heatmap(z=attention, x=labels, y=labels, colorscale="Blues", zmin=0, zmax=1,
                                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     side = min(900, 220 + 14 * len(tokens))
+    below = 40 + 0.6 * 12 * min(max(map(len, labels), default=1), 24)  # the keys' labels, upright, and their title
+    rows = row_labels(len(labels), side - 110 - below)                  # every query labelled while a row holds it
     return go.Figure(fig.data, layout=layout(
         title=dict(text=title, font=dict(size=14)), height=side, width=side + 80,
-        yaxis=dict(autorange="reversed", title=dict(text="query (generating)")),
-        xaxis=dict(title=dict(text="key (attended to)"), tickangle=-90),
+        yaxis=dict(autorange="reversed", title=dict(text="query (generating)"), **rows),
+        xaxis=dict(title=dict(text="key (attended to)"), tickangle=-90, tickfont=rows["tickfont"]),
     ))
 
 

@@ -74,7 +74,7 @@ def gradient_strip_html(chars: list[str], cells: dict[str, dict], labels: dict[s
                          f'title="{html.escape(token_label(ch))}: {v:.3e}">{visible(ch)}</span>')
         spans.append(f'<span class="gf-ch gf-target" title="the character predicted at step T">'
                      f'{visible(chars[T])}</span>')
-        span = f"10<sup>{lo:.0f}</sup> … 10<sup>{hi:.0f}</sup>" if logs else "no finite values"
+        span = f"10<sup>{round(lo)}</sup> … 10<sup>{round(hi)}</sup>" if logs else "no finite values"  # never "-0"
         rows.append(f'<div class="gf-row"><div class="gf-head"><b>{html.escape(labels[key])}</b> '
                     f'<span class="gf-range">|∂L_T/∂x_t| from {span}</span></div>'
                     f'<div class="gf-text">{"".join(spans)}</div></div>')
@@ -158,10 +158,11 @@ def memory_figures(result: dict, labels: dict[str, str]) -> tuple[go.Figure, go.
     acc, loss = [], []
     for key, r in result["cells"].items():
         colour = CELL_COLOURS.get(key, MUTED)
-        name = f"{labels.get(key, key)} ({r['n_params']:,} recurrent parameters)"
+        name = f"{labels.get(key, key)} ({r['n_params']:,} parameters)"  # recurrent ones: the hover says so
         acc.append(go.Scatter(x=result["k"], y=r["accuracy"], mode="lines+markers", name=name,
                               line=dict(color=colour, width=2), marker=dict(size=5),
-                              hovertemplate="k=%{x}: accuracy %{y:.2f}<extra>" + html.escape(labels.get(key, key)) + "</extra>"))
+                              hovertemplate="k=%{x}: accuracy %{y:.2f}<extra>" + html.escape(labels.get(key, key))
+                              + f" ({r['n_params']:,} recurrent parameters)</extra>"))
         loss.append(go.Scatter(x=[s for s, _ in r["loss_curve"]], y=[v for _, v in r["loss_curve"]], mode="lines",
                                name=labels.get(key, key), line=dict(color=colour, width=2),
                                hovertemplate="step %{x}: loss %{y:.3f}<extra></extra>"))
@@ -169,7 +170,7 @@ def memory_figures(result: dict, labels: dict[str, str]) -> tuple[go.Figure, go.
                           line=dict(color="#999", dash="dot"), hoverinfo="skip"))
     acc_fig = go.Figure(acc, layout=layout(
         title=dict(text="Accuracy at the distance k each network was trained for"), height=380,
-        xaxis=dict(title=dict(text="k: steps between the key and the answer (trained on 1..k, tested at k)")),
+        xaxis=dict(title=dict(text="k: steps from the key to the answer (trained on 1..k)")),
         yaxis=dict(title=dict(text="accuracy"), range=[0, 1.05]), legend=dict(orientation="h", y=-0.25)))
     loss_fig = go.Figure(loss, layout=layout(
         title=dict(text="Training loss at the longest distance (cross-entropy at the last step)"), height=380,

@@ -59,7 +59,7 @@ def step_figure(source: list[str], weights: np.ndarray | None, title: str) -> go
         return _message("No attention: c_i = c for every i (the same bar at every step would be meaningless).", 260)
     fig = go.Figure(go.Bar(x=_labels(source), y=np.asarray(weights, dtype=np.float32), marker_color="#1f77b4",
                            hovertemplate="%{x}: α = %{y:.3f}<extra></extra>"),
-                    layout=layout(title=dict(text=title), height=300,
+                    layout=layout(title=dict(text=title), height=340,  # the bars keep room under larger type
                                   xaxis=dict(type="category", tickangle=-60, title=dict(text="source word j")),
                                   yaxis=dict(range=[0, 1.02], title=dict(text="α_ij"))))
     return fig
@@ -75,8 +75,10 @@ def bottleneck_figure(series: dict[str, dict], labels: dict[str, str], trained_u
     ))
     longest = max((max(s["length"]) for s in series.values() if s["length"]), default=trained_up_to)
     if longest > trained_up_to:
-        fig.add_vrect(x0=trained_up_to + 0.5, x1=longest + 0.5, fillcolor="#f0ad4e", opacity=0.15, line_width=0,
-                      annotation_text="longer than any training source", annotation_position="top left")
+        fig.add_vrect(x0=trained_up_to + 0.5, x1=longest + 0.5, fillcolor="#f0ad4e", opacity=0.15, line_width=0)
+        # its note above the plot, where the lines never run
+        fig.add_annotation(text="longer than any training source", x=trained_up_to + 0.5, xref="x", xanchor="left",
+                           y=1, yref="paper", yanchor="bottom", showarrow=False)
     for key, s in series.items():
         fig.add_trace(go.Scatter(x=s["length"], y=s["accuracy"], name=labels.get(key, key), mode="lines+markers",
                                  line=dict(color=COLOURS.get(key), width=3 if key == "none" else 2),
@@ -92,7 +94,8 @@ def heads_figure(source: list[str], rnn_target: list[str], rnn_alpha: np.ndarray
 
     H = cross.shape[0]
     cols = 1 + H
-    titles = [rnn_title] + [f"Transformer layer {layer}, head {h}" for h in range(H)]
+    # short panel titles (a fifth of the width each, ran into each other in a projector's type): the layer is said once
+    titles = [rnn_title] + [f"head {h}" for h in range(H)]
     fig = make_subplots(rows=1, cols=cols, subplot_titles=titles, horizontal_spacing=0.025)
     x = _labels(source)
     if rnn_alpha is not None:
@@ -108,8 +111,10 @@ def heads_figure(source: list[str], rnn_target: list[str], rnn_alpha: np.ndarray
                                  hovertemplate=f"head {h}<br>output %{{y}}<br>source %{{x}}<br>weight %{{z:.3f}}"
                                                "<extra></extra>"), row=1, col=2 + h)
     n = max(len(rnn_target), len(tr_target))
-    fig.update_layout(**layout(height=max(380, min(900, 200 + 22 * n)), margin=dict(l=10, r=10, t=50, b=10)))
+    fig.update_layout(**layout(title=dict(text=f"Left: {rnn_title}; then the Transformer's layer {layer}, head by head"),
+                               height=max(420, min(940, 240 + 22 * n)), margin=dict(l=10, r=10, t=90, b=10)))
     fig.update_yaxes(autorange="reversed", type="category", showticklabels=False, showgrid=False, dtick=1)
     fig.update_yaxes(showticklabels=True, col=1)
-    fig.update_xaxes(type="category", tickangle=-60, showgrid=False, tickfont=dict(size=10), dtick=1)
+    # upright labels: a narrow panel holds more of them than at -60°
+    fig.update_xaxes(type="category", tickangle=-90, showgrid=False, tickfont=dict(size=10), dtick=1)
     return fig

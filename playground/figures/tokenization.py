@@ -8,7 +8,8 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, MUTED, PALETTE_SIZE, layout, token_label, visible
+from playground.figures.common import (ACCENT, MUTED, PALETTE_SIZE, count_axis, layout, plural, token_label,
+                                       visible)
 
 # ---------------------------------------------------------------------------------------------
 # Tokens coloured over the original text
@@ -74,7 +75,7 @@ def tokens_html(data: dict) -> str:
     if not text:
         rows.append('<div class="notice">Type or paste some text above to see how each tokenizer splits it.</div>')
     for key, result in data["tokenizers"].items():
-        stats = (f"{_number(result['n_tokens'])} tokens · {_number(result['chars_per_token'])} chars/token · "
+        stats = (f"{plural(result['n_tokens'], 'token')} · {_number(result['chars_per_token'])} chars/token · "
                  f"{_number(result['n_unknown'])} unknown · vocabulary {_number(result['vocab_size'])}")
         ids = " ".join(str(i) for i in result["ids"])
         rows.append(
@@ -112,13 +113,15 @@ def token_count_figure(results: dict[str, dict]) -> go.Figure:
         x=[results[k]["n_tokens"] for k in keys],
         y=[results[k]["label"] for k in keys],
         orientation="h",
-        text=[f"{results[k]['n_tokens']} tokens, {_number(results[k]['chars_per_token'])} chars/token" for k in keys],
+        text=[f"{plural(results[k]['n_tokens'], 'token')}, {_number(results[k]['chars_per_token'])} chars/token"
+              for k in keys],
         textposition="auto",
         marker_color=[ACCENT if results[k]["n_unknown"] else "#4a7bd0" for k in keys],
-        hovertemplate="%{y}: %{x} tokens<extra></extra>",
+        customdata=[plural(results[k]["n_tokens"], "token") for k in keys],
+        hovertemplate="%{y}: %{customdata}<extra></extra>",
     ), layout=layout(
         title=dict(text="Sequence length: the same text in each tokenizer (red: some tokens unknown)"),
-        xaxis=dict(title=dict(text="tokens")), yaxis=dict(autorange="reversed"), height=90 + 40 * len(keys),
+        xaxis=dict(title=dict(text="tokens")), yaxis=dict(autorange="reversed", dtick=1), height=90 + 40 * len(keys),
     ))
     return fig
 
@@ -197,11 +200,12 @@ def bpe_step_html(trace: dict, step: int) -> str:
 
 def bpe_pairs_figure(trace: dict, step: int) -> go.Figure:
     """The pair counts that decided merge `step` (the chosen pair in red)."""
-    data = []
+    data, counts = [], [1]
     if 1 <= step <= len(trace["steps"]):
         state = trace["steps"][step - 1]
         labels = [f"{a} + {b}" for a, b, _ in state["pair_counts"]]
         chosen = f"{state['pair'][0]} + {state['pair'][1]}"
+        counts = [n for _, _, n in state["pair_counts"]] or [1]
         data.append(go.Bar(
             x=[n for _, _, n in state["pair_counts"]], y=labels, orientation="h",
             marker_color=[ACCENT if label == chosen else MUTED for label in labels],
@@ -211,8 +215,9 @@ def bpe_pairs_figure(trace: dict, step: int) -> go.Figure:
     else:
         title = "Step 0: no merge yet; move the step slider"
     return go.Figure(data, layout=layout(
-        title=dict(text=title), xaxis=dict(title=dict(text="count (weighted by word frequency)")),
-        yaxis=dict(autorange="reversed"), height=360,
+        title=dict(text=title),
+        xaxis=dict(title=dict(text="count (weighted by word frequency)"), **count_axis(max(counts))),
+        yaxis=dict(autorange="reversed", dtick=1), height=360,   # every pair labelled (ten at most)
     ))
 
 
@@ -293,7 +298,7 @@ def normalize_html(stages: list[dict]) -> str:
         removed = f'<div class="norm-removed">removed: {removed}</div>' if removed else ""
         rows.append(
             f'<div class="norm-row"><div class="tok-head"><span class="tok-name">{html.escape(stage["label"])}</span>'
-            f'<span class="tok-stats">{stage["n_tokens"]} tokens · {stage["n_types"]} distinct</span></div>'
+            f'<span class="tok-stats">{plural(stage["n_tokens"], "token")} · {stage["n_types"]} distinct</span></div>'
             f"<div>{tokens or '<i>nothing left</i>'}</div>{removed}</div>"
         )
     return "".join(rows)

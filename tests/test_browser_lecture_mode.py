@@ -1,0 +1,142 @@
+"""Lecture mode on a projector, in a real browser: at 1920 x 1080 and at 1280 x 720, every tab and sub-tab that draws
+a plotly figure, each figure checked as it is drawn: as wide as the page's content (side-by-side figures stack),
+no two tick labels on top of each other, no title, axis title, legend or note cut at the figure's edge or on
+another note, no two numbers of a heatmap's cells run together (and none too small to read). One browser, one
+page: each view is opened once and the window resized. A screenshot of each figure at each size is kept
+(LECTURE_SHOTS=folder keeps them there) for a person to look at."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ARGS, CHROMIUM
+
+SIZES = [(1920, 1080), (1280, 720)]
+# (tab, sub-tab) of every view that draws plotly figures, in the page's order; None: the tab has no sub-tabs
+VIEWS = [("Tokenization", "Compare tokenizers"), ("Tokenization", "Classic BPE, step by step"),
+         ("Embeddings", "Word space"), ("Embeddings", "Contextual"), ("Embeddings", "Sentence space"),
+         ("Embeddings", "Bias in embeddings"),
+         ("RNN gradient flow", "Gradient flow through time"), ("RNN gradient flow", "Memory experiment (live)"),
+         ("Attention", "Head view, model view, heatmap"), ("Attention", "Inside one head: Q, K, V, softmax"),
+         ("Attention", "Positional encoding"),
+         ("Seq2seq attention", None), ("Masked-LM fill-in", None), ("Generation", None),
+         ("Fine-tuning", "LoRA"), ("Fine-tuning", "SFT"), ("Fine-tuning", "DPO")]
+WIDTH_SHARE = 0.9   # of the content's width: a figure narrower than this is a side-by-side figure left half width
+SMALLEST = 8        # px: a heatmap's numbers in a smaller type cannot be read from the back of a hall
+
+# What is wrong with the figures shown, as sentences (an empty list: nothing). Boxes are the text's own box on
+# screen with its rotation (getBBox through getScreenCTM), a little lower than the line it sits on (labels one
+# line apart touch), compared by the separating axis test; titles and notes must keep 4 px apart.
+PROBLEMS_JS = """([share, smallest]) => {
+  const problems = [];
+  const content = document.querySelector('#tabs').getBoundingClientRect().width;
+  const corners = (el, pad) => {  // pad > 0: a little wider (titles must not touch), < 0: a little narrower
+    const b = el.getBBox(), m = el.getScreenCTM(), dx = pad < 0 ? Math.min(-pad, b.width * 0.05) : -pad;
+    const dy = b.height * 0.15;
+    return [[b.x + dx, b.y + dy], [b.x + b.width - dx, b.y + dy], [b.x + b.width - dx, b.y + b.height - dy],
+            [b.x + dx, b.y + b.height - dy]].map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+  };
+  const apart = (p, q) => [p, q].some((poly) => poly.some(([x1, y1], i) => {
+    const [x2, y2] = poly[(i + 1) % poly.length], nx = y2 - y1, ny = x1 - x2;
+    const a = p.map(([x, y]) => x * nx + y * ny), b = q.map(([x, y]) => x * nx + y * ny);
+    return Math.max(...a) <= Math.min(...b) || Math.max(...b) <= Math.min(...a);
+  }));
+  const shown = (els) => [...els].filter((e) => e.textContent.trim() && e.getBBox().width > 0);
+  const overlaps = (els, pad = -1) => {
+    const boxes = shown(els).map((e) => [e.textContent.trim(), corners(e, pad)]), out = [];
+    boxes.forEach(([a, p], i) => boxes.slice(i + 1).forEach(([b, q]) => { if (!apart(p, q)) out.push(`${a} / ${b}`); }));
+    return out;
+  };
+  document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+    if (!gd.offsetParent || !gd._fullLayout) return;
+    const title = (gd.layout.title && gd.layout.title.text) || '';
+    const name = (gd.closest('[id]') || gd).id + (title ? ` (${title.slice(0, 40)})` : '');
+    const svg = gd.querySelector('.main-svg'), box = svg.getBoundingClientRect();
+    if (!gd.layout.width && box.width < share * content) {  // a figure of a fixed size is as wide as it says
+      problems.push(`${name}: ${Math.round(box.width)} px wide of the content's ${Math.round(content)}`);
+    }
+    gd.querySelectorAll('.xaxislayer-above, .yaxislayer-above').forEach((layer) => {
+      const hit = overlaps(layer.querySelectorAll(':scope > .xtick > text, :scope > .ytick > text'));
+      if (hit.length) problems.push(`${name}: tick labels overlap: ${hit.slice(0, 3).join(', ')}`);
+    });
+    const texts = gd.querySelectorAll('.infolayer g[class$="title"] text, .annotation-text, .legendtext, .colorbar text, '
+                                      + '.xtick > text, .ytick > text');
+    shown(texts).forEach((t) => {
+      const r = t.getBoundingClientRect();
+      if (r.left < box.left - 2 || r.right > box.right + 2 || r.top < box.top - 2 || r.bottom > box.bottom + 2) {
+        problems.push(`${name}: '${t.textContent.trim().slice(0, 40)}' is cut at the figure's edge`);
+      }
+    });
+    const notes = overlaps(gd.querySelectorAll('.annotation-text, .infolayer g[class$="title"] text'), 2);
+    if (notes.length) problems.push(`${name}: titles or notes overlap: ${notes.slice(0, 3).join(', ')}`);
+    gd.querySelectorAll('.hm').forEach((hm) => {
+      const cells = hm.querySelectorAll('.heatmap-label text'), hit = overlaps(cells);
+      if (hit.length) problems.push(`${name}: heatmap numbers overlap: ${hit.slice(0, 3).join(', ')}`);
+      const size = Math.min(...shown(cells).map((c) => parseFloat(getComputedStyle(c).fontSize)));
+      if (size < smallest) problems.push(`${name}: heatmap numbers in ${size} px type`);
+    });
+  });
+  return problems;
+}"""
+
+# The view has settled: no output of the open tab still computing (Gradio's status tracker, shown while an event
+# runs), and every figure shown is drawn, scaled for lecture mode and fitted to its size (assets/view.js marks it)
+SETTLED_JS = """() => {
+  const shown = (selector) => [...document.querySelectorAll(selector)].filter((el) => el.offsetParent);
+  const plots = shown('.js-plotly-plot');
+  return shown('#tabs .wrap.full:not(.hide), #tabs .wrap.minimal:not(.hide)').length === 0 && plots.length > 0
+    && plots.every((gd) => gd._fullLayout && gd.dataset.lecture === '1' && gd.dataset.fitted === '1');
+}"""
+
+
+def _open(page, tab: str, sub: str | None) -> None:
+    page.get_by_role("tab", name=tab, exact=True).click()
+    if sub:
+        page.get_by_role("tab", name=sub, exact=True).click()
+    page.wait_for_timeout(300)  # the sub-tab's own events are sent
+    page.wait_for_function(SETTLED_JS, timeout=60_000)
+
+
+def _resize(page, width: int, height: int) -> None:
+    """Each figure is drawn again at its new width and fitted again (the marks cleared first, so the wait is for
+    the new drawing)."""
+    page.evaluate("() => document.querySelectorAll('.js-plotly-plot').forEach((gd) => { gd.dataset.fitted = ''; })")
+    page.set_viewport_size({"width": width, "height": height})
+    page.wait_for_function(SETTLED_JS, timeout=20_000)
+
+
+def test_every_figure_reads_on_a_projector_in_lecture_mode(app_url, tmp_path):
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        if os.environ.get("CI"):
+            pytest.fail("Chromium is missing: apt-get install -y chromium")
+        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    shots = Path(os.environ.get("LECTURE_SHOTS", tmp_path))
+    shots.mkdir(parents=True, exist_ok=True)
+    problems = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        try:
+            page = browser.new_page(viewport=dict(zip(("width", "height"), SIZES[0])))
+            page.goto(f"{app_url}?lecture=1")
+            page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=30_000)
+            for tab, sub in VIEWS:
+                _open(page, tab, sub)
+                here = (page.viewport_size["width"], page.viewport_size["height"])
+                for width, height in sorted(SIZES, key=lambda size: size != here):   # the current size first
+                    if (width, height) != here:
+                        _resize(page, width, height)
+                    found = page.evaluate(PROBLEMS_JS, [WIDTH_SHARE, SMALLEST])
+                    problems += [f"{width}x{height} {tab} / {sub}: {problem}" for problem in found]
+                    slug = re.sub(r"[^a-z0-9]+", "-", f"{tab} {sub or ''}".lower()).strip("-")
+                    for i, figure in enumerate(page.locator(".js-plotly-plot").locator("visible=true").all()):
+                        figure.screenshot(path=str(shots / f"projector-{width}-{slug}-{i + 1}.png"))
+        finally:
+            browser.close()
+    assert not problems, "\n".join(problems)
