@@ -204,20 +204,28 @@
       const angle = name[0] === "y" ? 90 : (typeof ax.tickangle === "number" ? Math.abs(ax.tickangle) : 0);
       const size = Math.min(LECTURE.font, Math.floor((ax._length / n) * Math.sin((angle * Math.PI) / 180) / 1.25));
       if (!angle || size < 8) return;
-      const own = gd.layout[name] || {};
-      keep(`${name}.tickfont.size`, size, (own.tickfont || {}).size);
+      const own = gd.layout[name] || {}, was = (own.tickfont || {}).size;
+      // a pixel either way is kept: the margins follow the labels' size, and the axes' lengths the margins
+      keep(`${name}.tickfont.size`, typeof was === "number" && Math.abs(size - was) <= 1 ? was : size, was);
       keep(`${name}.dtick`, 1, own.dtick);
     });
     const title = gd.querySelector(".gtitle"), svg = gd.querySelector(".main-svg");
     if (title && svg && title.getBBox().width > 0) {
-      const box = title.getBoundingClientRect(), room = svg.getBoundingClientRect().right - 6 - box.left;
+      const box = title.getBoundingClientRect(), right = svg.getBoundingClientRect().right - 6;
       const size = ((gd.layout.title || {}).font || {}).size || LECTURE.title;
       const natural = (box.width * LECTURE.title) / size;  // its width in LECTURE.title type
-      keep("title.font.size", Math.max(14, Math.min(LECTURE.title, Math.floor((LECTURE.title * room) / natural))), size);
+      const fits = Math.max(14, Math.min(LECTURE.title, Math.floor((LECTURE.title * (right - box.left)) / natural)));
+      // smaller while it runs past the edge; larger again only by a clear margin (no see-saw of a pixel)
+      const next = box.right > right ? Math.max(14, Math.min(fits, size - 1))
+        : fits === LECTURE.title && box.left + natural <= right ? LECTURE.title : fits >= size + 2 ? fits - 1 : size;
+      keep("title.font.size", next, size);
     }
-    // data-fitted: "1" once nothing is left to change (the browser tests wait for it)
-    gd.dataset.fitted = Object.keys(update).length ? "" : "1";
-    if (Object.keys(update).length) window.Plotly.relayout(gd, update);
+    // data-fitted: "1" once nothing is left to change (the browser tests wait for it); never more than a few
+    // rounds in a row, whatever the fonts measure
+    const changes = Object.keys(update).length && (gd._fitRounds = (gd._fitRounds || 0) + 1) <= 6;
+    if (!changes) gd._fitRounds = 0;
+    gd.dataset.fitted = changes ? "" : "1";
+    if (changes) window.Plotly.relayout(gd, update);
   }
 
   function fitAfterEachDraw(gd) {
