@@ -254,9 +254,27 @@ def test_an_update_taken_apart_by_gradio_is_whole_again_on_the_next_hit(cache):
         update.pop("value")  # what gradio.blocks.postprocess_update_dict does
 
 
+def busy(seconds: float) -> None:
+    """Compute (not wait) for `seconds`."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def test_an_event_is_placed_by_its_cpu_time_not_by_its_wait():
+    """Under a lecture hall's load a quick computation waits for the CPU and takes long on the clock; its CPU time
+    places it (it took the slow pool, behind every new generation)."""
+    workers = Workers(quick=1, slow=1, threshold=0.05)
+    with workers.take("waits") as meter, meter:
+        time.sleep(0.2)
+    with workers.take("computes") as meter, meter:
+        busy(0.2)
+    assert not workers.is_slow("waits") and workers.is_slow("computes")
+
+
 def test_a_quick_miss_never_waits_behind_a_slow_one(cache):
     workers = Workers(quick=1, slow=1, threshold=0.05)
-    slow = cache.wrap(lambda x: time.sleep(0.2) or x, 1, (), workers)
+    slow = cache.wrap(lambda x: busy(0.2) or x, 1, (), workers)
     quick = cache.wrap(lambda x: x, 1, (), workers)
     slow("measured"), quick("measured")  # each event's first computation places it
     started = threading.Event()

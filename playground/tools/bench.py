@@ -547,6 +547,35 @@ def generation_speed(runs: int = 5) -> dict[str, float]:
     return speeds
 
 
+def generation_beside_python(runs: int = 3) -> tuple[float, float]:
+    """Seconds for a new prompt's 200 tokens through the Generation handler, alone and beside a thread running
+    Python (what a busy server's event loop does), with the app's switch interval (ui/patches.py): each of the
+    ~10,000 torch operations takes Python's lock back (medians over `runs`)."""
+    import threading
+
+    import app  # noqa: F401 - building the app applies its patches
+    from playground.ui import generation_tab
+
+    def generate() -> None:
+        for _ in generation_tab.generate("ROMEO:\nBut soft", "gpt-shakespeare", 200, "top-k", 0.8, 10, 0.9, 0):
+            pass
+
+    def spin() -> None:
+        while not stop.is_set():
+            sum(range(100))
+
+    alone, _ = time_calls(generate, runs, warmup=1)
+    stop = threading.Event()
+    spinning = threading.Thread(target=spin, daemon=True)
+    spinning.start()
+    try:
+        beside, _ = time_calls(generate, runs, warmup=0)
+    finally:
+        stop.set()
+        spinning.join()
+    return alone, beside
+
+
 # The training race (DESIGN.md budgets): nanoGPT's published CPU recipe (4 layers, 4 heads, 128 wide,
 # context 64, batch 12, 2000 iterations, no dropout) reaches validation loss 1.886 in about 71 s on
 # the 2-core machine; our trainer must get to 1.88 on the same text in no more wall time.
@@ -635,6 +664,10 @@ def main(argv: list[str] | None = None) -> list[tuple]:
                  "≥ 200 tokens/s", speeds["cache"] >= 200))
     rows.append(("  the same without the cache", f"{speeds['no cache']:,.0f} tokens/s", "", "", None))
     rows.append(("  500 tokens: the window slides past the context", f"{speeds['sliding']:,.0f} tokens/s", "", "",
+                 None))
+    alone, beside = generation_beside_python()
+    rows.append(("a new prompt's 200 tokens (Generation's handler) alone", f"{alone:.2f} s", "", "", None))
+    rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
     rows.extend(smollm2_rows())
     rows.extend(finetune_rows())

@@ -42,11 +42,11 @@ from playground.ui import common
 class Workers:
     """Who may compute now: `quick` workers for the events that answer in well under `threshold` seconds and
     `slow` ones for those that do not, so that a lecture hall's quick questions (a new sentence's tokens) are
-    never queued behind a slow one (a new prompt's 200 generated tokens, 1.6 s). Each event is placed by the
-    running mean of its own computations (the start-up answers measure every event once); a new event
-    counts as quick until it has taken long. The threshold is half a second: a new sentence's gradient flow
-    (0.3-0.45 s under load) is a quick question too; with 0.25 s it queued behind every new prompt's generation in
-    the one slow worker (the lecture hall through browsers, p95 35 s for both)."""
+    never queued behind a slow one (a new prompt's 200 generated tokens, 0.7 s). Each event is placed by the
+    running mean of its own computations' CPU time (the start-up answers measure every event once), not their
+    wall time, which grows with the machine's load: under a lecture hall's load a new sentence's gradient flow
+    (0.2 s of CPU) took over half a second and moved to the slow pool, behind every new prompt's generation (p95
+    8.6 s). A new event counts as quick until it has taken long. The threshold is half a second of CPU."""
 
     def __init__(self, quick: int, slow: int = 0, threshold: float = 0.5):
         self.threshold = threshold
@@ -59,16 +59,32 @@ class Workers:
 
     @contextlib.contextmanager
     def take(self, handler: str):
+        """A worker for one computation of `handler`; what it yields counts the computation's CPU time: `with
+        meter:` around each piece (a generator's steps may each run on another of Gradio's threads)."""
+        meter = CpuMeter()
         try:
             with self._pools[self.is_slow(handler)]:
-                started = time.perf_counter()
                 try:
-                    yield
+                    yield meter
                 finally:
-                    took, before = time.perf_counter() - started, self._typical.get(handler)
+                    took, before = meter.seconds, self._typical.get(handler)
                     self._typical[handler] = took if before is None else 0.7 * before + 0.3 * took
         finally:  # what the computation freed goes back to the system (playground/heap.py), the worker already free
             heap.trim()
+
+
+class CpuMeter:
+    """The CPU seconds of the pieces of work done inside `with meter:`, each on its own thread."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def __enter__(self):
+        self._started = time.thread_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds += time.thread_time() - self._started
 
 
 def share_cores(computations: int) -> int:
@@ -199,9 +215,9 @@ class AnswerCache:
 
             def computed(args, kwargs, key):
                 notices, last, steps = [], _DONE, fn(*args, **kwargs)
-                with workers.take(handler):
+                with workers.take(handler) as meter:
                     while True:
-                        with common.recording_notices() as shown:  # each step may run on another thread
+                        with common.recording_notices() as shown, meter:  # each step may run on another thread
                             outputs = next(steps, _DONE)
                         notices += shown
                         if outputs is _DONE:
@@ -224,7 +240,7 @@ class AnswerCache:
                 answer = None if mine else self.get(key)
                 if answer is not None:  # another caller's computation of the same inputs has answered
                     return replay(answer, n_outputs)
-                with workers.take(handler), common.recording_notices() as notices:
+                with workers.take(handler) as meter, meter, common.recording_notices() as notices:
                     outputs = fn(*args, **kwargs)
                 self.put(key, remember(outputs, notices))
                 return outputs

@@ -160,14 +160,15 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # The queue, for a 2-core machine. Every event is dispatched at once; what waits is the computation. An answer
 # already given for the same inputs comes from the shared cache (ui/cache.py) without waiting (and an API call's
 # from ui/fastpath.py without the queue at all); a new one waits for a model worker: two quick ones (two
-# computations at once keep both cores busy, each on its share of the cores: share_cores) and one for the events
-# that take long, so that a new sentence's tokens never wait behind a new prompt's 200 generated tokens. The
-# live training (the memory experiment, the Fine-tuning tab: up to a minute) has its own single worker. Waiting
+# computations at once keep both cores busy, each on its share of the cores: share_cores) and two for the events
+# that take long, so that a new sentence's tokens never wait behind a new prompt's 200 generated tokens (with one,
+# a class's new prompts queued behind each other: p95 13 s through the page; the model's work runs outside
+# Python's lock, so two generations share the cores). The live training (the memory experiment, the Fine-tuning tab: up to a minute) has its own single worker. Waiting
 # requests hold one of Gradio's handler threads each (THREADS; with Gradio's default of 40, forty waiting misses
 # would hold up every cached answer). At most QUEUE_SIZE requests wait to be dispatched; the next is told the queue is
 # full at once instead of waiting for minutes.
 # Measured with `python -m playground.bench --students 200`: see docs/performance.md.
-WORKERS, THREADS, QUEUE_SIZE = (2, 1), 160, 256
+WORKERS, THREADS, QUEUE_SIZE = (2, 2), 160, 256
 LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo"}
 ANSWER_BYTES = 96 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB)
 
