@@ -163,7 +163,8 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # computations at once keep both cores busy, each on its share of the cores: share_cores) and two for the events
 # that take long, so that a new sentence's tokens never wait behind a new prompt's 200 generated tokens (with one,
 # a class's new prompts queued behind each other: p95 13 s through the page; the model's work runs outside
-# Python's lock, so two generations share the cores). The live training (the memory experiment, the Fine-tuning tab: up to a minute) has its own single worker. Waiting
+# Python's lock, so two generations share the cores). The live training (the memory experiment, the Fine-tuning
+# tab: up to a minute) has its own single worker. Waiting
 # requests hold one of Gradio's handler threads each (THREADS; with Gradio's default of 40, forty waiting misses
 # would hold up every cached answer). At most QUEUE_SIZE requests wait to be dispatched; the next is told the queue is
 # full at once instead of waiting for minutes.
