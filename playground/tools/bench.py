@@ -416,6 +416,38 @@ def smollm2_rows() -> list[tuple]:
              f"{sent / 2**20:.2f} MB", "", "≤ 2 MB", sent <= 2 * 2**20)]
 
 
+def smollm2_memory_rows(new_texts: int = 60) -> list[tuple]:
+    """The served app's resident memory after SmolLM2's attention was asked for every layer and head of one
+    190-token text (270 answers of several MB each), then for `new_texts` new sentences of a class (windows of the
+    corpus sample), and again after 30 s idle: every cache is bounded in bytes (docs/architecture.md)."""
+    import httpx
+
+    from playground import checkpoints
+    from playground.analysis import generation
+    from playground.tools import loadtest
+
+    if not generation.llm_available():
+        return [("SmolLM2: memory under a class's own inputs", "not installed", "", "", None)]
+    corpus = (checkpoints.ASSETS_DIR / "corpus_sample.txt").read_text(encoding="utf-8")
+    long_text = " ".join(corpus.split()[1000:1150])  # about 190 SmolLM2 tokens
+    sentences = loadtest.sentences(corpus, seed=7)
+    asks = [(long_text, layer, str(head)) for layer in range(30) for head in range(9)]
+    asks += [(next(sentences), 0, "mean") for _ in range(new_texts)]
+    failed = 0
+    with served_app(warm=True) as (url, pid), httpx.Client(base_url=url, timeout=600) as client:
+        for text, layer, head in asks:
+            data = [text, "", "smollm2", layer, head, False, "head", False]
+            event = client.post("gradio_api/call/attention", json={"data": data}).json()["event_id"]
+            failed += "event: complete" not in client.get(f"gradio_api/call/attention/{event}").text
+        served = _rss(pid)
+        time.sleep(30)
+        idle = _rss(pid)
+    return [(f"SmolLM2's attention, {len(asks)} new questions (270 heads of a 190-token text, {new_texts} new "
+             f"sentences; {failed} failed): resident memory", f"{served:,.0f} MB", "", "≤ 1,536 MB",
+             served <= 1536 and not failed),
+            ("  the same after 30 s idle", f"{idle:,.0f} MB", "", "≤ 1,536 MB", idle <= 1536)]
+
+
 def class_quiz_rows(students: int = 200, seconds: float = 30.0) -> list[tuple]:
     """A class answering over the plain HTTP API, each student its own session: once arriving at random within
     `seconds` (the budget's case), then all at the same instant on another question (the worst case: the lecturer
@@ -670,6 +702,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
     rows.extend(smollm2_rows())
+    rows.extend(smollm2_memory_rows())
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())
     rows.extend(every_tab_rows())
