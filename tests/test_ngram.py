@@ -91,3 +91,34 @@ def test_generation_says_what_the_ngram_saw_and_where_it_backed_off():
     title = fgen.next_token_figure(first, 0, ()).layout.title.text
     assert "the 5-gram sees" in title and "whole context was counted" in title
     assert "n-grams against the networks" in generation_tab.perplexity_md()
+
+
+def test_beam_search_reports_forwards_log_p_for_every_beam_of_the_shipped_model():
+    """Beam search runs `step` on one row per beam: each beam must be extended with its own distribution (the step
+    once read row 0 for every row: the second beam of this prompt reported -12.174 where forward gives -13.128)."""
+    ckpt = checkpoints.load("ngram-shakespeare")
+    ids = torch.tensor([ckpt.tokenizer.encode("ROMEO:\nBut soft").ids])
+    _, best, beams = sampling.beam_search(ckpt.model, ids, 12, beam_width=4)
+    assert len(beams) == 4 and best == beams[0][1]
+    for seq, reported in beams:
+        logits, _ = ckpt.model(seq[None])                              # log-probabilities
+        logp = logits[0, :-1].double().gather(-1, seq[1:, None])[:, 0]
+        assert reported == pytest.approx(float(logp[ids.size(1) - 1:].sum()), abs=1e-3)
+    assert sampling.sequence_log_prob(ckpt.model, beams[0][0][None]) > sampling.sequence_log_prob(
+        ckpt.model, beams[-1][0][None])
+
+
+def test_the_discount_never_reaches_zero():
+    """Every count seen at least twice (a repetitive text): Ney's n1 / (n1 + 2 n2) would be 0, an unseen
+    continuation of a seen context would get probability 0 and the loss would be infinite. n1 is floored at 1."""
+    text = np.tile([0, 1, 2, 0, 1, 0, 2, 1], 3)                       # every trigram of the text seen 2 or 3 times
+    t = count(text, 3, 3)
+    assert (t["counts_3"] > 1).all() and (t["counts_3"] == 2).any()
+    assert discount(t["counts_3"]) == 1 / (1 + 2 * int((t["counts_3"] == 2).sum()))
+    assert discount(np.array([1, 2, 2, 3])) == 1 / (1 + 2 * 2)         # with a singleton: Ney's D, unchanged
+    m = NGramLM(NGramConfig(vocab_size=3, n=3), t)
+    p, order = m.distribution([0, 1])                                  # seen: "01" is followed by 2 and 0 only
+    assert order == 3 and (p > 0).all() and p.sum() == pytest.approx(1)
+    x = torch.tensor([[0, 1, 1, 2, 2, 0]])                             # "11", "22": never seen after their contexts
+    _, loss = m(x[:, :-1], x[:, 1:])
+    assert math.isfinite(loss.item())

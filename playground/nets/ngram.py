@@ -8,7 +8,8 @@ probabilities (Jurafsky & Martin, Speech and Language Processing, ch. 3; Chen & 
   h' = h without its oldest token, P_0 = 1/V. The highest order counts what was seen (c_n = count); every lower
   order counts in how many different contexts a sequence was seen (c_m(g) = N1+(• g), the continuation count: "
   Francisco" is frequent but only after "San"). An unseen context h (c_m(h) = 0) passes P_{m-1} on unchanged:
-  the model backs off. D_m = n1 / (n1 + 2 n2) from the order's counts of counts (Ney et al. 1994).
+  the model backs off. D_m = n1 / (n1 + 2 n2) from the order's counts of counts (Ney et al. 1994), n1 floored at 1
+  so that D_m > 0 (see `discount`).
 
 The counts are tables of m-grams encoded as base-V integers, sorted for binary search: a whole next-token
 distribution costs n searches of V keys. The model follows the language models' contract: forward(idx, targets)
@@ -67,9 +68,19 @@ def count(ids: np.ndarray, n: int, V: int) -> dict[str, np.ndarray]:
 
 
 def discount(c: np.ndarray) -> float:
-    """Ney's absolute discount D = n1 / (n1 + 2 n2) from how many sequences were counted once and twice."""
+    """Ney's absolute discount D = n1 / (n1 + 2 n2) from how many sequences were counted once and twice, with n1
+    floored at 1."""
     n1, n2 = int((c == 1).sum()), int((c == 2).sum())
-    return n1 / (n1 + 2 * n2) if n1 + n2 else 0.5
+    if n1 + n2 == 0:
+        return 0.5
+    # Why the floor: D is the mass a seen context keeps for the continuations it has not seen, and Ney et al.'s
+    # estimate reads it off the singletons (leaving one out, a sequence seen once is the best model of a sequence
+    # not seen yet: Good-Turing's n1 / N). With no singleton (a small or repetitive text) it says D = 0: nothing new
+    # ever follows a seen context, an unseen continuation gets probability 0 and the loss is infinite. Counting at
+    # least one singleton, the least evidence the estimator can hold, gives D = 1 / (1 + 2 n2) > 0, which still
+    # shrinks as the doubletons grow; whenever n1 >= 1 (every order of the shipped model) D is unchanged.
+    n1 = max(n1, 1)
+    return n1 / (n1 + 2 * n2)
 
 
 class NGramLM(nn.Module):
@@ -159,23 +170,27 @@ class NGramLM(nn.Module):
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         """idx (B, T) -> (log P(x_t+1 | x_≤t) for every position as logits (B, T, V), mean NLL or None): each
         position sees at most the n - 1 tokens before it within the row, as every LM here sees its window."""
-        rows = idx.cpu().numpy()
-        out = np.empty((*rows.shape, self.config.vocab_size))
-        for b, row in enumerate(rows):
-            for t in range(len(row)):
-                out[b, t] = self.distribution(row[:t + 1].tolist())[0]
-        logits = torch.from_numpy(np.log(out)).float().to(idx.device)
+        logits = self._log_probs(idx, 0)
         loss = None
         if targets is not None:
             loss = F.nll_loss(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
         return logits, loss
 
     def step(self, idx: torch.Tensor, cache: dict | None = None):
-        """Incremental decoding (nets/gpt.py's contract): the cache is the tokens seen so far."""
-        seen = idx if cache is None else torch.cat([cache["seen"], idx], dim=1)
-        logits = torch.stack([torch.from_numpy(np.log(self.distribution(seen[0, :t + 1].tolist())[0])).float()
-                              for t in range(seen.size(1) - idx.size(1), seen.size(1))]).unsqueeze(0)
-        return logits, {"seen": seen}
+        """Incremental decoding (nets/gpt.py's contract): idx (B, T_new) the new tokens of every row (one row per
+        beam in beam search) -> logits (B, T_new, V), each row's own distributions; the cache is the tokens seen."""
+        seen = idx if cache is None else torch.cat([cache["seen"], idx], dim=1)   # (B, T_seen)
+        return self._log_probs(seen, seen.size(1) - idx.size(1)), {"seen": seen}
+
+    def _log_probs(self, seen: torch.Tensor, start: int) -> torch.Tensor:
+        """log P(· | row b up to t) for every row b of seen (B, T) and every position t >= start: (B, T - start, V),
+        on seen's device. Each row is read on its own (the tokens of another row, another beam, never enter)."""
+        rows = seen.cpu().numpy()
+        out = np.empty((rows.shape[0], rows.shape[1] - start, self.config.vocab_size))
+        for b, row in enumerate(rows):
+            for t in range(start, len(row)):
+                out[b, t - start] = self.distribution(row[:t + 1].tolist())[0]
+        return torch.from_numpy(np.log(out)).float().to(seen.device)
 
     def target_log_probs(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """log P(y[b, t] | x[b, ≤t]) for every position at once (N, T), the context restarting at each row as in
