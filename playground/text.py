@@ -44,3 +44,10 @@ def clean_text(text: str | None, max_chars: int = MAX_CHARS) -> tuple[str, list[
         notices.append(f"The text has {len(text):,} characters; only the first {max_chars:,} are used here.")
         text = text[:max_chars]
     return text, notices
+
+
+def token_label(token: str) -> str:
+    """A token as text for tables, tooltips and notices: whitespace and controls spelled out."""
+    spelled = {" ": "·", "\n": "↵", "\t": "→"}
+    return "".join(spelled.get(ch, f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F else ch)
+                   for ch in token)

@@ -1,14 +1,21 @@
-"""What the Generation tab shows, as plain data: decoding steps with token strings (the API's format),
-beam search with the distribution at each step of the best beam, and a GPT's causal attention over a
-text, read through the Attention tab's one path to a model's internals."""
+"""What the Generation tab shows, as plain data: the prompt as a model reads it (its tokens, the chat template,
+the tokens that stop it), the decoding steps with token strings (the API's format) streamed as they are made, beam
+search with the distribution at each step of the best beam, two models compared with the prompt's perplexity, and
+a GPT's causal attention over a text, read through the Attention tab's one path to a model's internals.
+
+A model here is anything with `name`, `kind`, `model`, `tokenizer`, `config`, `card` and `chat` (the chat template
+as messages -> prompt, or None): a `checkpoints.Checkpoint` or a record of the registry (analysis/models.py)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Iterator
 
 import torch
 
 from playground.analysis import attention, sampling, tokenization
+from playground.text import MAX_CHARS, clean_text, token_label
 from playground.nets import smollm2
 from playground.nets.bert import Encoded
 
@@ -25,11 +32,6 @@ def load_llm() -> smollm2.SmolLM2:
     """The model (its matrices stored in fp16), its tokenizer and its chat template, read from the GGUF file once
     (about 6 s on two cores) and shared with the Attention tab (`smollm2.shared`)."""
     return smollm2.shared()
-
-
-def llm_shape() -> tuple[int, int, int]:
-    """SmolLM2's layers, query heads and key/value heads, from the file's header (without loading the weights)."""
-    return smollm2.shape()
 
 
 def token_text(tokenizer, i: int) -> str:
@@ -137,3 +139,121 @@ def ngram_context(model, tokenizer, seen: list[int]) -> dict:
     n = model.config.n
     _, order = model.distribution(seen)
     return {"sees": decode(tokenizer, seen[-(n - 1):]) if n > 1 else "", "order": int(order), "n": n}
+
+
+# ---------------------------------------------------------------------------------------------
+# The prompt as a model reads it, and the continuation
+
+
+class GenerationError(ValueError):
+    """A prompt that cannot be made (a chat turn the template refuses): the message says why."""
+
+
+@dataclass
+class Prompt:
+    """What a model continues: the text as it reads it (decoded from `ids`), its ids, and the tokens that end it."""
+
+    text: str
+    ids: list[int]
+    stops: frozenset[int]
+
+
+def stops(m) -> frozenset[int]:
+    """The tokens that end a generation: SmolLM2's end of turn and end of text (our char models have none)."""
+    if m.kind != "llama":
+        return frozenset()
+    return frozenset({m.card["eos_id"], m.tokenizer.token_to_id("<|endoftext|>")} - {None})
+
+
+def chat_prompt(m, prompt: str, chat: bool, notices: list[str]) -> str:
+    """The prompt as the user's turn of the model's chat template (`chat`), or as it is."""
+    if not chat:
+        return prompt
+    if getattr(m, "chat", None) is None:
+        notices.append(f"{m.name} has no chat template (only SmolLM2-135M-Instruct has one): continuing the "
+                       "prompt as it is.")
+        return prompt
+    try:
+        return m.chat([{"role": "user", "content": prompt}])
+    except ValueError as err:
+        raise GenerationError(f"Chat: {err}") from None
+
+
+def encode_prompt(m, prompt: str | None, notices: list[str]) -> tuple[str, list[int]]:
+    """The prompt's ids and its text as the model reads it (decoded from those ids: SmolLM2's byte tokens of one
+    emoji each carry the emoji's offsets, so text rebuilt from offsets would repeat it). Rules: characters the model
+    never saw are left out (with a notice); an empty prompt starts from a new line, the way every speech in the
+    corpus does."""
+    prompt, more = clean_text(prompt, MAX_CHARS)
+    notices.extend(more)
+    enc = m.tokenizer.encode(prompt, add_special_tokens=False)
+    unk = tokenization.unk_id(m.tokenizer)  # [UNK], or <unk>; None for a byte-level BPE, which knows every text
+    unknown = sorted({prompt[s:e] for (s, e), i in zip(enc.offsets, enc.ids) if i == unk and e > s})
+    if unknown:
+        shown = " ".join(token_label(c) for c in unknown[:20]) + (" …" if len(unknown) > 20 else "")
+        notices.append(f"{len(unknown)} character(s) are not in {m.name}'s vocabulary and were left out: {shown}")
+    kept = [i for i in enc.ids if i != unk]
+    if not kept:
+        notices.append("The prompt is empty (or has no character the model knows): starting from a new line.")
+        kept = m.tokenizer.encode("\n", add_special_tokens=False).ids
+    return decode(m.tokenizer, kept), kept
+
+
+def prepare(m, prompt: str | None, chat: bool, notices: list[str]) -> Prompt:
+    """The prompt of a generation: the user's turn of the chat template when `chat`, its tokens, its stops."""
+    text, ids = encode_prompt(m, chat_prompt(m, prompt or "", chat, notices) if chat else prompt, notices)
+    return Prompt(text, ids, stops(m))
+
+
+def sampled(m, prompt: Prompt, n: int, rule: dict, seed: int, context: bool = True) -> Iterator[list[dict]]:
+    """The steps of a sampled continuation (`rule`: temperature, top_k, top_p), the list so far after each new step
+    (with `context`, an n-gram's steps also say what it saw and the order that answered); once the last is yielded,
+    the list is `finish`ed."""
+    steps: list[dict] = []
+    seen = list(prompt.ids)
+    reader = tokenization.Detokenizer(m.tokenizer, prompt.ids)  # each step's text, after the prompt's
+    for step in sampling.stream(m.model, torch.tensor([prompt.ids]), n, seed=seed, stop=prompt.stops, **rule):
+        steps.append(named(reader, step))
+        if context and m.kind == "ngram":  # what the n-gram saw and the order that answered (where it backed off)
+            steps[-1].update(ngram_context(m.model, m.tokenizer, seen))
+        seen.append(step["token"])
+        yield steps
+    finish(reader, steps)
+
+
+def generate(m, prompt: Prompt, strategy: str, rule: dict, seed: int, n: int, notices: list[str],
+             chat: bool | None = None, width: int | None = None) -> Iterator[tuple[list[dict], dict | None]]:
+    """The /generate endpoint's data: (the steps so far, None) while sampling, then (the steps, the JSON)
+    {model, prompt, strategy, temperature, top_k, top_p, seed, max_new_tokens, notices, text, steps[, chat][, beam]}.
+    `chat` None: not asked; `width`: beam search, `n` tokens for each of `width` beams."""
+    data = {"model": m.name, "prompt": prompt.text, "strategy": strategy, **rule, "seed": seed, "max_new_tokens": n,
+            "notices": notices, "text": "", "steps": []}
+    if chat:
+        data["chat"] = getattr(m, "chat", None) is not None
+    if width is not None:
+        steps, info = beam(m.model, m.tokenizer, prompt.ids, width, n)
+        data.update(steps=steps, text=prompt.text + "".join(s["token"] for s in steps), beam=info)
+        yield steps, data
+        return
+    steps: list[dict] = []
+    for steps in sampled(m, prompt, n, rule, seed):
+        yield steps, None
+    data.update(steps=steps, text=prompt.text + "".join(s["token"] for s in steps))  # the steps' tokens make the text
+    yield steps, data
+
+
+def compared(m, prompt: str | None, n: int, rule: dict, seed: int, notices: list[str]) -> tuple[str, dict]:
+    """One model of /compare_generate: the prompt as it reads it, and {text, prompt_perplexity, notices, temperature,
+    top_k, top_p, steps}; the perplexity over the model's context (its last positions) and None under 2 tokens."""
+    text, ids = encode_prompt(m, prompt, notices)
+    context = getattr(m.config, "n_positions", None)
+    scored = ids[-context:] if context else ids
+    if context and len(ids) > context:
+        notices.append(f"Perplexity over the last {context} tokens (the model's context).")
+    with torch.inference_mode():
+        ppl = sampling.perplexity(m.model, torch.tensor([scored])) if len(scored) >= 2 else None
+    steps: list[dict] = []
+    for steps in sampled(m, Prompt(text, ids, stops(m)), n, rule, seed, context=False):
+        pass
+    return text, {"text": text + "".join(s["token"] for s in steps), "prompt_perplexity": ppl, "notices": notices,
+                  **rule, "steps": steps}

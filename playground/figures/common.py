@@ -10,6 +10,8 @@ import html
 import math
 import unicodedata
 
+from playground.text import token_label  # noqa: F401  (a token as the figures show it)
+
 
 # Eight pale, distinguishable backgrounds (readable on a projector in light mode), cycled per token
 PALETTE_SIZE = 8
@@ -91,11 +93,3 @@ def visible(text: str) -> str:
 def _codepoint(ch: str) -> str:
     names = {"\u200d": "ZWJ", "\u200c": "ZWNJ", "\u200e": "LRM", "\u200f": "RLM", "\ufeff": "BOM", "\u00a0": "NBSP"}
     return names.get(ch, f"U+{ord(ch):04X}")
-
-
-def token_label(token: str) -> str:
-    """A token as text for tables and tooltips: whitespace and controls spelled out."""
-    return "".join(
-        {" ": "·", "\n": "↵", "\t": "→"}.get(ch, f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F else ch)
-        for ch in token
-    )

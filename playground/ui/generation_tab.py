@@ -9,12 +9,10 @@ import time
 
 import gradio as gr
 import orjson
-import torch
 
 from playground import checkpoints
 from playground.figures import generation as fgen
-from playground.figures.common import token_label
-from playground.analysis import focus, generation, sampling, tokenization
+from playground.analysis import focus, generation
 from playground.ui.common import FIGURE, FOLLOW, Shared, as_int, as_number, json_file, text_input, things_to_try, warn
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn", "ngram")   # every causal LM kind with `step`; the GPT first
@@ -75,27 +73,6 @@ def _model(name) -> checkpoints.Checkpoint:
     return MODELS[name]
 
 
-def _stops(ckpt) -> frozenset[int]:
-    """The tokens that end a generation: SmolLM2's end of turn and end of text (our char models have none)."""
-    if ckpt.kind != "llama":
-        return frozenset()
-    return frozenset({ckpt.card["eos_id"], ckpt.tokenizer.token_to_id("<|endoftext|>")} - {None})
-
-
-def chat_prompt(ckpt, prompt: str, chat: bool, notices: list[str]) -> str:
-    """The prompt as the user's turn of SmolLM2's chat template (`chat`), or as it is."""
-    if not chat:
-        return prompt
-    if not hasattr(ckpt, "chat"):
-        notices.append(f"{ckpt.name} has no chat template (only SmolLM2-135M-Instruct has one): continuing the "
-                       "prompt as it is.")
-        return prompt
-    try:
-        return ckpt.chat([{"role": "user", "content": prompt}])
-    except ValueError as err:
-        raise gr.Error(f"Chat: {err}") from None
-
-
 def decoding_rule(strategy, temperature, top_k, top_p, vocab_size: int, notices: list[str]) -> dict:
     """The sampling arguments of a strategy. Documented rules: temperature 0 means greedy; top-k
     larger than the vocabulary keeps every token; top-p at or below 0 keeps only the most probable
@@ -132,23 +109,11 @@ def decoding_rule(strategy, temperature, top_k, top_p, vocab_size: int, notices:
     return rule
 
 
-def encode_prompt(ckpt: checkpoints.Checkpoint, prompt, notices: list[str]) -> tuple[str, list[int]]:
-    """The prompt's ids and its text as the model reads it (decoded from those ids: SmolLM2's byte tokens of one
-    emoji each carry the emoji's offsets, so text rebuilt from offsets would repeat it). Rules: characters the model
-    never saw are left out (with a notice); an empty prompt starts from a new line, the way every speech in the
-    corpus does."""
-    prompt = text_input(prompt, notices)
-    enc = ckpt.tokenizer.encode(prompt, add_special_tokens=False)
-    unk = tokenization.unk_id(ckpt.tokenizer)  # [UNK], or <unk>; None for a byte-level BPE, which knows every text
-    unknown = sorted({prompt[s:e] for (s, e), i in zip(enc.offsets, enc.ids) if i == unk and e > s})
-    if unknown:
-        shown = " ".join(token_label(c) for c in unknown[:20]) + (" …" if len(unknown) > 20 else "")
-        notices.append(f"{len(unknown)} character(s) are not in {ckpt.name}'s vocabulary and were left out: {shown}")
-    kept = [i for i in enc.ids if i != unk]
-    if not kept:
-        notices.append("The prompt is empty (or has no character the model knows): starting from a new line.")
-        kept = ckpt.tokenizer.encode("\n", add_special_tokens=False).ids
-    return generation.decode(ckpt.tokenizer, kept), kept
+def encode_prompt(ckpt, prompt, notices: list[str]) -> tuple[str, list[int]]:
+    """The prompt's text as the model reads it and its ids (analysis.generation.encode_prompt), a non-text prompt
+    refused."""
+    text_input(prompt, [])  # a string or None, else a gr.Error
+    return generation.encode_prompt(ckpt, prompt, notices)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,56 +147,42 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
                                                      "about 6 s)…"], running=True),
                gr.skip(), [], gr.skip(), gr.skip())
     ckpt = _model(model_name)
-    if chat and hasattr(ckpt, "chat"):
+    if chat and getattr(ckpt, "chat", None) is not None:
         prompt = text_input(prompt, notices)
         if not prompt.strip():
             raise gr.Error("Chat: type a question for the assistant.")
     n = as_int(max_new_tokens, "Number of new tokens", 1, MAX_NEW_TOKENS, notices)
     rule = decoding_rule(strategy, temperature, top_k, top_p, ckpt.config.vocab_size, notices)
     seed = as_int(seed, "Seed", 0, MAX_SEED, notices)
-    text, ids = encode_prompt(ckpt, chat_prompt(ckpt, prompt, chat, notices), notices)
+    text_input(prompt, [])  # a string or None, else a gr.Error
+    try:
+        prepared = generation.prepare(ckpt, prompt, bool(chat), notices)
+    except generation.GenerationError as err:
+        raise gr.Error(str(err)) from None
     warn(notices)
-    data = {"model": ckpt.name, "prompt": text, "strategy": strategy, **rule, "seed": seed, "max_new_tokens": n,
-            "notices": notices, "text": "", "steps": []}
-    if chat:
-        data["chat"] = hasattr(ckpt, "chat")
-    cutoffs = _cutoffs(strategy)
-
-    def view(steps, running):
-        last = len(steps) - 1
-        html = fgen.generated_html(text, steps, selected=None if running else last, notices=notices, running=running,
-                                   inputs=shown_for)
-        if running:  # the text (and the steps, kept on the server for a click after Stop); redrawing the
-            return html, gr.skip(), kept(steps), gr.skip(), gr.skip()  # chart and the JSON each time slows the browser
-        chart = fgen.next_token_figure(steps[-1], last, cutoffs) if steps else None
-        return html, chart, kept(steps), json_file(data, "generate"), data
-
+    width = None
     if strategy == "beam":
         width = as_int(beam_width, "Beam width", 1, MAX_BEAM, notices)
         if n > MAX_BEAM_TOKENS:  # beam search costs `width` sequences per step: 1,000 tokens x 16 beams took ~30 s
             notices.append(f"Beam search runs {width} sequences at once; using {MAX_BEAM_TOKENS} new tokens "
                            f"(sampling strategies go up to {MAX_NEW_TOKENS:,}).")
-            n = data["max_new_tokens"] = MAX_BEAM_TOKENS
+            n = MAX_BEAM_TOKENS
             warn(notices[-1:])
-        steps, info = generation.beam(ckpt.model, ckpt.tokenizer, ids, width, n)
-        data.update(steps=steps, text=text + "".join(s["token"] for s in steps), beam=info)
-        yield view(steps, False)
-        return
-    steps: list[dict] = []
+    cutoffs = _cutoffs(strategy)
     shown = time.perf_counter()
-    seen = list(ids)
-    reader = tokenization.Detokenizer(ckpt.tokenizer, ids)  # each step's text, after the prompt's
-    for step in sampling.stream(ckpt.model, torch.tensor([ids]), n, seed=seed, stop=_stops(ckpt), **rule):
-        steps.append(generation.named(reader, step))
-        if ckpt.kind == "ngram":  # what the n-gram saw and the order that answered (where it backed off)
-            steps[-1].update(generation.ngram_context(ckpt.model, ckpt.tokenizer, seen))
-        seen.append(step["token"])
-        if time.perf_counter() - shown > STREAM_EVERY and len(steps) < n:
-            yield view(steps, True)
+    for steps, data in generation.generate(ckpt, prepared, strategy, rule, seed, n, notices, chat, width):
+        last = len(steps) - 1
+        if data is not None:
+            html = fgen.generated_html(prepared.text, steps, selected=last, notices=notices, running=False,
+                                       inputs=shown_for)
+            chart = fgen.next_token_figure(steps[-1], last, cutoffs) if steps else None
+            yield html, chart, kept(steps), json_file(data, "generate"), data
+        elif time.perf_counter() - shown > STREAM_EVERY and len(steps) < n:
+            # the text (and the steps, kept on the server for a click after Stop); redrawing the chart and the JSON
+            # each time slows the browser
+            yield (fgen.generated_html(prepared.text, steps, selected=None, notices=notices, running=True,
+                                       inputs=shown_for), gr.skip(), kept(steps), gr.skip(), gr.skip())
             shown = time.perf_counter()
-    generation.finish(reader, steps)
-    data.update(steps=steps, text=text + "".join(s["token"] for s in steps))  # the steps' tokens make the text
-    yield view(steps, False)
 
 
 def kept(steps: list[dict]) -> bytes:
@@ -265,21 +216,13 @@ def compare(prompt, model_a, model_b, max_new_tokens, strategy, temperature, top
         ckpt = _model(name)
         own: list[str] = []
         rule = decoding_rule(strategy, temperature, top_k, top_p, ckpt.config.vocab_size, own)
-        text, ids = encode_prompt(ckpt, prompt, own)
-        context = getattr(ckpt.config, "n_positions", None)
-        scored = ids[-context:] if context else ids
-        if context and len(ids) > context:
-            own.append(f"Perplexity over the last {context} tokens (the model's context).")
-        with torch.inference_mode():
-            ppl = sampling.perplexity(ckpt.model, torch.tensor([scored])) if len(scored) >= 2 else None
-        reader = tokenization.Detokenizer(ckpt.tokenizer, ids)
-        steps = generation.finish(reader, [generation.named(reader, s) for s in sampling.stream(
-            ckpt.model, torch.tensor([ids]), n, seed=seed, stop=_stops(ckpt), **rule)])
+        text_input(prompt, [])  # a string or None, else a gr.Error
+        text, one = generation.compared(ckpt, prompt, n, rule, seed, own)
+        ppl = one["prompt_perplexity"]
         title = f"{name}: prompt perplexity " + (f"{ppl:.2f}" if ppl is not None else "– (needs 2 or more characters)")
-        views.append(fgen.generated_html(text, steps, notices=own, title=title, inputs=shown_for, rerun="Compare"))
-        data["models"][name] = {"text": text + "".join(s["token"] for s in steps),
-                                "prompt_perplexity": ppl,
-                                "notices": own, **rule, "steps": steps}
+        views.append(fgen.generated_html(text, one["steps"], notices=own, title=title, inputs=shown_for,
+                                         rerun="Compare"))
+        data["models"][name] = one
     warn(notices)
     return views[0], views[1], data
 
