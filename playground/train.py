@@ -7,6 +7,8 @@ that names it and lists the keys there are.
 
 Kinds:
     tokenizers   char, word, byte-level BPE, WordPiece and Unigram tokenizers, one folder each
+    rnn, lstm, gru, gpt  character-level language models (playground/training/lm.py); writes <kind>-<corpus>/
+    minilm-mlm   all-MiniLM-L6-v2 frozen + LoRA adapters + an MLM head (playground/training/minilm_mlm.py)
     bert         a WordPiece vocabulary and a small BERT pre-trained on masked-LM + next-sentence prediction
     seq2seq      an encoder-decoder (--variant=none|bahdanau|dot|general|transformer) on a task generated in
                  code (playground/training/seq2seq.py): no --corpus; writes models/seq2seq-<variant>/
@@ -21,8 +23,11 @@ Kinds:
     lora, sft, dpo  LoRA adapters on our GPT or SmolLM2 (--base=...): trained on a text (lora; assets/finetune/
                  lora_text.txt or --corpus), instruction-response pairs (sft) or preference triples (dpo);
                  writes <method>-<base>/ with every step's record and the texts before and after
-    (language models register an `LMKind`: their architecture config plus `LMTrainConfig`; both take
-    --key=value, and --name sets the checkpoint folder)
+    (the language models' architecture config and their trainer's, LMTrainConfig, both take --key=value;
+    --name sets the checkpoint folder)
+
+--resume continues an interrupted run of the kinds that keep resume state (rnn, lstm, gru, gpt, bert,
+minilm-mlm, elmo); on any other kind it is refused before anything runs.
 
 Several GPUs (or CPU processes): the same command under torchrun, e.g.
     torchrun --nproc_per_node=2 -m playground.train gpt --corpus input.txt
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import random
 import shlex
 import sys
@@ -40,11 +46,9 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from playground import checkpoints
-from playground.training import tokenizers
-from playground.training.lm import LMKind, LMTrainConfig, train_language_model
 
 
 @dataclass
@@ -57,7 +61,8 @@ class RunOptions:
     seed: int
     resume: bool
     command: str   # the exact command line, recorded in card.json
-    name: str = ""  # checkpoint folder under `out` (language models)
+    name: str = ""  # checkpoint folder under `out`
+    kind: str = ""  # the kind on the command line (a module that trains several kinds tells them apart by it)
 
 
 def seed_everything(seed: int) -> None:
@@ -73,118 +78,41 @@ def seed_everything(seed: int) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Language models: an LMKind each (playground/training/lm.py trains them all)
+# The kinds: each is trained by a module of playground/training/, imported only when that kind is run.
+# Every such module has the same three names (the trainer protocol):
+#     configs(kind) -> tuple   the dataclasses --key=value fills (classes, or instances holding the kind's defaults)
+#     train_kind(cfg, run) -> dict   cfg: one config, or a tuple when configs gave several; run: RunOptions
+#     RESUMES: bool            whether --resume continues an interrupted run (else the CLI refuses it)
 
+KINDS: dict[str, str] = {
+    "tokenizers": "tokenizers",
+    "rnn": "lm", "lstm": "lm", "gru": "lm", "gpt": "lm",   # the language models: one trainer (training/lm.py)
+    "word2vec": "word2vec",
+    "glove": "glove",
+    "fasttext": "fasttext",
+    "bert": "bert",
+    "minilm-mlm": "minilm_mlm",
+    "seq2seq": "seq2seq",
+    "ngram": "ngram",
+    "elmo": "elmo",
+    "lora": "finetune", "sft": "finetune", "dpo": "finetune",   # LoRA adapters (training/finetune.py)
+}
 
-def _recurrent(cell: str) -> LMKind:
-    """rnn | lstm | gru: character-level recurrent LMs of comparable size (playground/nets/recurrent.py)."""
-    from playground.nets import recurrent
-
-    # char-rnn's recipe, shortened for a CPU: Adam(W) at 2e-3, BPTT over 64 characters, clipping (RNNs need it)
-    train = LMTrainConfig(max_iters=3000, batch_size=32, block_size=64, learning_rate=2e-3, min_lr=2e-4,
-                          warmup_iters=50, weight_decay=0.0, grad_clip=1.0, eval_interval=250, eval_iters=20)
-    return LMKind(recurrent.DEFAULT_CONFIGS[cell], train, recurrent.build_lm, card=recurrent.card_fields)
-
-
-def _gpt() -> LMKind:
-    """gpt: a character-level GPT (playground/nets/gpt.py), the shipped models/gpt-shakespeare recipe."""
-    from playground.nets import gpt
-
-    # nanoGPT's char recipe made for a few CPU minutes: no dropout, a higher peak rate with a short warmup
-    train = LMTrainConfig(max_iters=2000, batch_size=24, block_size=128, learning_rate=2e-3, min_lr=2e-4,
-                          warmup_iters=100, weight_decay=0.1, grad_clip=1.0, eval_interval=250, eval_iters=20)
-    return LMKind(gpt.GPTConfig, train, gpt.build_lm)
-
-
-# ---------------------------------------------------------------------------------------------
-# Kinds with their own trainers (playground/training/)
-
-
-def _word2vec_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
-    from playground.training import word2vec
-
-    return word2vec.Word2VecTrainConfig, word2vec.train_kind
-
-
-def _glove_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
-    """glove: co-occurrence counts and weighted least squares with AdaGrad (playground/training/glove.py)."""
-    from playground.training import glove
-
-    return glove.GloVeTrainConfig, glove.train_kind
-def _fasttext_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
-    """fasttext: skip-gram over character n-grams hashed into buckets (playground/training/fasttext.py)."""
-    from playground.training import fasttext
-
-    return fasttext.FastTextTrainConfig, fasttext.train_kind
-
-
-def _minilm_mlm_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
-    """minilm-mlm: all-MiniLM-L6-v2 frozen + LoRA adapters + an MLM head (playground/nets/minilm_mlm.py, playground/training/minilm_mlm.py)."""
-    from playground.training import minilm_mlm
-
-    return minilm_mlm.MiniLMMLMTrainConfig, minilm_mlm.train
-
-
-def _bert_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
-    """bert: a WordPiece vocabulary and a small BERT pre-trained with MLM + NSP (playground/training/bert.py)."""
-    from playground.training import bert
-
-    return bert.BertTrainConfig, bert.train_bert
-
-
-def _seq2seq_kind() -> tuple[tuple[type, type], Callable[[Any, RunOptions], dict]]:
-    """seq2seq: the encoder-decoders of playground/nets/seq2seq.py on the task generated in playground/training/seq2seq.py
-    (no --corpus): --variant=none|bahdanau|dot|general|transformer, plus the trainer's keys."""
-    from playground.nets import seq2seq
-    from playground.training import seq2seq as seq2seq_training
-
-    return (seq2seq.Seq2SeqConfig, seq2seq_training.Seq2SeqTrainConfig), seq2seq_training.train
-
-
-def _ngram_kind() -> tuple[type, Callable[[Any, RunOptions], dict]]:
-    """ngram: counts of 1- to n-grams of characters, add-k or interpolated Kneser-Ney (playground/nets/ngram.py)."""
-    from playground.training import ngram
-
-    return ngram.NGramTrainConfig, ngram.train
-
-
-def _elmo_kind() -> tuple[tuple[type, type], Callable[[Any, RunOptions], dict]]:
-    """elmo: ELMo's biLM over words (playground/nets/elmo.py, playground/training/elmo.py): the net's keys and the trainer's."""
-    from playground.nets.elmo import ELMoConfig
-    from playground.training import elmo
-
-    return (ELMoConfig, elmo.ELMoTrainConfig), elmo.train_kind
-
-
-def _finetune_kind(method: str) -> tuple:
-    """lora | sft | dpo: LoRA adapters on our GPT or SmolLM2 (playground/training/finetune.py), --base=..."""
-    from playground.training import finetune
-
-    return finetune.RECIPES[method], finetune.train_kind
-
+# the checkpoint kind (checkpoints.KINDS) a run writes, where it is not the kind's own name
+WRITES = {"tokenizers": "tokenizer", "lora": "lora-adapter", "sft": "lora-adapter", "dpo": "lora-adapter"}
 
 # kinds whose data is generated in code or shipped in assets/: they take no --corpus
 GENERATED = {"seq2seq", "lora", "sft", "dpo"}
 
-# kind -> (config dataclass, or a tuple of them, and a train function) for tools, or an LMKind for language models
-KINDS: dict[str, tuple[type | tuple, Callable[[Any, RunOptions], dict]] | LMKind] = {
-    "tokenizers": (tokenizers.TokenizerTrainConfig, tokenizers.train_tokenizers),
-    "rnn": _recurrent("rnn"),
-    "lstm": _recurrent("lstm"),
-    "gru": _recurrent("gru"),
-    "gpt": _gpt(),
-    "word2vec": _word2vec_kind(),
-    "glove": _glove_kind(),
-    "fasttext": _fasttext_kind(),
-    "bert": _bert_kind(),
-    "minilm-mlm": _minilm_mlm_kind(),
-    "seq2seq": _seq2seq_kind(),
-    "ngram": _ngram_kind(),
-    "elmo": _elmo_kind(),
-    "lora": _finetune_kind("lora"),
-    "sft": _finetune_kind("sft"),
-    "dpo": _finetune_kind("dpo"),
-}
+
+def trainer(kind: str) -> types.ModuleType:
+    """The module of playground/training/ that trains `kind`, imported now."""
+    return importlib.import_module(f"playground.training.{KINDS[kind]}")
+
+
+def checkpoint_kind(kind: str) -> str:
+    """The kind of checkpoint (checkpoints.KINDS) a run of `kind` writes."""
+    return WRITES.get(kind, kind)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,7 +177,8 @@ def apply_overrides(config: type | Any, overrides: list[str], *more: type | Any)
 
 
 def parse(argv: list[str]) -> tuple[str, Any, RunOptions]:
-    parser = argparse.ArgumentParser(prog="python -m playground.train", description=__doc__,
+    # allow_abbrev=False: a kind's own key must never be taken for a prefix of ours (ngram's --n=3 was --name=3)
+    parser = argparse.ArgumentParser(prog="python -m playground.train", description=__doc__, allow_abbrev=False,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("kind", choices=sorted(KINDS))
     parser.add_argument("--corpus", nargs="*", default=[], type=Path,
@@ -260,14 +189,13 @@ def parse(argv: list[str]) -> tuple[str, Any, RunOptions]:
     parser.add_argument("--resume", action="store_true", help="continue an interrupted run of --name in --out")
     parser.add_argument("--name", default="", help="checkpoint folder (language models; default <kind>-<corpus>)")
     args, rest = parser.parse_known_args(argv)
-    spec = KINDS[args.kind]
+    module = trainer(args.kind)
+    if args.resume and not module.RESUMES:
+        parser.error(f"--resume: {args.kind} cannot resume an interrupted run (its trainer keeps no resume state); "
+                     "run the command again without --resume")
     try:
-        if isinstance(spec, LMKind):
-            config = apply_overrides(spec.model_config, rest, spec.train_config)
-        elif isinstance(spec[0], tuple):  # several dataclasses (architecture and training)
-            config = apply_overrides(spec[0][0], rest, *spec[0][1:])
-        else:
-            config = apply_overrides(spec[0], rest)
+        first, *more = module.configs(args.kind)
+        config = apply_overrides(first, rest, *more)
     except ValueError as err:
         parser.error(str(err))
     if not args.corpus and args.kind not in GENERATED:
@@ -276,7 +204,7 @@ def parse(argv: list[str]) -> tuple[str, Any, RunOptions]:
         if not path.is_file():
             parser.error(f"--corpus {path}: no such file")
     run = RunOptions(corpus=args.corpus, out=args.out, device=checkpoints.resolve_device(args.device),
-                     seed=args.seed, resume=args.resume, name=args.name,
+                     seed=args.seed, resume=args.resume, name=args.name, kind=args.kind,
                      command=shlex.join(["python", "-m", "playground.train", *argv]))
     return args.kind, config, run
 
@@ -284,15 +212,9 @@ def parse(argv: list[str]) -> tuple[str, Any, RunOptions]:
 def main(argv: list[str] | None = None) -> dict:
     kind, config, run = parse(sys.argv[1:] if argv is None else argv)
     seed_everything(run.seed)
-    spec = KINDS[kind]
     print(f"{kind}: {config}  device={run.device} seed={run.seed}", file=sys.stderr)
-    if isinstance(spec, LMKind):
-        model_config, train_config = config
-        history = train_language_model(kind, spec, model_config, train_config, run)
-        print({k: v for k, v in history.items() if k != "history"})
-    else:
-        history = spec[1](config, run)
-        print(history)
+    history = trainer(kind).train_kind(config, run)
+    print({k: v for k, v in history.items() if k != "history"})  # the per-evaluation history is in card.json
     return history
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -91,3 +92,57 @@ def test_the_module_runs_as_a_script(tiny_corpus, tmp_path):
     assert "tokenizers:" in result.stderr and "100%" in result.stderr  # the progress bar
     card = json.loads((tmp_path / "tok-char" / "card.json").read_text())
     assert card["command"].endswith(f"--sample_path={tmp_path / 's.txt'}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The trainer protocol: one module per kind, the same three names, imported when the kind runs
+
+NOT_RESUMABLE = ["tokenizers", "word2vec", "glove", "fasttext", "seq2seq", "ngram", "lora", "sft", "dpo"]
+
+
+def test_every_checkpoint_kind_is_written_by_a_kind_whose_module_has_the_protocol():
+    import inspect
+
+    assert {train.checkpoint_kind(kind) for kind in train.KINDS} == set(checkpoints.KINDS)
+    for kind in train.KINDS:
+        module = train.trainer(kind)
+        assert module.__name__.startswith("playground.training."), kind
+        configs = module.configs(kind)
+        assert isinstance(configs, tuple) and configs, kind
+        assert all(dataclasses.is_dataclass(c) for c in configs), kind
+        assert list(inspect.signature(module.train_kind).parameters)[1:] == ["run"], kind
+        assert isinstance(module.RESUMES, bool), kind
+    assert sorted(k for k in train.KINDS if not train.trainer(k).RESUMES) == sorted(NOT_RESUMABLE)
+
+
+@pytest.mark.parametrize("kind", NOT_RESUMABLE)
+def test_resume_on_a_kind_that_cannot_resume_is_refused_once(kind, tiny_corpus, tmp_path, capsys):
+    corpus = [] if kind in train.GENERATED else ["--corpus", tiny_corpus]
+    with pytest.raises(SystemExit) as exit_info:
+        train.main([kind, *corpus, "--out", str(tmp_path), "--resume"])
+    assert exit_info.value.code == 2   # argparse's usage error: before anything is read or trained
+    err = capsys.readouterr().err
+    assert err.count(f"--resume: {kind} cannot resume an interrupted run") == 1, err
+    assert "without --resume" in err and not any(tmp_path.iterdir())
+
+
+def test_resume_on_a_kind_that_resumes_is_passed_on(tiny_corpus, tmp_path):
+    kind, (model_cfg, train_cfg), run = train.parse(["gpt", "--corpus", tiny_corpus, "--out", str(tmp_path),
+                                                     "--resume", "--n_layer=1", "--max_iters=3"])
+    assert kind == run.kind == "gpt" and run.resume and model_cfg.n_layer == 1 and train_cfg.max_iters == 3
+
+
+def test_importing_the_cli_imports_no_trainer_and_no_torch():
+    code = ("import sys, playground.train\n"
+            "heavy = ('playground.training', 'playground.nets', 'torch')\n"
+            "print(sorted(m for m in sys.modules if m.startswith(heavy)))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                            cwd=Path(__file__).resolve().parent.parent)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+def test_a_kinds_key_is_not_taken_for_a_prefix_of_a_common_option(tiny_corpus):
+    """ngram's --n=3 is its order, not an abbreviation of --name (argparse's allow_abbrev took it for one)."""
+    kind, cfg, run = train.parse(["ngram", "--corpus", tiny_corpus, "--n=3"])
+    assert cfg.n == 3 and run.name == ""

@@ -422,7 +422,14 @@ def _card(cfg: BertTrainConfig, run, data: _Prepared, state: loop.TrainState, me
     }
 
 
-def train_bert(cfg: BertTrainConfig, run) -> dict:
+RESUMES = True   # fit() keeps resume state; _prepare reads the interrupted run's vocabulary
+
+
+def configs(kind: str) -> tuple:
+    return (BertTrainConfig,)
+
+
+def train_kind(cfg: BertTrainConfig, run) -> dict:
     """Train a WordPiece vocabulary and a BERT (MLM + NSP) on the corpus; write `run.out/<name>` (model,
     config, tokenizer, card with held-out accuracies) at every evaluation and at the end. --resume
     continues an interrupted run from its last evaluation (optimizer, data order and all)."""

@@ -139,6 +139,13 @@ def as_loaded(stored: ELMo) -> ELMo:
     return model
 
 
+RESUMES = True   # fit() keeps resume state beside the checkpoint
+
+
+def configs(kind: str) -> tuple:
+    return ELMoConfig, ELMoTrainConfig   # the net's keys and the trainer's
+
+
 def train_kind(configs: tuple[ELMoConfig, ELMoTrainConfig], run) -> dict:
     """`python -m playground.train elmo --corpus ...`: vocabulary, word stream, the biLM trained through
     loop.fit; writes `elmo-<first corpus>/` (or --name) at every estimate, with the whole held-out split's

@@ -194,7 +194,7 @@ def _ranks(unit: torch.Tensor, queries: torch.Tensor, answers: torch.Tensor) -> 
 
 
 # ---------------------------------------------------------------------------------------------
-# `python -m playground.train fasttext` (registered in train.KINDS)
+# `python -m playground.train fasttext` (train.KINDS; the trainer protocol: configs, train_kind, RESUMES)
 
 
 def fp16_copy(model: FastText) -> FastText:
@@ -205,14 +205,19 @@ def fp16_copy(model: FastText) -> FastText:
     return half
 
 
+RESUMES = False   # a run takes minutes and keeps no resume state; --resume is refused
+
+
+def configs(kind: str) -> tuple:
+    return (FastTextTrainConfig,)
+
+
 def train_kind(cfg: FastTextTrainConfig, run) -> dict:
     """Vocabulary, subsampled stream, skip-gram over n-grams; writes `fasttext-<first corpus>/` (or --name) with
     the input rows in fp16, the word-level tokenizer, and a card with the held-out loss before and after,
     word2vec's intrinsic evaluation and the out-of-vocabulary check."""
     from playground import checkpoints
 
-    if run.resume:
-        raise SystemExit("fasttext: --resume is not supported (a run takes minutes); run it again")
     started = time.perf_counter()
     tok = train_vocabulary(read_lines(run.corpus), cfg.max_vocab, cfg.min_count)
     ids = encode_corpus(tok, read_lines(run.corpus))

@@ -490,6 +490,13 @@ RECIPES = {  # the shipped runs' settings (the app's live LoRA run is this one; 
 SHORT = {adapters.GPT: "gpt-shakespeare", adapters.SMOLLM2: "smollm2"}
 
 
+RESUMES = False   # a run keeps no resume state (lora: seconds; sft, dpo: minutes); --resume is refused
+
+
+def configs(kind: str) -> tuple:
+    return (RECIPES[kind],)   # lora | sft | dpo: the shipped run's settings
+
+
 def train_kind(cfg: FinetuneConfig, run) -> dict:
     """Train, then save the adapters and the whole record (steps, texts before and after) as the checkpoint
     `<method>-<base>` (or --name). --corpus gives lora another text; sft and dpo read assets/finetune/."""

@@ -153,7 +153,7 @@ def train(model: GloVe, i: torch.Tensor, j: torch.Tensor, X: torch.Tensor, cfg: 
 
 
 # ---------------------------------------------------------------------------------------------
-# `python -m playground.train glove` (registered in train.KINDS)
+# `python -m playground.train glove` (train.KINDS; the trainer protocol: configs, train_kind, RESUMES)
 
 
 def count_summary(X: torch.Tensor, cfg: GloVeTrainConfig) -> dict:
@@ -163,14 +163,19 @@ def count_summary(X: torch.Tensor, cfg: GloVeTrainConfig) -> dict:
             "at_x_max": int((X >= cfg.x_max).sum()), "mean_f": round(float(f.mean()), 4) if len(X) else 0.0}
 
 
+RESUMES = False   # a run takes minutes and keeps no resume state; --resume is refused
+
+
+def configs(kind: str) -> tuple:
+    return (GloVeTrainConfig,)
+
+
 def train_kind(cfg: GloVeTrainConfig, run) -> dict:
     """Vocabulary and stream (word2vec's), the counts X, AdaGrad on eq. 8; writes `glove-<first corpus>/` (or
     --name) with W + W̃ in fp16, the word-level tokenizer, and a card with the counts, the loss per epoch
     and the intrinsic evaluation (analogies, similarity triples)."""
     from playground import checkpoints
 
-    if run.resume:
-        raise SystemExit("glove: --resume is not supported (a full run takes minutes); run it again")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     started = time.perf_counter()

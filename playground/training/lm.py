@@ -1,7 +1,7 @@
 """Training a language model (GPT, the recurrent LMs, any model with `forward(idx, targets) -> (logits, loss)`).
 
-`python -m playground.train gpt|rnn|lstm|gru --corpus FILE` registers an `LMKind` (the architecture's
-config, these training defaults, a build function) and calls `train_language_model`. The loop is
+`python -m playground.train gpt|rnn|lstm|gru --corpus FILE`: each kind is an `LMKind` (the architecture's
+config, its training defaults, a build function; KINDS below) and `train_kind` trains it. The loop is
 training/loop.py's; here are the step (a random window of the training split, next-token loss), the
 loss estimate on fixed batches and the checkpoint with its card.
 """
@@ -192,3 +192,49 @@ def train_language_model(kind: str, spec: LMKind, model_config: Any, cfg: LMTrai
     name = run.name or f"{kind}-{run.corpus[0].stem}"
     return train_lm(model, data, cfg, run, kind=spec.checkpoint_kind or kind, model_config=model_config, name=name,
                     extra_card=spec.card(model) if spec.card else None)
+
+
+# ---------------------------------------------------------------------------------------------
+# The kinds rnn, lstm, gru and gpt (playground/train.py's trainer protocol: configs, train_kind, RESUMES)
+
+
+def _recurrent(cell: str) -> LMKind:
+    """rnn | lstm | gru: character-level recurrent LMs of comparable size (playground/nets/recurrent.py)."""
+    from playground.nets import recurrent
+
+    # char-rnn's recipe, shortened for a CPU: Adam(W) at 2e-3, BPTT over 64 characters, clipping (RNNs need it)
+    train = LMTrainConfig(max_iters=3000, batch_size=32, block_size=64, learning_rate=2e-3, min_lr=2e-4,
+                          warmup_iters=50, weight_decay=0.0, grad_clip=1.0, eval_interval=250, eval_iters=20)
+    return LMKind(recurrent.DEFAULT_CONFIGS[cell], train, recurrent.build_lm, card=recurrent.card_fields)
+
+
+def _gpt() -> LMKind:
+    """gpt: a character-level GPT (playground/nets/gpt.py), the shipped models/gpt-shakespeare recipe."""
+    from playground.nets import gpt
+
+    # nanoGPT's char recipe made for a few CPU minutes: no dropout, a higher peak rate with a short warmup
+    train = LMTrainConfig(max_iters=2000, batch_size=24, block_size=128, learning_rate=2e-3, min_lr=2e-4,
+                          warmup_iters=100, weight_decay=0.1, grad_clip=1.0, eval_interval=250, eval_iters=20)
+    return LMKind(gpt.GPTConfig, train, gpt.build_lm)
+
+
+# kind -> its LMKind, built when asked (each imports its net)
+KINDS: dict[str, Callable[[], LMKind]] = {
+    "rnn": lambda: _recurrent("rnn"),
+    "lstm": lambda: _recurrent("lstm"),
+    "gru": lambda: _recurrent("gru"),
+    "gpt": _gpt,
+}
+
+RESUMES = True   # fit() keeps resume state beside the checkpoint at every evaluation
+
+
+def configs(kind: str) -> tuple:
+    """The architecture's config and this kind's training defaults: --key=value goes to whichever has the key."""
+    spec = KINDS[kind]()
+    return spec.model_config, spec.train_config
+
+
+def train_kind(cfg: tuple[Any, LMTrainConfig], run) -> dict:
+    model_config, train_config = cfg
+    return train_language_model(run.kind, KINDS[run.kind](), model_config, train_config, run)

@@ -249,7 +249,14 @@ def _stages(card: dict) -> list[dict]:
     return stages
 
 
-def train(cfg: MiniLMMLMTrainConfig, run) -> dict:
+RESUMES = True   # fit() keeps resume state beside the checkpoint
+
+
+def configs(kind: str) -> tuple:
+    return (MiniLMMLMTrainConfig,)
+
+
+def train_kind(cfg: MiniLMMLMTrainConfig, run) -> dict:
     """Train adapters and head on `run.corpus`; write `run.out/<name>` (default minilm-mlm) at every
     evaluation (atomic writes, card last) and at the end. `run` is playground.train.RunOptions."""
     import time

@@ -37,7 +37,14 @@ def held_out(model: NGramLM, ids: np.ndarray, block_size: int) -> dict:
             "protocol": HELD_OUT_PROTOCOL}
 
 
-def train(cfg: NGramTrainConfig, run) -> dict:
+RESUMES = False   # counting takes seconds; --resume is refused
+
+
+def configs(kind: str) -> tuple:
+    return (NGramTrainConfig,)
+
+
+def train_kind(cfg: NGramTrainConfig, run) -> dict:
     started = time.perf_counter()
     data = load_text(run.corpus, cfg.val_fraction)
     config = NGramConfig(vocab_size=data.vocab_size, n=cfg.n, smoothing=cfg.smoothing, k=cfg.k)

@@ -13,7 +13,7 @@ Held out: a source whose CRC-32 is divisible by 10 is a test source and never a 
 are sentences the models never saw, at every length (even the 28 one-word sources are split this way).
 
 The vocabularies are defined here, in code; card.json records them, and `check_vocab` refuses a checkpoint made
-with other ones. `python -m playground.train seq2seq --variant=...` trains a model (`train` below) and writes
+with other ones. `python -m playground.train seq2seq --variant=...` trains a model (`train_kind` below) and writes
 models/seq2seq-<variant>/ with the exact-match accuracy by source length in card.json: the bottleneck
 experiment (Cho et al. 2014 saw translation quality fall with sentence length; Bahdanau et al. 2015 fixed it).
 """
@@ -273,7 +273,8 @@ def held_out(model, per_length: int = 100, seed: int = 0) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------
-# Training: `python -m playground.train seq2seq --variant=...` (registered in train.KINDS)
+# Training: `python -m playground.train seq2seq --variant=...`
+# (train.KINDS; the trainer protocol: configs, train_kind, RESUMES)
 
 
 @dataclass
@@ -310,7 +311,16 @@ def _val_batches(cfg: Seq2SeqTrainConfig, seed: int) -> list:
     return out
 
 
-def train(configs, run) -> dict:
+RESUMES = False   # a run takes a few minutes and keeps no resume state; --resume is refused
+
+
+def configs(kind: str) -> tuple:
+    from playground.nets.seq2seq import Seq2SeqConfig
+
+    return Seq2SeqConfig, Seq2SeqTrainConfig   # the architecture's keys and the trainer's
+
+
+def train_kind(configs, run) -> dict:
     """Train one variant on fresh samples of the training split; write run.out/<name> at every evaluation
     and, at the end, card.json with the accuracy per length bucket on the held-out test sets."""
     from playground import checkpoints
@@ -318,8 +328,6 @@ def train(configs, run) -> dict:
     from playground.training import loop
 
     model_config, cfg = configs
-    if run.resume:
-        raise SystemExit("seq2seq: --resume is not supported (a run takes a few minutes); start it again")
     if run.corpus:
         raise SystemExit("seq2seq: the task is generated in code (playground/training/seq2seq.py); drop --corpus")
     model_config = dataclasses.replace(model_config, src_vocab_size=len(SRC_VOCAB), tgt_vocab_size=len(TGT_VOCAB),

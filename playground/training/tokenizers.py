@@ -113,7 +113,14 @@ def corpus_sample(paths: Iterable[str | Path], n_bytes: int) -> str:
 # The kind `tokenizers`: every algorithm on the whole corpus
 
 
-def train_tokenizers(cfg: TokenizerTrainConfig, run) -> dict:
+RESUMES = False   # a run takes seconds to minutes; --resume is refused
+
+
+def configs(kind: str) -> tuple:
+    return (TokenizerTrainConfig,)
+
+
+def train_kind(cfg: TokenizerTrainConfig, run) -> dict:
     """Train each algorithm on the whole corpus and write `tok-<algorithm>/`; write the corpus sample
     that the app retrains on to assets/corpus_sample.txt."""
     from tqdm import tqdm

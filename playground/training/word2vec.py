@@ -390,7 +390,14 @@ def fp16_copy(model: Word2Vec) -> Word2Vec:
 
 
 # ---------------------------------------------------------------------------------------------
-# `python -m playground.train word2vec` (registered in train.KINDS)
+# `python -m playground.train word2vec` (train.KINDS; the trainer protocol: configs, train_kind, RESUMES)
+
+
+RESUMES = False   # a run takes minutes and keeps no resume state; --resume is refused
+
+
+def configs(kind: str) -> tuple:
+    return (Word2VecTrainConfig,)
 
 
 def train_kind(cfg: Word2VecTrainConfig, run) -> dict:
@@ -399,8 +406,6 @@ def train_kind(cfg: Word2VecTrainConfig, run) -> dict:
     with the loss before and after and the intrinsic evaluation (analogies, similarity triples)."""
     from playground import checkpoints
 
-    if run.resume:
-        raise SystemExit("word2vec: --resume is not supported (a full run takes minutes); run it again")
     started = time.perf_counter()
     tok = train_vocabulary(read_lines(run.corpus), cfg.max_vocab, cfg.min_count)
     ids = encode_corpus(tok, read_lines(run.corpus))
