@@ -24,14 +24,14 @@ def tab():
 
 
 def keys(tab, wanted):
-    present = [k for k in wanted if k in tab.MODELS or k in tab.LAZY]
+    present = [k for k in wanted if tab.models.resolve(k) in tab.LISTED]
     assert present, "no model of these families is here"
     return present
 
 
 @pytest.mark.parametrize("key", list(BERT_ONLY))
 def test_the_pair_and_special_token_controls_show_only_for_a_bert(tab, key):
-    if key not in tab.MODELS and key not in tab.LAZY:
+    if tab.models.resolve(key) not in tab.LISTED:
         pytest.skip(f"{key} is not installed here")
     for updates in (tab.model_changed(key), tab.model_bounds(key)):  # a new choice, and the page's load
         text_b, hide, chat = (u["visible"] for u in updates[-3:])
@@ -52,7 +52,7 @@ def percent(note: str, before: str) -> int:
 
 
 def test_smollm2_is_said_to_park_its_attention_on_the_first_token_with_its_number(tab):
-    if "smollm2" not in tab.LAZY and "smollm2" not in tab.MODELS:
+    if tab.models.resolve("smollm2") not in tab.LISTED:
         pytest.skip("SmolLM2 is not installed here")
     *_, data = tab.attention(S, "", "smollm2", 0, "mean", False, "head")
     note = tab.reading(S, "", "smollm2")

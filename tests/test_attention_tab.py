@@ -174,10 +174,10 @@ def test_attention_steps_match_the_model_and_show_saturation(client):
 def test_inside_one_head_opens_on_the_head_the_head_view_opens_on(client):
     """Issue #32: it opened on head 0 of layer 0, a diffuse head (largest weight 0.10 on the default sentence),
     while the head view beside it picked a sharp one. Now both show the layer's sharpest head on the text."""
-    from playground.ui.attention_tab import DEFAULT_MODEL, MODELS
+    from playground.ui.attention_tab import DEFAULT_MODEL, _model
     from playground.ui.demo import DEFAULT_TEXT
 
-    m = MODELS[DEFAULT_MODEL]
+    m = _model(DEFAULT_MODEL)
     for text, layer in ((DEFAULT_TEXT, 0), (S, 2)):
         summary, _, _, data = client.predict(text, "", DEFAULT_MODEL, layer, api_name="/attention_steps")
         shown = att.view(m, text, "", layer, "mean", False, "head", []).shown   # the head view's head

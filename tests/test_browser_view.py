@@ -65,7 +65,7 @@ def test_a_links_layer_and_head_are_those_of_its_model(fresh, app_url):
     change (the address lost them too)."""
     from playground.ui import attention_tab
 
-    if "gpt" not in attention_tab.MODELS:
+    if attention_tab.models.resolve("gpt") not in attention_tab.LISTED:
         pytest.skip("our GPT is not shipped")
     page = fresh
     page.goto(f"{app_url}?tab=attention&att.model=gpt&att.layer=2&att.head=1")

@@ -43,6 +43,19 @@ def _digest(html) -> str:
 
 
 def answers(names: list[str]) -> dict:
+    """The answers on one thread: torch's sums run in another order on more threads (ui/cache.py's share_cores sets
+    the count once an app is built), which moves a probability's sixth decimal."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _answers(names)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _answers(names: list[str]) -> dict:
     from playground.ui import generation_tab as tab
 
     found = {}

@@ -34,7 +34,8 @@ def tokenizers(generation_tab):
     """The Tokenization tab's tokenizers by key, and each Generation model's by its name (SmolLM2's is the
     Tokenization tab's `smollm2`)."""
     found = dict(tokenization.load_all())
-    found.update({name: c.tokenizer for name, c in generation_tab.MODELS.items() if c.tokenizer is not None})
+    found.update({name: generation_tab.models.get(name).tokenizer for name in generation_tab.LISTED
+                  if name != generation_tab.SMOLLM2})
     return found
 
 
@@ -90,9 +91,12 @@ class Scripted(torch.nn.Module):
 def scripted(monkeypatch, generation_tab, tok, prompt_ids, script) -> str:
     """A model named 'scripted' in the Generation tab that answers `script` after `prompt_ids`."""
     model = Scripted(tok.get_vocab_size(), prompt_ids + script)
-    ckpt = checkpoints.Checkpoint("scripted", None, "gpt", SimpleNamespace(vocab_size=tok.get_vocab_size()), {},
-                                  tok, model)
-    monkeypatch.setitem(generation_tab.MODELS, "scripted", ckpt)
+    from playground.analysis import models
+
+    shape = models.Shape(1, 1)
+    record = models.Model("scripted", "scripted", "gpt", "gpt", model, tok,
+                          SimpleNamespace(vocab_size=tok.get_vocab_size()), {}, None, shape)
+    monkeypatch.setitem(models._loaded, "scripted", record)  # as the registry holds a loaded model
     return "scripted"
 
 

@@ -100,16 +100,17 @@ def test_a_links_layer_and_head_are_checked_against_the_links_model():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         outputs = restore_with(**{"att.layer": "99"})
-    assert restored_value(outputs, "att.layer") == tab.MODELS["minilm"].n_layer - 1 == 5
+    assert restored_value(outputs, "att.layer") == tab._model("minilm").n_layer - 1 == 5
     assert any("using 5 (0 to 5)" in str(w.message) for w in caught)
-    if "gpt" in tab.MODELS:
+    if tab.models.resolve("gpt") in tab.LISTED:
         outputs = restore_with(**{"att.model": "gpt", "att.layer": "99", "att.head": "5"})
-        assert restored_value(outputs, "att.layer") == tab.MODELS["gpt"].n_layer - 1
+        assert restored_value(outputs, "att.layer") == tab._model("gpt").n_layer - 1
+        assert restored_value(outputs, "att.model") == "gpt-shakespeare"  # an old link's short id, read as the id
         assert restored_value(outputs, "att.head") == "5"
-        head = str(tab.MODELS["gpt"].n_head)  # one past its last head (MiniLM has it)
+        head = str(tab._model("gpt").n_head)  # one past its last head (MiniLM has it)
         assert isinstance(restored_value(restore_with(**{"att.model": "gpt", "att.head": head}), "att.head"),
                           type(gr.skip()))
-    if "smollm2" in tab.LAZY:
+    if tab.models.resolve("smollm2") in tab.LISTED:
         assert restored_value(restore_with(**{"att.model": "smollm2", "att.layer": "20"}), "att.layer") == 20
 
 

@@ -25,9 +25,11 @@ import torch
 import torch.nn.functional as F
 
 from playground import checkpoints
-from playground.analysis import tokenization
+from playground.analysis import models, tokenization
+from playground.analysis.positions import (alibi, cosine_matrix, positional, rope_scores,  # noqa: F401
+                                          sinusoidal_pe)  # the tab's positional views, kept importable here
 from playground.lru import Bounded
-from playground.nets import bert, hf, llama, smollm2
+from playground.nets import bert
 from playground.nets.bert import Encoded
 
 MAX_TOKENS = 512       # BERT's positions; longer input is cut with a notice
@@ -65,67 +67,80 @@ class AttentionModel:
     chat: object = None       # messages -> the chat-formatted prompt, for an instruction-tuned model
 
 
+SMOLLM2 = models.SMOLLM2
+SMOLLM2_TOKENS = 256   # SmolLM2's views stop here: 30 x 9 heads of T x T weights and scores are 140 MB at 256 tokens
+
+
+def label(name: str) -> str:
+    """How the tab names a model of the registry (by its id or alias), without loading it."""
+    key, s = models.resolve(name), models.shape(name)
+    if key == models.MINILM:
+        return f"MiniLM-L6 (all-MiniLM-L6-v2: a pretrained BERT encoder, {s.layers} × {s.heads} heads)"
+    if key == SMOLLM2:
+        return (f"SmolLM2-135M-Instruct (Llama family, {s.layers} × {s.heads} heads sharing {s.heads // s.kv_group} "
+                "key/value heads)")
+    family = models.family(key)
+    what = "characters, causal" if family == "gpt" else "pre-trained here from scratch"
+    return f"our {family.upper()} ({key}: {what}, {s.layers} × {s.heads} heads)"
+
+
+def load(name: str) -> AttentionModel:
+    """A model of the registry (analysis/models.py) by its id or alias, as this tab sees it (`viewed`)."""
+    return _load(models.resolve(name) or name)
+
+
 @lru_cache(maxsize=None)
+def _load(key: str) -> AttentionModel:
+    m = models.get(key)
+    return viewed(m, label(key))
+
+
+def viewed(m: models.Model, shown: str) -> AttentionModel:
+    """A BERT's encoder only (the MLM head is not needed to show attention), cut to its positions (SmolLM2's to
+    SMOLLM2_TOKENS), its chat template if any."""
+    c = m.config
+    net = m.model.bert if m.kind == "bert" else m.model
+    if m.family == "bert":
+        missing = [t for t in ("[CLS]", "[SEP]") if m.tokenizer.token_to_id(t) is None]
+        if missing:
+            raise ValueError(f"{m.id}'s tokenizer has no {' and no '.join(missing)}: it is not a BERT vocabulary")
+    limit = SMOLLM2_TOKENS if m.family == "llama" else MAX_TOKENS
+    return AttentionModel(m.id, shown, m.family, net, m.tokenizer, min(c.n_positions, limit), c.n_layer, c.n_head,
+                          c.n_embd // c.n_head, kv_group=m.shape.kv_group, chat=m.chat)
+
+
 def load_minilm() -> AttentionModel:
     """Loaded once per process: the Embeddings tab reads the same encoder (read-only)."""
-    model, tokenizer = hf.load_minilm()
-    c = model.config
-    return AttentionModel("minilm", "MiniLM-L6 (all-MiniLM-L6-v2: a pretrained BERT encoder, 6 × 12 heads)", "bert",
-                          model, tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head, c.n_embd // c.n_head)
+    return load(models.MINILM)
 
 
 def load_gpt(name: str = "gpt-shakespeare") -> AttentionModel | None:
     """Our GPT, when its checkpoint is shipped; else None."""
-    ckpt = checkpoints.shipped(name)
-    if ckpt is None:  # not trained yet, or damaged: the tab lists the others
-        return None
-    c = ckpt.config
-    return AttentionModel("gpt", f"our GPT ({name}: characters, causal, {c.n_layer} × {c.n_head} heads)", "gpt",
-                          ckpt.model, ckpt.tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer, c.n_head,
-                          c.n_embd // c.n_head)
+    return load(name) if models.resolve(name) is not None else None
 
 
 def load_bert(name: str = "bert-english") -> AttentionModel | None:
-    """Our small BERT pre-trained from scratch (playground/training/bert.py), when its checkpoint is shipped;
-    else None. Only its encoder runs here (the MLM head is not needed to show attention)."""
-    ckpt = checkpoints.shipped(name)
+    """Our small BERT pre-trained from scratch (playground/training/bert.py), when its checkpoint is shipped (or
+    a folder of one outside models/); else None."""
+    if models.resolve(name) is not None:
+        return load(name)
+    ckpt = checkpoints.shipped(name)  # a folder outside models/ (a test's); None when missing or damaged
     if ckpt is None:
         return None
-    missing = [t for t in ("[CLS]", "[SEP]") if ckpt.tokenizer.token_to_id(t) is None]
-    if missing:
-        raise ValueError(f"{name}'s tokenizer has no {' and no '.join(missing)}: it is not a BERT vocabulary")
     c = ckpt.config
-    return AttentionModel("bert", f"our BERT ({name}: pre-trained here from scratch, {c.n_layer} × {c.n_head} heads)",
-                          "bert", ckpt.model.bert, ckpt.tokenizer, min(c.n_positions, MAX_TOKENS), c.n_layer,
-                          c.n_head, c.n_embd // c.n_head)
-
-
-SMOLLM2 = "smollm2"
-SMOLLM2_TOKENS = 256   # SmolLM2's views stop here: 30 x 9 heads of T x T weights and scores are 140 MB at 256 tokens
-
-
-def smollm2_label() -> str:
-    n_layer, n_head, n_kv = smollm2.shape()
-    return f"SmolLM2-135M-Instruct (Llama family, {n_layer} × {n_head} heads sharing {n_kv} key/value heads)"
+    return viewed(models.Model(name, name, "bert", "bert", ckpt.model, ckpt.tokenizer, c, ckpt.card, None,
+                               models.Shape(c.n_layer, c.n_head, 1, c.n_positions)),
+                  f"our BERT ({name}: pre-trained here from scratch, {c.n_layer} × {c.n_head} heads)")
 
 
 def smollm2_available() -> bool:
-    return smollm2.available()
+    return models.resolve(SMOLLM2) is not None
 
 
 def smollm2_shape() -> tuple[int, int, int]:
-    """SmolLM2's layers, query heads and key/value heads, without loading it."""
-    return smollm2.shape()
-
-
-def load_smollm2() -> AttentionModel:
-    """SmolLM2 (nets/smollm2.py's one shared copy, read on first use), causal, its query heads in groups that share
-    a key/value head."""
-    lm = smollm2.shared()
-    c = lm.model.config
-    return AttentionModel(SMOLLM2, smollm2_label(), "llama", lm.model, lm.tokenizer, min(c.n_positions, SMOLLM2_TOKENS),
-                          c.n_layer, c.n_head, c.n_embd // c.n_head, kv_group=c.n_head // c.n_kv_head,
-                          chat=lm.chat_prompt)
+    """SmolLM2's layers, query heads and key/value heads, without loading it (the bench's)."""
+    s = models.shape(SMOLLM2)
+    return s.layers, s.heads, s.heads // s.kv_group
 
 
 def kv_groups_text(m: AttentionModel) -> str:
@@ -371,26 +386,6 @@ def sharpest_head(A_layer: np.ndarray, tokens: list[str]) -> int:
     return int(np.argmax(best.mean(axis=1)))
 
 
-def sinusoidal_pe(n_positions: int, d_model: int) -> np.ndarray:
-    """PE (n_positions, d_model) of Vaswani et al. 2017 (§3.5): PE[pos, 2i] = sin(pos / 10000^(2i/d_model)),
-    PE[pos, 2i+1] = cos(pos / 10000^(2i/d_model)). Each pair of dimensions is a clock at its own
-    frequency, so PE[pos + k] is a rotation of PE[pos] that depends on k only."""
-    assert d_model % 2 == 0, f"d_model must be even, not {d_model}"
-    pos = np.arange(n_positions)[:, None]                       # (n, 1)
-    two_i = np.arange(0, d_model, 2)[None, :]                   # (1, d/2)
-    angle = pos / np.power(10_000.0, two_i / d_model)           # (n, d/2)
-    pe = np.empty((n_positions, d_model), dtype=np.float32)
-    pe[:, 0::2] = np.sin(angle)
-    pe[:, 1::2] = np.cos(angle)
-    return pe
-
-
-def cosine_matrix(X: np.ndarray) -> np.ndarray:
-    """(n, d) -> (n, n) cosine similarities between the rows."""
-    unit = X / np.linalg.norm(X, axis=1, keepdims=True).clip(min=1e-12)
-    return unit @ unit.T
-
-
 # ---------------------------------------------------------------------------------------------
 # What each view of the tab shows, as plain data (the figures are drawn from it)
 
@@ -496,43 +491,3 @@ def steps(m: AttentionModel, text: str, text_b: str, layer: int, head: int | str
             "max_abs_difference_to_model": check,
             "sweep": {"factor": sweep, "mean_max_weight": maxp, "mean_gradient_at_max": grads}}
     return data, {"q": q, "k": k, "v": v, **chosen}
-
-
-def rope_scores(n: int, d: int, theta: float = 10_000.0, seed: int = 0) -> tuple[np.ndarray, float]:
-    """RoPE (Su et al. 2021) as Llama applies it (nets/llama.py): one query q and one key k (random, seeded), rotated
-    to every position, and their scores S[m, n] = <R_m q, R_n k> (n, n). Since R_m^T R_n = R_{n-m}, S depends on
-    m and n only through n − m: constant along every diagonal. Returns S and its largest deviation from that."""
-    g = torch.Generator().manual_seed(seed)
-    q, k = torch.randn(1, 1, 1, d, generator=g), torch.randn(1, 1, 1, d, generator=g)
-    cos, sin = llama.rope_angles(torch.arange(n), d, theta)                      # (n, d)
-    rq, rk = llama.rotate(q.expand(1, 1, n, d), cos, sin), llama.rotate(k.expand(1, 1, n, d), cos, sin)
-    scores = (rq @ rk.transpose(-2, -1))[0, 0].double().numpy()                  # (n, n)
-    deviation = max(float(np.ptp(np.diagonal(scores, offset))) for offset in range(-n + 1, n))
-    return scores, deviation
-
-
-def alibi(n: int, n_heads: int = 8) -> tuple[list[float], np.ndarray]:
-    """ALiBi (Press et al. 2022): no position vectors at all; head h adds −m_h (i − j) to the score of query i for
-    key j ≤ i, with slopes m_h = 2^(−8h/H). Returns the slopes and head 1's penalties (n, n), NaN above the
-    diagonal (the causal mask)."""
-    slopes = [2.0 ** (-8.0 * h / n_heads) for h in range(1, n_heads + 1)]
-    i, j = np.arange(n)[:, None], np.arange(n)[None, :]
-    return slopes, np.where(j <= i, -slopes[0] * (i - j), np.nan)
-
-
-def positional(minilm: AttentionModel, n: int, d: int) -> tuple[dict, dict[str, np.ndarray]]:
-    """The sinusoidal PE (n, d), its dot products between positions (n, n), the cosines between MiniLM's first n
-    learned position vectors (n, n): trained, not computed; then the two schemes that put position into the scores
-    instead of the input: RoPE's scores between positions (`rope_scores`) and ALiBi's penalties (`alibi`). Returns
-    the `positional_encoding` endpoint's JSON and the arrays."""
-    pe = sinusoidal_pe(n, d)
-    dots = pe @ pe.T                                                                  # (n, n)
-    learned = cosine_matrix(minilm.model.embeddings.pos.weight[:n].detach().numpy())  # (n, n)
-    rope, deviation = rope_scores(n, d)
-    slopes, penalty = alibi(n)
-    data = {"n_positions": n, "d_model": d, "pe": np.round(pe, 4).tolist(), "dot_products": np.round(dots, 3).tolist(),
-            "minilm_position_cosine": np.round(learned, 3).tolist(),
-            "rope": {"theta": 10_000.0, "scores": np.round(rope, 3).tolist(), "max_deviation_along_diagonals": deviation},
-            "alibi": {"slopes": slopes, "head_1_penalty": [[None if np.isnan(v) else round(float(v), 4) for v in row]
-                                                           for row in penalty]}}
-    return data, {"pe": pe, "dot_products": dots, "learned": learned, "rope": rope, "alibi": penalty}

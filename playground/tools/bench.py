@@ -92,7 +92,7 @@ def attention_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
         attention_tab.att.forget_kept()
         return attention_tab.attention(*args)
 
-    n_32 = len(attention_tab.att.encode(attention_tab.MODELS["minilm"], ATTENTION_32).ids)
+    n_32 = len(attention_tab.att.encode(attention_tab.att.load_minilm(), ATTENTION_32).ids)
     return {
         f"attention (MiniLM, {n_32} tokens, all views)": (fresh, (ATTENTION_32, "", "minilm", 2, "mean"), 0.150),
         "attention (MiniLM, 512 tokens, all views)": (fresh, (TEXT_LONG, "", "minilm", 2, "mean"), 1.0),
@@ -162,7 +162,7 @@ def attention_bytes(model_key: str = "minilm") -> tuple[int, int]:
 
     from playground.analysis import attention
 
-    layers = attention.smollm2_shape()[0] if model_key == attention.SMOLLM2 else attention.load_minilm().n_layer
+    layers = attention.smollm2_shape()[0] if "smollm2" in model_key else attention.load_minilm().n_layer
     with served_app() as (url, _):
         sizes = []
         for layer in range(layers):

@@ -8,52 +8,44 @@ fast and light in the browser.
 
 from __future__ import annotations
 
-import threading
-
 import gradio as gr
 import numpy as np
 
 from playground.analysis import attention as att
+from playground.analysis import models
 from playground.figures import attention as fa
-from playground.ui.common import FIGURE, LATEX, Shared, as_int, json_file, text_input, things_to_try, warn
+from playground.ui.common import (FIGURE, LATEX, Shared, as_int, json_file, model_ids, text_input, things_to_try,
+                                  warn)
 
-# Loaded once at import, read-only (our GPT and BERT only when their checkpoints are shipped); SmolLM2, when its
-# package is installed, on first use (the Generation tab shares its one copy)
-MODELS = {m.key: m for m in (att.load_minilm(), att.load_gpt(), att.load_bert()) if m is not None}
-LAZY = {att.SMOLLM2: att.smollm2_label()} if att.smollm2_available() else {}
+# The registry's models with attention (analysis/models.py), each loaded on its first use, read-only: MiniLM, our GPT
+# and BERT when their checkpoints are shipped, SmolLM2 when its package is installed (the Generation tab's one copy)
+LISTED = models.ids("bert", "gpt", "llama")
 DEFAULT_MODEL = "minilm"
-_loading = threading.Lock()
 
 
 def _model(key) -> att.AttentionModel:
-    if key in LAZY and key not in MODELS:
-        with _loading:
-            if key not in MODELS:
-                MODELS[key] = att.load_smollm2()
-    if key not in MODELS:
-        raise gr.Error(f"Unknown model {str(key)[:40]!r}; choose from {', '.join([*MODELS, *LAZY])}.")
-    return MODELS[key]
+    """A model by its id or alias (`gpt`, `bert`, `smollm2`: the ids of older calls and links)."""
+    if models.resolve(key) not in LISTED:
+        raise gr.Error(f"Unknown model {str(key)[:40]!r}; choose from {', '.join(LISTED)}.")
+    return att.load(key)
 
 
 def _shape(key) -> tuple[int, int, int]:
-    """(layers, query heads, query heads per key/value head) of a model, without loading a lazy one."""
-    if key in MODELS:
-        m = MODELS[key]
-        return m.n_layer, m.n_head, m.kv_group
-    if key in LAZY:
-        n_layer, n_head, n_kv = att.smollm2_shape()
-        return n_layer, n_head, n_head // n_kv
-    return _shape(DEFAULT_MODEL)
+    """(layers, query heads, query heads per key/value head) of a model, without loading SmolLM2."""
+    s = models.shape(key if models.resolve(key) in LISTED else DEFAULT_MODEL)
+    return s.layers, s.heads, s.kv_group
+
+
 def _family(key) -> str:
-    """"bert", "gpt" or "llama", without loading a lazy model (SmolLM2 is the Llama family)."""
-    return MODELS[key].family if key in MODELS else "llama" if key in LAZY else MODELS[DEFAULT_MODEL].family
+    """"bert", "gpt" or "llama", without loading SmolLM2."""
+    return models.family(key if models.resolve(key) in LISTED else DEFAULT_MODEL)
 
 
 def applies(key) -> dict[str, bool]:
     """Which of the tab's controls mean something for a model: a sentence pair and [CLS]/[SEP] only for a BERT (a
     GPT or SmolLM2 reads one text and has neither token), the chat template only for SmolLM2."""
     bert = _family(key) == "bert"
-    return {"pair": bert, "hide_special": bert, "chat": key in LAZY}
+    return {"pair": bert, "hide_special": bert, "chat": models.resolve(key) == models.SMOLLM2}
 
 
 PE_MAX_POSITIONS, PE_MAX_DIM = 128, 256  # the PE figure and its JSON carry (n x d) + 2 (n x n) numbers
@@ -166,7 +158,7 @@ def positional_encoding(n_positions=64, d_model=128):
         d += 1
         notices.append(f"d_model must be even (sine and cosine pairs); using {d}.")
     warn(notices)
-    data, a = att.positional(MODELS[DEFAULT_MODEL], n, d)
+    data, a = att.positional(_model(DEFAULT_MODEL), n, d)
     return fa.positional_figure(a["pe"], a["dot_products"], a["learned"], "MiniLM", a["rope"], a["alibi"]), data
 
 
@@ -219,7 +211,7 @@ either: each head subtracts $m_h (i - j)$ from the score of query $i$ for key $j
 
 
 def model_choices() -> list[tuple[str, str]]:
-    return [(m.label, key) for key, m in MODELS.items() if key not in LAZY] + [(label, key) for key, label in LAZY.items()]
+    return [(att.label(key), key) for key in LISTED]
 
 
 def one_head_choices(n_head: int, group: int = 1) -> list[tuple[str, str]]:
@@ -274,6 +266,7 @@ def _wire_model(demo: gr.Blocks, shared: Shared, model: gr.Dropdown, bounds: lis
     """The controls that follow the model (`bounds`: model_changed's outputs), and a link's checked against it."""
     for key in ("att.layer", "att.head"):
         shared.limit(key, lambda params, key=key: link_limits(params)[key])
+    shared.limit("att.model", model_ids(LISTED))  # an old link's `gpt` or `smollm2` too
     model.input(model_changed, inputs=model, outputs=bounds, api_visibility="private", queue=False)  # by hand
     for event in (demo.load, model.change):  # also a link's or the tour's model, whose layer and head stay
         event(model_bounds, inputs=model, outputs=bounds, api_visibility="private", queue=False)
@@ -289,13 +282,14 @@ TRY = [("a pronoun", ["The animal didn't cross the street because it was too tir
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
-    m0 = MODELS[DEFAULT_MODEL]
-    deepest = max(_shape(key)[0] for key in [*MODELS, *LAZY])
+    m0 = _model(DEFAULT_MODEL)
+    deepest = max(_shape(key)[0] for key in LISTED)
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
     with gr.Row():
         text_b = gr.Textbox("", label="Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])", scale=2)
         with gr.Column(scale=3):
-            model = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model")  # its labels are long
+            model = gr.Dropdown(model_choices(), value=DEFAULT_MODEL, label="Model",  # its labels are long
+                                allow_custom_value=True)  # an alias too (`gpt`, `smollm2`): _model checks it
             chat = gr.Checkbox(False, label="Chat: the sentence as the user's turn in SmolLM2's template",
                                visible=False)  # shown with SmolLM2 (model_changed)
     things_to_try(TRY, [sentence, text_b])

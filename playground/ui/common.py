@@ -18,6 +18,7 @@ import gradio as gr
 import orjson
 
 from playground import checkpoints
+from playground.analysis import models
 from playground.text import MAX_CHARS, clean_text
 
 @dataclass
@@ -65,6 +66,13 @@ class Shared:
         another control of the same link (the layers of the link's model, not of the deepest one)."""
         assert key in self.view, f"URL key {key!r} is not registered"
         self.limits[key] = limits
+
+
+def model_ids(listed: list[str]) -> Callable[[dict[str, str]], dict[str, str]]:
+    """A link's model checked against `listed` (Shared.limit), an old short id (`gpt`, `smollm2`) read as its id."""
+    accepted = {alias: key for alias, key in models.ALIASES.items() if key in listed}
+    accepted.update({key: key for key in listed})
+    return lambda params: accepted
 
 
 # How an event that follows the sentence and the selected word is triggered while its last run is still pending:

