@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import time
 from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -53,27 +54,109 @@ def app_url():
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
+BROWSER_FIXTURES = ("browser", "page")  # the tests that use the shared Chromium ask for one of these
 
 
-@pytest.fixture(scope="module")
-def page(app_url):
-    """A Chromium page on the launched app, one browser per test module; it records any request that
-    leaves localhost (there must be none: no CDN, no analytics)."""
+def need_chromium() -> None:
     if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
         if os.environ.get("CI"):
             pytest.fail("Chromium is missing: apt-get install -y chromium")
         pytest.skip("Chromium is not installed (apt-get install -y chromium)")
-    from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+
+class SharedChromium:
+    """One Chromium for the test session's browser tests (a launch and Playwright's start cost seconds each; every
+    module used to launch its own). Started by the first test that asks for it, stopped after the last one that
+    does (pytest_runtest_teardown below): Playwright's sync API keeps an event loop running in the main thread,
+    and other tests' asyncio.run() would refuse to start inside it."""
+
+    def __init__(self):
+        self.playwright = self.browser = None
+
+    def get(self):
+        if self.browser is None:
+            from playwright.sync_api import sync_playwright
+
+            self.playwright = sync_playwright().start()
+            try:
+                self.browser = self.playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+            except BaseException:
+                self.stop()
+                raise
+        return self.browser
+
+    def stop(self) -> None:
+        try:
+            if self.browser is not None:
+                self.browser.close()
+        finally:
+            self.browser = None
+            if self.playwright is not None:
+                self.playwright.stop()
+                self.playwright = None
+
+
+CHROMIUM_SHARED = SharedChromium()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """The session's one Chromium. Each test module opens its own context(s) on it (its own cookies, storage and
+    pages: no state leaks between modules) and closes them; never close the browser itself."""
+    need_chromium()
+    try:
+        yield CHROMIUM_SHARED.get()
+    finally:
+        CHROMIUM_SHARED.stop()
+
+
+@pytest.fixture(scope="module")
+def page(browser, app_url):
+    """A page of its own browser context on the launched app, one per test module; it records any request that
+    leaves localhost (there must be none: no CDN, no analytics)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
         page.external_requests = []
         page.on("request", lambda r: None if r.url.startswith(app_url) or r.url.startswith("data:")
                 else page.external_requests.append(r.url))
+        page.traffic = Traffic(page)
         page.goto(app_url)
         yield page
-        browser.close()
+    finally:
+        if browser.is_connected():
+            context.close()
+
+
+class Traffic:
+    """The app's requests in flight from a page (queue joins, the queue's event stream, unqueued events), so a test
+    can wait for the page's answers to be in instead of sleeping a fixed time."""
+
+    def __init__(self, page):
+        self.page, self.open, self.last = page, set(), 0.0
+        page.on("request", self._start)
+        page.on("requestfinished", self._end)
+        page.on("requestfailed", self._end)
+
+    def _start(self, request) -> None:
+        if "/gradio_api/" in request.url and "/heartbeat/" not in request.url:
+            self.open.add(request)
+            self.last = time.monotonic()
+
+    def _end(self, request) -> None:
+        if request in self.open:
+            self.open.discard(request)
+            self.last = time.monotonic()
+
+    def settle(self, quiet_ms: int = 500, timeout_ms: int = 60_000) -> bool:
+        """Until no request has been in flight for quiet_ms (an event's follow-ups are sent when it ends); False
+        after timeout_ms without (the test goes on, as after a long sleep: its own checks say what is missing)."""
+        started = time.monotonic()
+        while self.open or time.monotonic() - self.last < quiet_ms / 1000:
+            if time.monotonic() - started > timeout_ms / 1000:
+                return False
+            self.page.wait_for_timeout(50)  # lets Playwright deliver the page's events meanwhile
+        return True
 
 
 def screenshot(page, name: str, tmp_path: Path) -> None:
@@ -95,8 +178,20 @@ def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "ignore::Warning:gradio.queueing")
 
 
+@pytest.hookimpl(trylast=True)  # after any plugin that reorders the tests
 def pytest_collection_modifyitems(items):
-    """No single test may hang the suite (CI has a wall-time budget)."""
-    for item in items:
+    """No single test may hang the suite (CI has a wall-time budget). Each test knows whether a later one still
+    needs the shared Chromium (SharedChromium)."""
+    later = False
+    for item in reversed(items):
         if item.get_closest_marker("timeout") is None:  # a test that needs longer says so itself
             item.add_marker(pytest.mark.timeout(300))
+        item.chromium_later = later
+        later = later or any(name in item.fixturenames for name in BROWSER_FIXTURES)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    yield  # the module's pages and contexts are closed first
+    if not getattr(item, "chromium_later", False):
+        CHROMIUM_SHARED.stop()  # no later test needs it (a no-op when it was never started)

@@ -49,7 +49,8 @@ def test_enter_in_a_slider_box_applies_the_number(page):
     page.get_by_role("tab", name="Compare tokenizers", exact=True).click()
     page.wait_for_selector("#tokens-view .tok-row", timeout=30_000)
     page.get_by_label("Retrain BPE, WordPiece and Unigram on a 430 kB corpus sample at this vocabulary size").check()
-    page.wait_for_timeout(3000)  # the retrained tokenizers at 2,000
+    page.traffic.settle()  # the retrained tokenizers at 2,000
+    page.wait_for_selector('#tokens-view .tok-row[data-key="bpe"] .tok', timeout=20_000)
     before = page.locator('#tokens-view .tok-row[data-key="bpe"] .tok').count()
     box = page.get_by_label("number input for Vocabulary size")
     box.fill("300")

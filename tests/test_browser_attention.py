@@ -87,7 +87,9 @@ def test_colour_bars_survive_a_model_switch(attention_tab):
     page.get_by_role("option", name="our GPT", exact=False).click()
     page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('our GPT') ||"
                            " location.search.includes('gpt')", timeout=30_000)
-    page.wait_for_timeout(1500)
+    page.traffic.settle()  # every view's answer for the new model is in
+    page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].every((gd) => !gd.offsetParent"
+                           " || gd._fullLayout)", timeout=20_000)  # and drawn
     broken = page.evaluate("""() => {
         const here = location.href.split('#')[0], bad = [];
         document.querySelectorAll('.js-plotly-plot [style*="url("], .js-plotly-plot [clip-path]').forEach((el) => {

@@ -42,8 +42,8 @@ def test_a_figure_exported_after_it_changed_is_the_one_on_screen(page):
             "(s) => document.querySelector('#tokens-view')?.innerText.includes(s.split(' ')[1])", arg=sentence,
             timeout=30_000)
     plot = page.locator("div:has(> .export-bar) > .js-plotly-plot").locator("visible=true").first
+    page.traffic.settle()  # the last sentence's answers are in
     page.wait_for_function("(gd) => (gd.data?.[0]?.text || []).join(' ').length > 0", arg=plot.element_handle())
-    page.wait_for_timeout(1500)  # the last figure settles
     shown = plot.evaluate("(gd) => gd.data[0].text")
     bar = plot.locator("xpath=..").locator(":scope > .export-bar")
     svg = download(page, bar.locator("button", has_text="SVG")).decode("utf-8")
@@ -132,5 +132,5 @@ def test_a_data_panel_without_a_download_button_gets_json_and_csv(page, client):
     # a panel with its own "Download JSON" button keeps that one (and its CSV): no second bar
     page.get_by_role("tab", name="Compare tokenizers", exact=True).click()
     open_data_panel(page)
-    page.wait_for_timeout(500)
+    page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")  # export.js
     assert page.locator("[data-testid='json'].block + .export-data").locator("visible=true").count() == 0

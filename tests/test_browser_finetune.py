@@ -37,7 +37,7 @@ def test_a_live_lora_run_streams_to_its_end_and_a_stopped_one_keeps_its_steps(pa
     page.wait_for_function("() => /Training: step [1-9]/.test(document.querySelector('#ft-lora-status')?.innerText)",
                            timeout=60_000)
     page.locator("#ft-lora-stop").click(timeout=60_000)
-    page.wait_for_timeout(1500)
+    page.traffic.settle()                                                  # the run's stream has ended
     status = page.locator("#ft-lora-status").inner_text()
     assert "Training: step" in status and "Trained live" not in status     # stopped: what was streamed stays
     assert page.locator("#ft-lora-plot .js-plotly-plot").count() == 1

@@ -7,7 +7,6 @@ import pytest
 
 from playground.ui import cache
 from playground.ui.demo import LONG_RUNNING
-from tests.conftest import ARGS, CHROMIUM
 
 
 @pytest.fixture(scope="module")
@@ -21,12 +20,10 @@ def painted(app_url):
     return app_url
 
 
-def test_a_page_shows_the_defaults_answers_with_the_queue_out_of_reach(painted):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+def test_a_page_shows_the_defaults_answers_with_the_queue_out_of_reach(painted, browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
         refused = []
         page.route("**/gradio_api/queue/join**", lambda route: (refused.append(route.request.url), route.abort()))
         page.goto(painted)
@@ -36,4 +33,5 @@ def test_a_page_shows_the_defaults_answers_with_the_queue_out_of_reach(painted):
         page.get_by_role("tab", name="Attention", exact=True).click()
         page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')]"
                                ".some(p => p.offsetParent && p.data && p.data.length)", timeout=30_000)
-        browser.close()
+    finally:
+        context.close()

@@ -72,15 +72,11 @@ def test_streaming_stop_and_clicking_a_token(page, tmp_path):
     page.locator("#gen-max input[type=number]").press("Enter")
     shown = page.locator("#gen-text .gen-tok").count()  # the default prompt's continuation, as the page opened
     page.locator("#gen-run").click()
-    lengths = []
-    for _ in range(200):  # the new text is streamed as it is generated (1,000 tokens take a second or two)
-        page.wait_for_timeout(100)
-        lengths.append(page.locator("#gen-text .gen-tok").count())
-        if lengths[-1] not in (0, shown):
-            break
-    assert lengths[-1] not in (0, shown), lengths
+    # the new text is streamed as it is generated (1,000 tokens take a second or two)
+    page.wait_for_function("(shown) => ![0, shown].includes(document.querySelectorAll('#gen-text .gen-tok').length)",
+                           arg=shown, polling=100, timeout=20_000)
     page.locator("#gen-stop").click()
-    page.wait_for_timeout(1500)
+    page.traffic.settle()  # the stopped generation's stream has ended
     stopped = page.locator("#gen-text .gen-tok").count()
     page.wait_for_timeout(1500)
     assert page.locator("#gen-text .gen-tok").count() == stopped < 1000  # Stop stopped it
@@ -106,7 +102,7 @@ def _generate(page, prompt: str, n: int) -> None:
     and wait for the whole text."""
     page.wait_for_selector("#gen-text .gen-tok", state="attached", timeout=120_000)
     page.locator("#gen-stop").click()
-    page.wait_for_timeout(1_000)
+    page.traffic.settle()
     page.locator("#gen-max input[type=number]").fill(str(n))
     page.locator("#gen-prompt textarea").fill(prompt)
     page.locator("#gen-run").click()

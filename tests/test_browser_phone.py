@@ -10,13 +10,16 @@ from playground.ui.demo import TABS
 
 
 @pytest.fixture(scope="module")
-def phone(app_url, page):
-    """A second page of the module's browser (the `page` fixture's), phone-sized."""
-    phone = page.context.browser.new_page(viewport={"width": 400, "height": 850})
-    phone.goto(app_url)
-    phone.wait_for_selector("#tabs [role=tab]", timeout=30_000)
-    yield phone
-    phone.close()
+def phone(app_url, browser):
+    """A phone-sized page of its own context on the session's Chromium."""
+    context = browser.new_context(viewport={"width": 400, "height": 850})
+    try:
+        phone = context.new_page()
+        phone.goto(app_url)
+        phone.wait_for_selector("#tabs [role=tab]", timeout=30_000)
+        yield phone
+    finally:
+        context.close()
 
 
 def test_the_title_stays_on_one_line(phone):

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
+
 from playground import polls
 from playground.analysis import exercises as ex
-from tests.conftest import ARGS, CHROMIUM
 
 
 def _quiz(page, url: str, query: str = "") -> None:
@@ -54,124 +55,117 @@ def _toast(page, text: str) -> None:
                            arg=text, timeout=30_000)
 
 
-def _browser(p):
-    return p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+@pytest.fixture
+def new_page(browser):
+    """new_page(width, height): a page of a context of its own (its own session: a lecturer, each student) on the
+    session's Chromium; every context is closed after the test."""
+    contexts = []
+
+    def make(width: int, height: int):
+        contexts.append(browser.new_context(viewport={"width": width, "height": height}))
+        return contexts[-1].new_page()
+
+    try:
+        yield make
+    finally:
+        for context in contexts:
+            context.close()
 
 
-def test_a_lecturer_opens_a_room_three_students_answer_and_the_reveal_shows_them(app_url):
-    from playwright.sync_api import sync_playwright
+def test_a_lecturer_opens_a_room_three_students_answer_and_the_reveal_shows_them(app_url, new_page):
+    lecturer = new_page(1400, 1000)
+    _quiz(lecturer, app_url)
+    code = _open_room(lecturer)
+    _shows(lecturer, "#quiz-tally", "0 answer(s)")
 
-    with sync_playwright() as p:
-        browser = _browser(p)
-        lecturer = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        _quiz(lecturer, app_url)
-        code = _open_room(lecturer)
-        _shows(lecturer, "#quiz-tally", "0 answer(s)")
-
-        truth = ex.solution("tokens-bpe")[0]         # the first question: BPE tokens of 'unbelievably'
-        other = str(int(truth) + 2)
-        students = []
-        for i, guess in enumerate((other, other, other)):
-            student = browser.new_context(viewport={"width": 400, "height": 850}).new_page()
-            _quiz(student, app_url)
-            _join(student, code.lower())
-            _shows(student, "#quiz-status", "Joined")
-            _send(student, guess)
-            _shows(student, "#quiz-verdict", "Sent")
-            _shows(lecturer, "#quiz-tally", f"{i + 1} answer(s)", timeout=10_000)   # live: nobody clicks
-            _shows(student, "#quiz-tally", "not revealed", timeout=10_000)     # the student's count, no histogram
-            students.append(student)
-
-        lecturer.locator("#quiz-reveal").click()
-        _shows(lecturer, "#quiz-tally", "The answer: " + truth)
-        lecturer.wait_for_selector("#quiz-plot .js-plotly-plot", timeout=30_000)
-        bars = lecturer.evaluate("() => document.querySelector('#quiz-plot .js-plotly-plot').data[0]")
-        assert dict(zip(bars["x"], bars["y"])) == {truth: 0, other: 3}       # nobody chose the answer: its bar is there
-        ticks = lecturer.evaluate("() => [...document.querySelectorAll('#quiz-plot .ytick text')].map(t => t.textContent)")
-        assert ticks and all(t.isdigit() for t in ticks), ticks             # whole students only
-        assert "nobody chose it" in lecturer.locator("#quiz-plot").inner_text()
-        _shows(students[0], "#quiz-tally", "The answer: " + truth, timeout=10_000)   # the students' pages follow
-
-        _send(students[0], truth)                    # too late: the histogram stays the one the class saw
-        _toast(students[0], "revealed the answers to this question")
-        assert "Sent" not in students[0].locator("#quiz-verdict").inner_text()
-        bars = lecturer.evaluate("() => document.querySelector('#quiz-plot .js-plotly-plot').data[0]")
-        assert dict(zip(bars["x"], bars["y"])) == {truth: 0, other: 3}
-
-        _pick(lecturer, "tokens-wordpiece")          # the next question: the last histogram goes
-        lecturer.wait_for_function("() => !document.querySelector('#quiz-plot .js-plotly-plot')", timeout=10_000)
-        _shows(lecturer, "#quiz-tally", "0 answer(s)", timeout=10_000)
-        for student in students:
-            student.wait_for_function("() => !document.querySelector('#quiz-plot .js-plotly-plot')", timeout=10_000)
-            assert "The answer" not in student.locator("#quiz-tally").inner_text()
-        browser.close()
-
-
-def test_students_see_the_lecturers_question_and_follow_it(app_url):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = _browser(p)
-        lecturer = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-        _quiz(lecturer, app_url)
-        _pick(lecturer, "blank")
-        code = _open_room(lecturer)
-        student = browser.new_context(viewport={"width": 400, "height": 850}).new_page()
+    truth = ex.solution("tokens-bpe")[0]         # the first question: BPE tokens of 'unbelievably'
+    other = str(int(truth) + 2)
+    students = []
+    for i, guess in enumerate((other, other, other)):
+        student = new_page(400, 850)
         _quiz(student, app_url)
-        _join(student, code)
-        box = student.locator("#quiz-question input")
-        student.wait_for_function("(q) => document.querySelector('#quiz-question input').value.includes(q)",
-                                  arg="Paris is the [MASK]", timeout=30_000)
-        assert box.is_disabled(), "the room's question, not one the student picks"
-        student.locator("#quiz-choice").wait_for(state="visible", timeout=10_000)   # its answer box: the choices
-        _pick(lecturer, "analogy")
-        student.wait_for_function("(q) => document.querySelector('#quiz-question input').value.includes(q)",
-                                  arg="king − man + woman", timeout=10_000)
-        browser.close()
-
-
-def test_bad_input_is_said_where_the_student_looks_and_no_stale_sent_stays(app_url):
-    from playwright.sync_api import sync_playwright
-
-    closed, _ = polls.open_room(now=time.time() - polls.ROOM_SECONDS - 5)    # the app's own file (tests/conftest.py)
-    with sync_playwright() as p:
-        browser = _browser(p)
-        student = browser.new_context(viewport={"width": 400, "height": 850}).new_page()
-        _quiz(student, app_url)
-        _join(student, "ABC123")
-        _toast(student, "No room ABC123: check the code your lecturer shows")
-        _join(student, closed)
-        _toast(student, f"Room {closed} has closed")
-        code, _ = polls.open_room(question="tokens-bpe")
-        _join(student, code)
+        _join(student, code.lower())
         _shows(student, "#quiz-status", "Joined")
-        _send(student, "4")
+        _send(student, guess)
         _shows(student, "#quiz-verdict", "Sent")
-        _send(student, "four")
-        _toast(student, "Your answer should be a number, e.g. 4")
-        student.wait_for_function("() => !document.querySelector('#quiz-verdict').innerText.includes('Sent')",
-                                  timeout=10_000)
-        _send(student, "")
-        _toast(student, "Your answer is empty")
-        browser.close()
+        _shows(lecturer, "#quiz-tally", f"{i + 1} answer(s)", timeout=10_000)   # live: nobody clicks
+        _shows(student, "#quiz-tally", "not revealed", timeout=10_000)     # the student's count, no histogram
+        students.append(student)
+
+    lecturer.locator("#quiz-reveal").click()
+    _shows(lecturer, "#quiz-tally", "The answer: " + truth)
+    lecturer.wait_for_selector("#quiz-plot .js-plotly-plot", timeout=30_000)
+    bars = lecturer.evaluate("() => document.querySelector('#quiz-plot .js-plotly-plot').data[0]")
+    assert dict(zip(bars["x"], bars["y"])) == {truth: 0, other: 3}       # nobody chose the answer: its bar is there
+    ticks = lecturer.evaluate("() => [...document.querySelectorAll('#quiz-plot .ytick text')].map(t => t.textContent)")
+    assert ticks and all(t.isdigit() for t in ticks), ticks             # whole students only
+    assert "nobody chose it" in lecturer.locator("#quiz-plot").inner_text()
+    _shows(students[0], "#quiz-tally", "The answer: " + truth, timeout=10_000)   # the students' pages follow
+
+    _send(students[0], truth)                    # too late: the histogram stays the one the class saw
+    _toast(students[0], "revealed the answers to this question")
+    assert "Sent" not in students[0].locator("#quiz-verdict").inner_text()
+    bars = lecturer.evaluate("() => document.querySelector('#quiz-plot .js-plotly-plot').data[0]")
+    assert dict(zip(bars["x"], bars["y"])) == {truth: 0, other: 3}
+
+    _pick(lecturer, "tokens-wordpiece")          # the next question: the last histogram goes
+    lecturer.wait_for_function("() => !document.querySelector('#quiz-plot .js-plotly-plot')", timeout=10_000)
+    _shows(lecturer, "#quiz-tally", "0 answer(s)", timeout=10_000)
+    for student in students:
+        student.wait_for_function("() => !document.querySelector('#quiz-plot .js-plotly-plot')", timeout=10_000)
+        assert "The answer" not in student.locator("#quiz-tally").inner_text()
 
 
-def test_the_room_code_is_large_in_lecture_mode(app_url):
-    from playwright.sync_api import sync_playwright
+def test_students_see_the_lecturers_question_and_follow_it(app_url, new_page):
+    lecturer = new_page(1400, 1000)
+    _quiz(lecturer, app_url)
+    _pick(lecturer, "blank")
+    code = _open_room(lecturer)
+    student = new_page(400, 850)
+    _quiz(student, app_url)
+    _join(student, code)
+    box = student.locator("#quiz-question input")
+    student.wait_for_function("(q) => document.querySelector('#quiz-question input').value.includes(q)",
+                              arg="Paris is the [MASK]", timeout=30_000)
+    assert box.is_disabled(), "the room's question, not one the student picks"
+    student.locator("#quiz-choice").wait_for(state="visible", timeout=10_000)   # its answer box: the choices
+    _pick(lecturer, "analogy")
+    student.wait_for_function("(q) => document.querySelector('#quiz-question input').value.includes(q)",
+                              arg="king − man + woman", timeout=10_000)
 
-    with sync_playwright() as p:
-        browser = _browser(p)
-        page = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
-        _quiz(page, app_url, "&lecture=1")
-        page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=20_000)
-        _open_room(page)
-        code = page.locator("#quiz-opened .quiz-room b")
-        size = float(code.evaluate("(b) => getComputedStyle(b).fontSize").removesuffix("px"))
-        box = code.bounding_box()
-        assert size >= 96 and box["width"] < 1280, (size, box)              # big, and still on the screen
-        page.evaluate("() => window.playgroundView.lecture(false)")
-        assert float(code.evaluate("(b) => getComputedStyle(b).fontSize").removesuffix("px")) < size / 2
-        browser.close()
+
+def test_bad_input_is_said_where_the_student_looks_and_no_stale_sent_stays(app_url, new_page):
+    closed, _ = polls.open_room(now=time.time() - polls.ROOM_SECONDS - 5)    # the app's own file (tests/conftest.py)
+    student = new_page(400, 850)
+    _quiz(student, app_url)
+    _join(student, "ABC123")
+    _toast(student, "No room ABC123: check the code your lecturer shows")
+    _join(student, closed)
+    _toast(student, f"Room {closed} has closed")
+    code, _ = polls.open_room(question="tokens-bpe")
+    _join(student, code)
+    _shows(student, "#quiz-status", "Joined")
+    _send(student, "4")
+    _shows(student, "#quiz-verdict", "Sent")
+    _send(student, "four")
+    _toast(student, "Your answer should be a number, e.g. 4")
+    student.wait_for_function("() => !document.querySelector('#quiz-verdict').innerText.includes('Sent')",
+                              timeout=10_000)
+    _send(student, "")
+    _toast(student, "Your answer is empty")
+
+
+def test_the_room_code_is_large_in_lecture_mode(app_url, new_page):
+    page = new_page(1280, 800)
+    _quiz(page, app_url, "&lecture=1")
+    page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=20_000)
+    _open_room(page)
+    code = page.locator("#quiz-opened .quiz-room b")
+    size = float(code.evaluate("(b) => getComputedStyle(b).fontSize").removesuffix("px"))
+    box = code.bounding_box()
+    assert size >= 96 and box["width"] < 1280, (size, box)              # big, and still on the screen
+    page.evaluate("() => window.playgroundView.lecture(false)")
+    assert float(code.evaluate("(b) => getComputedStyle(b).fontSize").removesuffix("px")) < size / 2
 
 
 def test_each_tab_asks_its_own_questions_at_its_foot(page):

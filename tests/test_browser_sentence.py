@@ -8,6 +8,7 @@ import pytest
 
 from playground.analysis.focus import CHIPS_SHOWN
 from playground.text import MAX_CHARS
+from tests.conftest import Traffic
 
 SENTENCE = "The bank by the river flooded after the storm."
 
@@ -17,15 +18,17 @@ TOASTS = """() => [...document.querySelectorAll("[data-testid='toast-body']")].f
 
 
 @pytest.fixture
-def fresh(page, app_url):
+def fresh(browser, app_url):
     """A page of its own (its toasts and its sentence are this test's only)."""
-    fresh = page.context.browser.new_page(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
     try:
+        fresh = context.new_page()
+        fresh.traffic = Traffic(fresh)
         fresh.goto(app_url)
         fresh.wait_for_selector("#tokens-view .tok", timeout=40_000)
         yield fresh
     finally:
-        fresh.close()
+        context.close()
 
 
 def commit(page, text: str, key: str | None = None) -> None:
@@ -39,7 +42,7 @@ def test_an_empty_sentence_is_said_once_under_the_box_and_no_tab_refuses_it(fres
     commit(page, SENTENCE, "Enter")
     page.wait_for_function("() => document.querySelector('#tokens-view')?.innerText.includes('river')",
                            timeout=30_000)
-    page.wait_for_timeout(3_000)  # the tabs' answers to it, and their notices, are in
+    page.traffic.settle()  # the tabs' answers to it, and their notices, are in
     page.evaluate("() => document.querySelectorAll('.toast-close').forEach((b) => b.click())")
     for blank, key in (("", None), ("   \n ", "Enter")):
         commit(page, blank, key)
@@ -69,7 +72,7 @@ def test_a_long_text_is_cut_once_and_its_words_do_not_push_the_tabs_down(fresh):
     assert len(page.locator("#sentence textarea").input_value()) == MAX_CHARS  # the box shows what was applied
     page.wait_for_function(f"() => document.querySelectorAll('#word-chips .chip').length > {CHIPS_SHOWN}",
                            timeout=20_000)
-    page.wait_for_timeout(8_000)  # the tabs' answers and their notices
+    page.traffic.settle()  # the tabs' answers and their notices
     toasts = page.evaluate(TOASTS)
     assert not [t for t in toasts if "characters" in t], toasts  # the cut is said once, above
     assert len(toasts) == len(set(toasts)), toasts  # one change, several views, the same notice: shown once
@@ -84,7 +87,7 @@ def test_a_long_text_is_cut_once_and_its_words_do_not_push_the_tabs_down(fresh):
     chip.click()
     page.wait_for_function("() => document.querySelector('#word-chips .chip.on')?.dataset.i === '700'",
                            timeout=20_000)
-    page.wait_for_timeout(1_000)
+    page.traffic.settle()  # the views' answers to the selected word
     assert page.evaluate("() => document.querySelector('#word-chips details').open"), "the words closed under the click"
     inside = page.evaluate("""() => { const on = document.querySelector('#word-chips .chip.on');
         const a = on.getBoundingClientRect(), box = on.closest('.chips-rest').getBoundingClientRect();

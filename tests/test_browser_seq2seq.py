@@ -48,7 +48,8 @@ def test_a_translation_draws_the_alignment_heatmap(seq2seq_tab, tmp_path):
             close.click(timeout=1000)
         except PlaywrightError:                                    # it closed itself meanwhile
             pass
-    page.wait_for_timeout(800)                                     # the toasts' fade-out
+    page.wait_for_function("() => ![...document.querySelectorAll('.toast-body')].some((t) => t.offsetParent)",
+                           timeout=10_000)                         # the toasts' fade-out
     page.locator("#s2s-alignment").scroll_into_view_if_needed()
     screenshot(page, "seq2seq.png", tmp_path)
 

@@ -7,23 +7,23 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.conftest import screenshot
+from playground.ui.demo import TABS, tab_id
+from tests.conftest import Traffic, screenshot
 
 TEXT = "The bank by the river flooded."
 
 
-@pytest.fixture(scope="module")
-def browser(page):
-    """The browser of the shared page fixture (so a missing Chromium skips or fails as everywhere)."""
-    return page.context.browser
-
-
 @pytest.fixture
 def fresh(browser, app_url):
+    """A page of its own context on the session's Chromium (a link is opened in it)."""
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_url.rstrip("/"))
-    yield context.new_page()
-    context.close()
+    try:
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=app_url.rstrip("/"))
+        page = context.new_page()
+        page.traffic = Traffic(page)
+        yield page
+    finally:
+        context.close()
 
 
 def query(page) -> dict[str, list[str]]:
@@ -71,7 +71,7 @@ def test_a_links_layer_and_head_are_those_of_its_model(fresh, app_url):
     page.goto(f"{app_url}?tab=attention&att.model=gpt&att.layer=2&att.head=1")
     page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('Layer 2, head 1')",
                            timeout=40_000)
-    page.wait_for_timeout(2_000)  # any late reset would have come by now
+    page.traffic.settle(quiet_ms=1_000)  # any late reset would have come with the answers
     assert "Layer 2, head 1" in page.locator("#attn-heatmap").inner_text()
     assert query(page).get("att.layer") == ["2"] and query(page).get("att.head") == ["1"]
     assert "greater than maximum" not in page.inner_text("body")
@@ -152,18 +152,42 @@ def test_lecture_mode_enlarges_figures_and_hides_the_data_panels(fresh, app_url,
 
 LECTURE_TABS = ["tokenization", "embeddings", "rnn-gradient-flow", "attention", "seq2seq-attention",
                 "masked-lm-fill-in", "generation"]
+TITLES = {tab_id(title): title for title, _ in TABS}
+# every figure shown is drawn, and in lecture mode scaled and fitted to its size (assets/view.js marks it)
+DRAWN_JS = """(lecture) => {
+    const plots = [...document.querySelectorAll('.js-plotly-plot')].filter((gd) => gd.offsetParent);
+    return plots.length > 0 && plots.every((gd) => gd._fullLayout
+        && (!lecture || (gd.dataset.lecture === '1' && gd.dataset.fitted === '1'))); }"""
+
+
+def open_tab(page, tab: str, lecture: bool = False) -> None:
+    """Click the tab in the loaded page and wait until its answers are in and its figures drawn."""
+    page.get_by_role("tab", name=TITLES[tab], exact=True).click()
+    page.traffic.settle()
+    page.wait_for_function(DRAWN_JS, arg=lecture, timeout=40_000)
+
+
+@pytest.fixture(scope="module")
+def lecture_page(browser, app_url):
+    """One page opened in lecture mode; each test clicks its tab (a page load per tab cost seconds each)."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.traffic = Traffic(page)
+        page.goto(f"{app_url}?lecture=1")
+        page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=20_000)
+        yield page
+    finally:
+        context.close()
 
 
 @pytest.mark.parametrize("tab", LECTURE_TABS)
-def test_lecture_mode_lays_out_every_tab(fresh, app_url, tab, tmp_path):
+def test_lecture_mode_lays_out_every_tab(lecture_page, tab, tmp_path):
     """Lecture mode on each tab, as a projector shows it: the page's own type grows too (the sentence, the tabs,
     the controls' labels); no legend sits on an axis title; no word of a table is broken letter by letter. The
     screenshot is kept (SCREENSHOT_DIR) for a person to look at."""
-    page = fresh
-    page.goto(f"{app_url}?lecture=1&tab={tab}")
-    page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=20_000)
-    page.locator(".js-plotly-plot").locator("visible=true").first.wait_for(timeout=40_000)
-    page.wait_for_timeout(2500)  # the figures are scaled after they are drawn
+    page = lecture_page
+    open_tab(page, tab, lecture=True)  # the figures are scaled after they are drawn
     sizes = page.evaluate("""() => ['#sentence textarea', '#tabs button[role=tab]', '[data-testid=block-info]']
         .map((s) => parseFloat(getComputedStyle(document.querySelector(s)).fontSize))""")
     assert min(sizes) >= 19, sizes
@@ -201,10 +225,9 @@ def test_every_tab_reads_well_at_first_sight(fresh, app_url):
     warnings = []
     page.on("console", lambda message: warnings.append(message.text))
     cut = {}
-    for tab in LECTURE_TABS:
-        page.goto(f"{app_url}?tab={tab}")
-        page.locator(".js-plotly-plot").locator("visible=true").first.wait_for(timeout=40_000)
-        page.wait_for_timeout(1500)
+    page.goto(app_url)
+    for tab in LECTURE_TABS:  # switched in the one loaded page, as a user does
+        open_tab(page, tab)
         cut[tab] = page.evaluate("""() => [...document.querySelectorAll('input[role=combobox]')]
             .filter((i) => i.offsetParent && i.scrollWidth > i.clientWidth + 1).map((i) => i.value)""")
         if tab == "rnn-gradient-flow":
@@ -237,5 +260,10 @@ def test_no_dropdown_label_runs_under_its_arrow(fresh, app_url, view):
     page.set_viewport_size({"width": 1280, "height": 720})
     page.goto(f"{app_url}?{view}")
     page.locator("input[role=combobox]").locator("visible=true").first.wait_for(timeout=40_000)
-    page.wait_for_timeout(2_500)  # a link's sub-tab opens after its answer; lecture mode's type is applied
+    if "sentence-space" in view:  # a link's sub-tab opens after its answer
+        page.wait_for_function("() => [...document.querySelectorAll(\"button[role='tab'][aria-selected='true']\")]"
+                               ".some((b) => b.textContent.trim() === 'Sentence space')", timeout=40_000)
+        page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
+    else:
+        page.wait_for_function(DRAWN_JS, arg=True, timeout=40_000)  # lecture mode's type is applied
     assert page.evaluate(UNDER_THE_ARROW) == []
