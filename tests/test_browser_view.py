@@ -121,6 +121,8 @@ def test_changes_rewrite_the_url_and_copy_link_copies_it(fresh, app_url):
     page.wait_for_function("() => location.search.includes('text=')", timeout=10_000)
     page.get_by_role("tab", name="Generation", exact=True).click()
     page.wait_for_function("() => location.search.includes('tab=generation')", timeout=10_000)
+    # Generation's prompt follows the sentence a moment later, and the address with it: the link copies both
+    page.wait_for_function("() => location.search.includes('gen.prompt=')", timeout=20_000)
     assert query(page)["text"] == [TEXT]
     page.locator("#copy-link").click()
     page.wait_for_selector("#copy-note.on", timeout=5_000)
