@@ -7,11 +7,11 @@ page: each view is opened once and the window resized. A screenshot of each figu
 
 from __future__ import annotations
 
-import pytest
-
 import os
 import re
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import Traffic
 
