@@ -110,11 +110,17 @@ def resolve(name) -> str | None:
     return name if name in checkpoints.available() else None
 
 
-def family(name) -> str:
-    """A model's family without loading it; a KeyError for an unknown name."""
+def _known(name) -> str:
+    """The id of `name`; a KeyError for a model this app does not have."""
     key = resolve(name)
     if key is None:
         raise KeyError(name)
+    return key
+
+
+def family(name) -> str:
+    """A model's family without loading it; a KeyError for an unknown name."""
+    key = _known(name)
     if key in _loaded:
         return _loaded[key].family
     if key in (SMOLLM2, MINILM):
@@ -129,9 +135,7 @@ def loaded(name) -> bool:
 
 def get(name) -> Model:
     """The model `name` (an id or an alias), loaded on first use; a KeyError for an unknown name."""
-    key = resolve(name)
-    if key is None:
-        raise KeyError(name)
+    key = _known(name)
     found = _loaded.get(key)
     if found is not None:
         return found
@@ -143,9 +147,7 @@ def get(name) -> Model:
 
 def shape(name) -> Shape:
     """A model's shape without loading it (SmolLM2's from its file's header); a KeyError for an unknown name."""
-    key = resolve(name)
-    if key is None:
-        raise KeyError(name)
+    key = _known(name)
     if key in _loaded:
         return _loaded[key].shape
     if key == SMOLLM2:
