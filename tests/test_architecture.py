@@ -30,8 +30,8 @@ MAX_FUNCTION_LINES = 80
 # Third-party libraries that belong to one layer only
 ONLY_IN = {"gradio": {"ui"}, "plotly": {"figures", "ui"}}
 NEVER_IN = {"torch": {"figures", "ui"}}  # ui: a handler calls analysis, which runs the nets
-# ui/cache.py sets torch's thread count for each computation's share of the cores (share_cores); it computes nothing
-EXEMPT = {("playground.ui.cache", "torch")}
+# ui/workers.py sets torch's thread count for each computation's share of the cores (use_threads); it computes nothing
+EXEMPT = {("playground.ui.workers", "torch")}
 
 
 def modules() -> dict[str, Path]:

@@ -11,7 +11,8 @@ import gradio as gr
 import pytest
 
 from playground.ui import common
-from playground.ui.cache import AnswerCache, Workers
+from playground.ui.cache import AnswerCache
+from playground.ui.workers import Workers
 
 
 @pytest.fixture

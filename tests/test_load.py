@@ -78,7 +78,7 @@ def test_python_s_lock_is_handed_over_within_a_fifth_of_a_millisecond():
 
 
 def test_each_computation_at_once_gets_its_share_of_the_cores():
-    """Three computations at once on two cores each run on one of torch's threads (ui.cache.share_cores): with
+    """Three computations at once on two cores each run on one of torch's threads (ui.workers.share_cores): with
     torch's default of every core each, their threads spin waiting for each other (a new prompt's 200 tokens
     took 18 s instead of 1.3 s)."""
     import os

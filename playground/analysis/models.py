@@ -154,3 +154,20 @@ def shape(name) -> Shape:
         layers, heads, kv = smollm2.shape()
         return Shape(layers, heads, heads // kv, None)
     return get(key).shape
+
+
+LARGE = frozenset({SMOLLM2})  # loaded when first asked for (540 MB as float32), not with the others at a start
+
+
+def large(name) -> bool:
+    """Whether `name` is a model loaded only when first asked for, even by a server (LARGE)."""
+    return isinstance(name, str) and ALIASES.get(name, name) in LARGE
+
+
+def preload() -> list[str]:
+    """Load every model but the LARGE ones now, as a server starts: the compute processes it forks afterwards
+    (playground/ui/compute.py) share their memory instead of each loading its own copy. The ids loaded."""
+    ready = [name for name in ids() if name not in LARGE]
+    for name in ready:
+        get(name)
+    return ready

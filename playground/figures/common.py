@@ -93,3 +93,17 @@ def visible(text: str) -> str:
 def _codepoint(ch: str) -> str:
     names = {"\u200d": "ZWJ", "\u200c": "ZWNJ", "\u200e": "LRM", "\u200f": "RLM", "\ufeff": "BOM", "\u00a0": "NBSP"}
     return names.get(ch, f"U+{ord(ch):04X}")
+
+
+def warm() -> None:
+    """Import what plotly loads on its first figure of each kind (its property validators: about 3 s of CPU on the
+    first figure a process draws). A server calls it before it forks its compute processes (playground/ui/compute.py),
+    so that neither pays it again on a student's first question."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    traces = [go.Bar(x=[1], y=[1]), go.Scatter(x=[1], y=[1]), go.Scattergl(x=[1], y=[1]), go.Heatmap(z=[[1]]),
+              go.Scatter3d(x=[1], y=[1], z=[1])]
+    for trace in traces:
+        go.Figure(trace, layout=layout()).to_json()
+    make_subplots(rows=1, cols=2, subplot_titles=["a", "b"]).to_json()

@@ -13,9 +13,10 @@ state (gr.State) are copied for each hit, so no two sessions hold the same objec
 (gr.update), which gradio's postprocessing takes apart. An answer whose
 download file is gone (ui/common.json_file keeps a bounded number) is computed again.
 
-Misses wait for a model worker (`Workers`); hits never wait: the queue dispatches every event at once and
+Misses wait for a model worker (ui/workers.py); hits never wait: the queue dispatches every event at once and
 only a miss takes a worker. The workers are two pools, so that a quick computation never waits behind a
-slow one: an event whose computations have taken long (generating 200 tokens) takes the slow pool's.
+slow one: an event whose computations take long (generating 200 tokens) takes the slow pool's. A miss whose inputs
+are plain data computes where `compute` says (ui/compute.py: in a process beside the server's when it serves).
 """
 
 from __future__ import annotations
@@ -25,82 +26,18 @@ import copy
 import functools
 import hashlib
 import inspect
-import os
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import gradio as gr
 import orjson
 
-from playground import checkpoints, heap
+from playground import checkpoints
 from playground.lru import Bounded
 from playground.ui import common
-
-
-class Workers:
-    """Who may compute now: `quick` workers for the events that answer in well under `threshold` seconds and
-    `slow` ones for those that do not, so that a lecture hall's quick questions (a new sentence's tokens) are
-    never queued behind a slow one (a new prompt's 200 generated tokens, 0.7 s). Each event is placed by the
-    running mean of its own computations' CPU time (the start-up answers measure every event once), not their
-    wall time, which grows with the machine's load: under a lecture hall's load a new sentence's gradient flow
-    (0.2 s of CPU) took over half a second and moved to the slow pool, behind every new prompt's generation (p95
-    8.6 s). A new event counts as quick until it has taken long. The threshold is half a second of CPU."""
-
-    def __init__(self, quick: int, slow: int = 0, threshold: float = 0.5):
-        self.threshold = threshold
-        self._pools = {False: threading.BoundedSemaphore(quick),
-                       True: threading.BoundedSemaphore(slow) if slow else None}
-        self._typical: dict[str, float] = {}  # handler -> running mean of its computations' seconds
-
-    def is_slow(self, handler: str) -> bool:
-        return self._pools[True] is not None and self._typical.get(handler, 0.0) > self.threshold
-
-    @contextlib.contextmanager
-    def take(self, handler: str):
-        """A worker for one computation of `handler`; what it yields counts the computation's CPU time: `with
-        meter:` around each piece (a generator's steps may each run on another of Gradio's threads)."""
-        meter = CpuMeter()
-        try:
-            with self._pools[self.is_slow(handler)]:
-                try:
-                    yield meter
-                finally:
-                    took, before = meter.seconds, self._typical.get(handler)
-                    self._typical[handler] = took if before is None else 0.7 * before + 0.3 * took
-        finally:  # what the computation freed goes back to the system (playground/heap.py), the worker already free
-            heap.trim()
-
-
-class CpuMeter:
-    """The CPU seconds of the pieces of work done inside `with meter:`, each on its own thread."""
-
-    def __init__(self):
-        self.seconds = 0.0
-
-    def __enter__(self):
-        self._started = time.thread_time()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.seconds += time.thread_time() - self._started
-
-
-def share_cores(computations: int) -> int:
-    """Give each of `computations` running at once its share of the CPU's cores as torch's threads; the share.
-
-    torch splits every operation over all the cores by default, and its threads wait for each other spinning:
-    three computations at once on two cores (the app's workers) then run six threads on two cores, and each
-    waits for threads that are not running. Measured on the 2-core VM with other work on it: a new prompt's 200
-    tokens took 18 s with torch's 2 threads and 1.3 s with one. The app's small models keep both cores busy by
-    computing several answers at once, one core each."""
-    import torch
-
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    threads = max(1, cores // computations)
-    torch.set_num_threads(threads)
-    return threads
+from playground.ui.compute import HERE, Here
+from playground.ui.workers import Workers
 
 
 @dataclass(frozen=True)
@@ -123,8 +60,11 @@ class AnswerCache:
     """The answers of the last inputs, up to `max_bytes` together (playground/lru.py), least recently used dropped
     first; thread-safe. An answer whose download file is gone is dropped on its next hit and computed again."""
 
-    def __init__(self, max_bytes: int = 96 << 20, max_items: int | None = None):
+    def __init__(self, max_bytes: int = 96 << 20, max_items: int | None = None, compute: Here = HERE):
         self.version = fingerprint()
+        self.compute = compute  # where misses compute (ui/compute.py)
+        self.functions: dict[str, object] = {}  # every wrapped function by its handler's name (ui/compute.Child)
+        self.workers: dict[int, Workers] = {}    # the pools its functions compute under
         self._answers: Bounded[Answer] = Bounded(max_bytes, max_items,
                                                  valid=lambda answer: all(map(_file_exists, answer.outputs)))
         self._inflight: dict[bytes, threading.Event] = {}  # keys being computed now -> set when done
@@ -144,7 +84,9 @@ class AnswerCache:
 
     def key(self, handler: str, args: tuple, kwargs: dict) -> bytes | None:
         """The request's identity, or None when an input cannot be written down exactly (never cached)."""
-        inputs = {k: v for k, v in kwargs.items() if not isinstance(v, gr.Progress)}  # progress is no input
+        # progress is no input (Gradio passes it in its place among the arguments)
+        args = [v for v in args if not isinstance(v, gr.Progress)]
+        inputs = {k: v for k, v in kwargs.items() if not isinstance(v, gr.Progress)}
         try:
             return orjson.dumps([self.version, handler, args, inputs], option=orjson.OPT_SERIALIZE_NUMPY)
         except TypeError:
@@ -185,11 +127,27 @@ class AnswerCache:
     def __len__(self) -> int:
         return len(self._answers)
 
+    def spent(self) -> dict[str, dict]:
+        """Where the misses' time went, per handler: computations, mean seconds waiting for a worker, computing, and
+        of CPU (the compute process's included)."""
+        spent = {}
+        for workers in self.workers.values():
+            for handler, (n, waiting, computing, cpu) in list(workers.spent.items()):
+                spent[handler] = {"computations": n, "waiting": waiting / n, "computing": computing / n, "cpu": cpu / n}
+        return spent
+
+    def _where(self, key: bytes | None) -> Here:
+        """Where a miss computes: inputs that are plain data (they have a key) may cross to the compute process."""
+        return self.compute if key is not None else HERE
+
     def wrap(self, fn, n_outputs: int, state: tuple[int, ...], workers: Workers, cacheable: bool = True):
         """`fn` answering from the cache when it can and otherwise computing under one of `workers`; the
         same signature (gradio reads it, e.g. for gr.Progress) and the same kind (function or generator).
-        Not `cacheable` (it reads per-session state): always computed, under a worker all the same."""
+        Not `cacheable` (it reads per-session state): always computed, under a worker all the same, in this process.
+        A miss whose inputs are plain data (it has a key) computes where `self.compute` says."""
         handler = f"{fn.__module__}.{fn.__qualname__}@{id(fn)}"  # events that share a handler share its answers
+        self.functions[handler] = fn  # what the compute process may run, by this name
+        self.workers[id(workers)] = workers
 
         def key_of(args, kwargs) -> bytes | None:
             return self.key(handler, args, kwargs) if cacheable else None
@@ -214,10 +172,11 @@ class AnswerCache:
                     yield from computed(args, kwargs, key)
 
             def computed(args, kwargs, key):
-                notices, last, steps = [], _DONE, fn(*args, **kwargs)
-                with workers.take(handler) as meter:
-                    while True:
-                        with common.recording_notices() as shown, meter:  # each step may run on another thread
+                notices, last = [], _DONE
+                with workers.take(handler) as meter, \
+                        contextlib.closing(self._where(key).iterate(handler, fn, args, kwargs, meter)) as steps:
+                    while True:  # closed when the caller stops reading (a Stop): so is the computation
+                        with common.recording_notices() as shown:  # each step may run on another thread
                             outputs = next(steps, _DONE)
                         notices += shown
                         if outputs is _DONE:
@@ -240,8 +199,8 @@ class AnswerCache:
                 answer = None if mine else self.get(key)
                 if answer is not None:  # another caller's computation of the same inputs has answered
                     return replay(answer, n_outputs)
-                with workers.take(handler) as meter, meter, common.recording_notices() as notices:
-                    outputs = fn(*args, **kwargs)
+                with workers.take(handler) as meter, common.recording_notices() as notices:
+                    outputs = self._where(key).call(handler, fn, args, kwargs, meter)
                 self.put(key, remember(outputs, notices))
                 return outputs
 

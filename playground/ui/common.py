@@ -202,10 +202,19 @@ def text_input(text, notices: list[str], max_chars: int = MAX_CHARS) -> str:
 _recorder = threading.local()  # the notices of the answer being computed on this thread (ui/cache.py keeps them)
 
 
+_toasts = True  # False in the compute process (ui/compute.py): the server shows its computations' notices
+
+
+def show_toasts(shown: bool) -> None:
+    global _toasts
+    _toasts = shown
+
+
 def toast(notice: str) -> None:
     """A notice as a toast, its text shown as written: Gradio renders toasts as HTML, where FastText's n-gram
     `<st` or a link's `<b>` would be read as a tag and the rest of the notice lost."""
-    gr.Warning(html.escape(notice, quote=False))
+    if _toasts:
+        gr.Warning(html.escape(notice, quote=False))
 
 
 def warn(notices: list[str]) -> None:
@@ -253,13 +262,18 @@ def things_to_try(examples: list[tuple[str, list]], targets: list) -> list:
 def json_file(data: dict, stem: str) -> str:
     """The data behind a view, as a file to download (Gradio's delete_cache removes it later).
     orjson (a gradio dependency) writes it ~10x faster than json.dump: this runs on every request."""
+    with tempfile.NamedTemporaryFile("wb", suffix=".json", prefix=f"{stem}-", dir=downloads_dir(), delete=False) as f:
+        f.write(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
+    return _keep(f.name)
+
+
+def downloads_dir() -> Path:
+    """The folder of this process's download files, made on first use (the compute process shares the server's)."""
     global _files_dir
     with _files_lock:
         if _files_dir is None:
             _files_dir = Path(tempfile.mkdtemp(prefix="playground-downloads-"))
-    with tempfile.NamedTemporaryFile("wb", suffix=".json", prefix=f"{stem}-", dir=_files_dir, delete=False) as f:
-        f.write(orjson.dumps(data, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS))
-    return _keep(f.name)
+        return _files_dir
 
 
 def is_download(value) -> bool:

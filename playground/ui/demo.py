@@ -15,7 +15,9 @@ from playground.analysis import focus
 from playground.text import MAX_CHARS
 from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab, gradient_tab,
                            patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
-from playground.ui.cache import AnswerCache, Workers, share_cores
+from playground.ui.cache import AnswerCache
+from playground.ui.compute import Lanes
+from playground.ui.workers import Workers, share_cores
 from playground.ui.fastpath import CachedCalls
 from playground.ui.pagecache import CachedPage
 from playground.ui.queuepath import CachedEvents
@@ -176,8 +178,9 @@ ANSWER_BYTES = 96 << 20  # the shared answers, together (most are under 100 kB; 
 
 def set_queues(demo: gr.Blocks) -> None:
     answers = AnswerCache(ANSWER_BYTES)
-    models, training = Workers(*WORKERS), Workers(1)
-    share_cores(sum(WORKERS))
+    models, training = Workers(*WORKERS), Workers(1, long=True)
+    # where misses compute: here until app.serve() starts the compute processes (ui/compute.py), then there
+    answers.compute = Lanes(answers.functions, threads=share_cores(sum(WORKERS)))
     for fn in demo.fns.values():
         if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
             continue
@@ -188,6 +191,20 @@ def set_queues(demo: gr.Blocks) -> None:
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
     demo.queue(max_size=QUEUE_SIZE)
     demo.answers = answers  # hits and misses, for the bench and the tests
+
+
+def preload() -> None:
+    """Load what the tabs load on first use, before app.serve() forks its compute processes (ui/compute.py): they then
+    share one copy instead of each loading its own on a student's first question (SmolLM2's tokenizer, read from its
+    file, took 3.5 s of a first new sentence's tokenization). SmolLM2 itself is left for its first use
+    (analysis/models.LARGE)."""
+    from playground.analysis import models
+    from playground.figures import common as figures
+
+    models.preload()
+    for key in tokenization_tab.TOKENIZERS:
+        tokenization_tab.TOKENIZERS[key]  # noqa: B018 - loaded on first use
+    figures.warm()
 
 
 # System fonts only: a Google font would be fetched from a CDN

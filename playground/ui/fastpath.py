@@ -171,7 +171,7 @@ class CachedCalls:
                 "bytes": self.kept.bytes, "hits": self.kept.hits, "misses": self.kept.misses,
                 "queue": events.status() if events is not None else None,
                 "handlers": {"answers": len(answers), "bytes": answers.bytes, "hits": answers.hits,
-                             "misses": answers.misses} if answers is not None else None}
+                             "misses": answers.misses, "spent": answers.spent()} if answers is not None else None}
 
     # -- the store
 

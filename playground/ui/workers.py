@@ -1,0 +1,109 @@
+"""Who may compute now: the app's model workers, in two pools, and each computation's share of the cores.
+
+A lecture hall's quick questions (a new sentence's tokens, 10 ms) must never wait behind a slow one (a new prompt's
+200 generated tokens, about a second). `Workers` keeps two pools and places each event by the CPU time its own
+computations typically take. Typically: the median of its last few, so one odd computation does not move an event
+for good. With a running mean, a single new sentence whose tokenization took 3 s of CPU moved /tokenize to the slow
+pool, where its next 10 ms computations waited 20 s behind a class's generations (the lecture hall through
+browsers, 2026-11-27). CPU time, not wall time: wall time grows with the machine's load, and under a lecture hall
+a new sentence's gradient flow (0.2 s of CPU) took over half a second and moved to the slow pool (p95 8.6 s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import statistics
+import threading
+import time
+from collections import deque
+
+from playground import heap
+
+RECENT = 5  # computations of an event whose median places it
+
+
+class CpuMeter:
+    """The CPU seconds of a computation: the pieces of work done inside `with meter:` on this process's threads (a
+    generator's steps may each run on another of Gradio's threads), plus what `add` reports (the compute process's
+    own, ui/compute.py)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.slow = False  # a computation of the slow pool (Workers.take)
+
+    def __enter__(self):
+        self._started = time.thread_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds += time.thread_time() - self._started
+
+    def add(self, seconds: float) -> None:
+        self.seconds += seconds
+
+
+class Workers:
+    """`quick` workers for the events whose computations take well under `threshold` seconds of CPU and `slow` ones
+    for those that do not. A new event counts as quick until it has taken long. `long`: every computation under
+    these workers is a slow one (live training), whichever pool it takes. The meter `take` yields says which
+    (`meter.slow`): ui/compute.py computes the slow ones in its slow lane."""
+
+    def __init__(self, quick: int, slow: int = 0, threshold: float = 0.5, long: bool = False):
+        self.threshold, self.long = threshold, long
+        self._pools = {False: threading.BoundedSemaphore(quick),
+                       True: threading.BoundedSemaphore(slow) if slow else None}
+        self._recent: dict[str, deque[float]] = {}  # handler -> CPU seconds of its last computations
+        self._lock = threading.Lock()
+        self.spent: dict[str, list[float]] = {}  # handler -> computations, seconds waiting, computing, of CPU
+
+    def is_slow(self, handler: str) -> bool:
+        """Whether `handler`'s computations go to the slow pool: the median of its last RECENT is over the threshold."""
+        with self._lock:
+            recent = list(self._recent.get(handler, ()))
+        return self._pools[True] is not None and bool(recent) and statistics.median(recent) > self.threshold
+
+    @contextlib.contextmanager
+    def take(self, handler: str):
+        """A worker for one computation of `handler`; what it yields counts the computation's CPU time."""
+        meter, asked, slow = CpuMeter(), time.perf_counter(), self.is_slow(handler)
+        meter.slow = slow or self.long
+        try:
+            with self._pools[slow]:
+                started = time.perf_counter()
+                try:
+                    yield meter
+                finally:
+                    with self._lock:
+                        self._recent.setdefault(handler, deque(maxlen=RECENT)).append(meter.seconds)
+                        spent = self.spent.setdefault(handler.split("@")[0], [0, 0.0, 0.0, 0.0])
+                        for i, x in enumerate((1, started - asked, time.perf_counter() - started, meter.seconds)):
+                            spent[i] += x
+        finally:  # what the computation freed goes back to the system (playground/heap.py), the worker already free
+            heap.trim()
+
+
+def share_cores(computations: int) -> int:
+    """Give each of `computations` running at once its share of the CPU's cores as torch's threads; the share.
+
+    torch splits every operation over all the cores by default, and its threads wait for each other spinning:
+    three computations at once on two cores (the app's workers) then run six threads on two cores, and each
+    waits for threads that are not running. Measured on the 2-core VM with other work on it: a new prompt's 200
+    tokens took 18 s with torch's 2 threads and 1.3 s with one. The app's small models keep both cores busy by
+    computing several answers at once, one core each."""
+    threads = max(1, cores() // computations)
+    use_threads(threads)
+    return threads
+
+
+def use_threads(threads: int) -> None:
+    """torch's threads for each operation of this process (ui/ computes nothing itself: this is its one reach into
+    torch, and the compute process sets its own with it)."""
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -1,0 +1,175 @@
+"""Computations in a child process (playground/ui/compute.py): what crosses, and what happens when it cannot.
+
+The child is forked from this process, so the functions it may run are this module's. The served app's own events
+go through it in tests/test_compute_served.py."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+from gradio.components.plot import PlotData
+
+from playground.ui import common
+from playground.ui.cache import AnswerCache
+from playground.ui.compute import HERE, Child, Lanes
+from playground.ui.workers import CpuMeter, Workers
+
+STEPS_FILE = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"playground-compute-steps-{os.getpid()}")
+
+
+def pid(_=None):
+    return os.getpid()
+
+
+def clamped(x):
+    common.warn([f"{x} is clamped"])
+    return x * 2
+
+
+def refuses(x):
+    raise gr.Error(f"no {x}")
+
+
+def breaks(x):
+    raise ValueError(f"broken by {x}")
+
+
+def counts(n):
+    for i in range(n):
+        with open(STEPS_FILE, "a") as f:
+            f.write(f"{i}\n")
+        time.sleep(0.02)
+        yield i
+
+
+def figure(title):
+    return go.Figure(go.Bar(x=[1, 2], y=[3, 4]), layout={"title": title}), gr.update(value=go.Figure(), visible=True)
+
+
+def unpicklable(_):
+    return threading.Lock()
+
+
+def progressing(n, progress=gr.Progress()):
+    for i in range(n):
+        progress((i + 1) / n, desc=f"step {i + 1}")
+    return n
+
+
+def dies(_):
+    os._exit(3)
+
+
+FUNCTIONS = {f.__name__: f for f in (pid, clamped, refuses, breaks, counts, figure, unpicklable, progressing, dies)}
+
+
+@pytest.fixture(scope="module")
+def child():
+    started = Child(dict(FUNCTIONS)).start()
+    yield started
+    started.stop()
+
+
+def test_a_computation_runs_in_the_child_and_its_answer_comes_back(child):
+    meter = CpuMeter()
+    assert child.call("pid", pid, (), {}, meter) == child.pid != os.getpid()
+    assert HERE.call("pid", pid, (), {}, CpuMeter()) == os.getpid()
+
+
+def test_its_notices_are_shown_and_recorded_here(child):
+    with common.recording_notices() as shown:
+        assert child.call("clamped", clamped, (4,), {}, CpuMeter()) == 8
+    assert shown == ["4 is clamped"]
+
+
+def test_a_gr_error_keeps_its_message_and_another_error_its_kind(child):
+    with pytest.raises(gr.Error, match="no cake"):
+        child.call("refuses", refuses, ("cake",), {}, CpuMeter())
+    with pytest.raises(ValueError, match="broken by 2"):
+        child.call("breaks", breaks, (2,), {}, CpuMeter())
+
+
+def test_a_figure_crosses_as_the_json_gradio_makes_of_it(child):
+    drawn, update = child.call("figure", figure, ("hello",), {}, CpuMeter())
+    here, _ = figure("hello")
+    assert isinstance(drawn, PlotData) and drawn.plot == here.to_json()
+    assert gr.Plot().postprocess(drawn) == gr.Plot().postprocess(here)
+    assert isinstance(update["value"], PlotData) and update["visible"] is True
+
+
+def test_a_generator_streams_and_a_stop_stops_the_childs_steps(child):
+    if os.path.exists(STEPS_FILE):
+        os.remove(STEPS_FILE)
+    steps = child.iterate("counts", counts, (200,), {}, CpuMeter())
+    assert [next(steps) for _ in range(3)] == [0, 1, 2]
+    steps.close()  # what Gradio does on a Stop
+    time.sleep(0.3)
+    done = len(open(STEPS_FILE).read().split())
+    time.sleep(0.3)
+    assert len(open(STEPS_FILE).read().split()) == done < 200, "the child went on computing after the stop"
+    assert list(child.iterate("counts", counts, (3,), {}, CpuMeter())) == [0, 1, 2]
+
+
+def test_progress_is_reported_to_the_events_own_progress(child):
+    seen = []
+
+    class Progress(gr.Progress):
+        def __call__(self, progress=None, desc=None, total=None, unit="steps", **_):
+            seen.append((progress, desc))
+
+    assert child.call("progressing", progressing, (2,), {"progress": Progress()}, CpuMeter()) == 2
+    assert child.call("progressing", progressing, (1, Progress()), {}, CpuMeter()) == 1  # passed in its place
+    assert seen == [(0.5, "step 1"), (1.0, "step 2"), (1.0, "step 1")]
+
+
+def test_the_cpu_time_of_the_child_is_counted(child):
+    meter = CpuMeter()
+    list(child.iterate("counts", counts, (5,), {}, meter))
+    assert 0 < meter.seconds < 1
+
+
+def test_outputs_that_cannot_cross_are_computed_here(child):
+    lock = child.call("unpicklable", unpicklable, (1,), {}, CpuMeter())
+    assert isinstance(lock, type(threading.Lock()))
+    assert not child._takes("unpicklable"), "it would cross the pipe again in vain"
+
+
+def test_the_answer_cache_computes_its_misses_in_the_child():
+    answers = AnswerCache()
+    wrapped = answers.wrap(pid, 1, (), Workers(1))
+    answers.compute = Child(answers.functions).start()
+    try:
+        assert wrapped("a") != os.getpid()
+        assert wrapped("a") == wrapped("a")  # a hit: no computation
+        assert answers.hits >= 2
+    finally:
+        answers.compute.stop()
+
+
+def test_the_slow_lane_takes_slow_computations_and_large_models():
+    lanes = Lanes(dict(FUNCTIONS)).start()
+    try:
+        quick, slow = CpuMeter(), CpuMeter()
+        slow.slow = True
+        assert lanes.call("pid", pid, (), {}, quick) == lanes.quick.pid
+        assert lanes.call("pid", pid, (), {}, slow) == lanes.slow.pid
+        assert lanes.call("pid", pid, ("smollm2",), {}, CpuMeter()) == lanes.slow.pid  # one copy of SmolLM2
+        assert os.getpriority(os.PRIO_PROCESS, lanes.slow.pid) > os.getpriority(os.PRIO_PROCESS, lanes.quick.pid)
+    finally:
+        lanes.stop()
+
+
+def test_when_the_child_dies_the_waiting_computation_fails_and_the_next_runs_here():
+    gone = Child(dict(FUNCTIONS)).start()
+    with pytest.raises(gr.Error, match="process"):
+        gone.call("dies", dies, (1,), {}, CpuMeter())
+    for _ in range(50):
+        if not gone.running:
+            break
+        time.sleep(0.1)
+    assert gone.call("pid", pid, (), {}, CpuMeter()) == os.getpid()

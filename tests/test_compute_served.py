@@ -1,0 +1,92 @@
+"""The app as `python app.py` serves it computes in its two compute processes (playground/ui/compute.py), and every
+event answers there exactly as in the server's own process: each named event that may cross, on its defaults and on
+a new sentence, through the served app against the tests' in-process app (tests/conftest.py's `client`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+import psutil
+import pytest
+
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+NEW = "A sentence nobody has asked about before, 42 times."
+OWN = {"/tokenize": {"text": NEW}, "/attention": {"text": NEW}, "/fill_mask": {"text": "A [MASK] nobody has seen."},
+       "/gradient_flow": {"text": NEW}, "/generate": {"prompt": NEW[:30]}, "/contextual": {"sentences": NEW}}
+
+
+@pytest.fixture(scope="module")
+def served():
+    """`python app.py`'s serve() on a free port, its compute processes started."""
+    from gradio_client import Client
+
+    port = free_port()
+    code = f"import app; app.serve(server_name='127.0.0.1', server_port={port}, quiet=True)"
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url + "config", timeout=1)
+                break
+            except OSError:
+                assert child.poll() is None, "the app did not start"
+                time.sleep(0.2)
+        yield Client(url, verbose=False), child.pid
+    finally:
+        child.terminate()
+        child.wait(30)
+
+
+def test_the_served_app_computes_in_two_processes_of_its_own(served):
+    _, pid = served
+    children = psutil.Process(pid).children()
+    assert len(children) == 2
+    quick, slow = sorted(children, key=lambda p: p.nice())
+    assert slow.nice() > quick.nice()
+
+
+def _events(client) -> dict[str, dict]:
+    """The named events that compute in the compute processes (no per-session state in, not a live training run),
+    with their API defaults."""
+    import app
+    from playground.ui.demo import LONG_RUNNING
+
+    crossing = {f"/{fn.api_name}" for fn in app.demo.fns.values()
+                if fn.api_name and getattr(fn.fn, "cacheable", False) and fn.api_name not in LONG_RUNNING}
+    api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    return {name: {p["parameter_name"]: p["parameter_default"] for p in endpoint["parameters"]}
+            for name, endpoint in api.items()
+            if name in crossing and all(p["parameter_has_default"] for p in endpoint["parameters"])}
+
+
+def _data(answer):
+    """An answer's data (its last output, the JSON), as plain JSON."""
+    last = answer[-1] if isinstance(answer, (tuple, list)) else answer
+    return orjson.loads(orjson.dumps(last, option=orjson.OPT_SERIALIZE_NUMPY))
+
+
+@pytest.mark.timeout(900)
+def test_every_event_answers_in_the_compute_processes_as_in_the_servers_own(served, client):
+    remote, _ = served
+    events = _events(client)
+    assert len(events) >= 20, sorted(events)
+    differ = []
+    for name, defaults in sorted(events.items()):
+        for inputs in (defaults, {**defaults, **OWN.get(name, {})}):
+            try:
+                here = _data(client.predict(api_name=name, **inputs))
+            except Exception as err:  # noqa: BLE001 - a refusal must be the same refusal there
+                with pytest.raises(type(err)):
+                    remote.predict(api_name=name, **inputs)
+                continue
+            if _data(remote.predict(api_name=name, **inputs)) != here:
+                differ.append(name)
+    assert not differ, f"answered otherwise in the compute processes: {differ}"
