@@ -259,6 +259,26 @@ def test_llama_internals():   # not a checkpoint kind of its own (SmolLM2 loads 
         internals_llama()
 
 
+class Letters:  # a tokenizer as the logit lens reads one
+    pre_tokenizer = None
+
+    def id_to_token(self, i):
+        return chr(65 + i)
+
+
+def test_the_logit_lens_reads_every_net_with_hidden_and_an_output_layer():
+    """The lens reads internals["hidden"] through `unembed`: every causal Transformer LM, whatever its family."""
+    from playground.analysis import generation
+
+    for model in (tiny_gpt(), tiny_lora_gpt(), tiny_llama()):
+        assert generation.has_logit_lens(model)
+        data = generation.logit_lens(model, Letters(), _ids(8)[0].tolist(), [])
+        assert len(data["layers"]) == len(data["top_token"]) == model.config.n_layer + 1
+        assert data["top_token"][-1] == data["final_token"]              # the last layer is the model's own choice
+    for model in (tiny_recurrent("lstm"), tiny_ngram(), tiny_bert()):     # no stream, or no causal output layer
+        assert not generation.has_logit_lens(model)
+
+
 @pytest.mark.parametrize("kind", sorted(k for k, cls in NO_INTERNALS.items() if cls is not None))
 def test_kinds_without_internals_do_not_take_the_flag(kind):
     assert "return_internals" not in inspect.signature(NO_INTERNALS[kind].forward).parameters

@@ -107,12 +107,19 @@ def causal_attention(name: str, ids: list[int], layer: int, head: int, notices: 
 LENS_MAX_TOKENS = 48  # positions the logit lens shows (each layer's logits over the whole vocabulary, per position)
 
 
+def has_logit_lens(model) -> bool:
+    """Whether the logit lens reads `model`: a causal LM whose internals carry the stream "hidden" and that has an
+    output layer to read it through, `unembed` (our GPT, a LoRA-adapted GPT, Llama); a recurrent LM or the n-gram
+    has none."""
+    return callable(getattr(model, "unembed", None))
+
+
 @torch.inference_mode()
 def logit_lens(model, tokenizer, ids: list[int], notices: list[str]) -> dict:
     """The logit lens (nostalgebraist 2020): the model's final norm and output layer applied to the residual stream
     after the embedding and after every block, so each layer says what it would predict next at each position.
     Per (layer, position): the top token and its probability, and the probability of the token the last layer
-    predicts there. Works for every net whose internals carry "hidden" and that has `unembed` (our GPT, Llama)."""
+    predicts there. Works for every net whose internals carry "hidden" and that has `unembed` (has_logit_lens)."""
     if len(ids) > LENS_MAX_TOKENS:
         notices.append(f"The logit lens shows the last {LENS_MAX_TOKENS} of the text's {len(ids)} tokens.")
         ids = ids[-LENS_MAX_TOKENS:]
