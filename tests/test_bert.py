@@ -80,7 +80,7 @@ def test_attention_rows_sum_to_one_padding_gets_exactly_zero_and_manual_equals_s
         # the scores are q k^T / sqrt(d_k), before the mask
         q, k = layer["q"], layer["k"]
         torch.testing.assert_close(layer["scores"], q @ k.transpose(-2, -1) / math.sqrt(q.size(-1)))
-    assert len(found["hidden_states"]) == TINY.n_layer + 1
+    assert len(found["hidden"]) == TINY.n_layer + 1
 
 
 def test_bidirectional_a_later_token_changes_earlier_states():
@@ -103,7 +103,7 @@ def test_parity_from_transformers_bert_for_masked_lm():
                        output_attentions=True)
         logits, _, found = ours(idx, segments, mask, return_internals=True)
     keep = mask.bool()
-    for mine, theirs in zip(found["hidden_states"], ref.hidden_states):
+    for mine, theirs in zip(found["hidden"], ref.hidden_states, strict=True):
         torch.testing.assert_close(mine[keep], theirs[keep], atol=1e-5, rtol=1e-5)
     for layer, theirs in zip(found["layers"], ref.attentions):
         torch.testing.assert_close(layer["attn"], theirs, atol=1e-5, rtol=1e-5)
@@ -172,7 +172,7 @@ def test_minilm_loads_without_transformers_and_matches_transformers_bert_model(m
     with torch.no_grad():
         ref = reference(input_ids=idx, token_type_ids=seg, output_hidden_states=True, output_attentions=True)
         h, pooled, found = ours(idx, seg, return_internals=True)
-    for mine, theirs in zip(found["hidden_states"], ref.hidden_states):
+    for mine, theirs in zip(found["hidden"], ref.hidden_states, strict=True):
         torch.testing.assert_close(mine, theirs, atol=1e-4, rtol=1e-4)
     for layer, theirs in zip(found["layers"], ref.attentions):
         torch.testing.assert_close(layer["attn"], theirs, atol=1e-5, rtol=1e-4)

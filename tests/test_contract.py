@@ -19,7 +19,6 @@ B, T, V = 3, 6, 11
 ATTENTION_KEYS = {"q", "k", "v", "scores", "attn"}
 RECURRENT_KEYS = {"h", "c", "gates"}
 GATES = {"rnn": {"a"}, "lstm": {"i", "f", "g", "o"}, "gru": {"r", "z", "n"}}
-STREAM = {"gpt": "residual", "llama": "residual", "bert": "hidden_states"}   # the stream after each layer, by family
 
 
 def _ids(seed: int, shape=(B, T), vocab: int = V) -> torch.Tensor:
@@ -100,6 +99,15 @@ def check_recurrent_layer(layer: dict, cell: str, T_: int, H: int, Bq: int = B):
     assert all(g.shape == (Bq, T_, H) for g in layer["gates"].values())
 
 
+def check_hidden(internals: dict, n_layer: int, C: int) -> list[torch.Tensor]:
+    """The stream after each layer, one name on every family that has one: "hidden", n_layer + 1 tensors (B, T, C),
+    after the embedding and after each layer."""
+    hidden = internals["hidden"]
+    assert len(hidden) == n_layer + 1
+    assert all(h.shape == (B, T, C) for h in hidden), [tuple(h.shape) for h in hidden]
+    return hidden
+
+
 def causal(T_: int) -> torch.Tensor:
     return torch.ones(T_, T_, dtype=torch.bool).tril()
 
@@ -109,13 +117,12 @@ def internals_gpt(model=None):
     c = model.config
     idx = _ids(1)
     logits, loss, internals = model(idx, idx, return_internals=True)
-    assert set(internals) == {"layers", STREAM["gpt"]}
+    assert set(internals) == {"layers", "hidden"}
     assert len(internals["layers"]) == c.n_layer
     for layer in internals["layers"]:
         check_attention_layer(layer, c.n_head, T, T, c.n_embd // c.n_head, causal(T))
-    stream = internals[STREAM["gpt"]]
-    assert len(stream) == c.n_layer + 1 and all(h.shape == (B, T, c.n_embd) for h in stream)
-    torch.testing.assert_close(model.unembed(stream[-1]), logits)   # the last entry is what the head reads
+    hidden = check_hidden(internals, c.n_layer, c.n_embd)
+    torch.testing.assert_close(model.unembed(hidden[-1]), logits)   # the last entry is what the head reads
     torch.testing.assert_close(model(idx)[0], logits, rtol=1e-4, atol=1e-5)   # the fast path: the same numbers
 
 
@@ -124,16 +131,15 @@ def internals_llama():
     c = model.config
     idx = _ids(2)
     logits, loss, internals = model(idx, return_internals=True)
-    assert set(internals) == {"layers", STREAM["llama"], "kv_groups"}
+    assert set(internals) == {"layers", "hidden", "kv_groups"}
     assert internals["kv_groups"] == [h // (c.n_head // c.n_kv_head) for h in range(c.n_head)]
     assert len(internals["layers"]) == c.n_layer
     for layer in internals["layers"]:
         check_attention_layer(layer, c.n_head, T, T, c.head_dim, causal(T))   # k, v repeated per query head
         for h, g in enumerate(internals["kv_groups"]):   # the query heads of one group read the same keys
             torch.testing.assert_close(layer["k"][:, h], layer["k"][:, internals["kv_groups"].index(g)])
-    stream = internals[STREAM["llama"]]
-    assert len(stream) == c.n_layer + 1 and all(h.shape == (B, T, c.n_embd) for h in stream)
-    torch.testing.assert_close(model.unembed(stream[-1]), logits)
+    hidden = check_hidden(internals, c.n_layer, c.n_embd)
+    torch.testing.assert_close(model.unembed(hidden[-1]), logits)
     torch.testing.assert_close(model(idx)[0], logits, rtol=1e-4, atol=1e-5)
 
 
@@ -144,16 +150,15 @@ def internals_bert(nsp: bool = True):
     mask = torch.ones(B, T, dtype=torch.long)
     mask[1, 4:] = 0                                     # padding in row 1: its keys get weight 0, scores kept
     logits, loss, internals = model(idx, attention_mask=mask, return_internals=True)
-    assert set(internals) == {"layers", STREAM["bert"], "nsp_logits"}
+    assert set(internals) == {"layers", "hidden", "nsp_logits"}
     assert (internals["nsp_logits"] is None) == (not nsp)
     if nsp:
         assert internals["nsp_logits"].shape == (B, 2)
     assert len(internals["layers"]) == c.n_layer
     for layer in internals["layers"]:
         check_attention_layer(layer, c.n_head, T, T, c.n_embd // c.n_head, mask.bool()[:, None, None, :])
-    stream = internals[STREAM["bert"]]
-    assert len(stream) == c.n_layer + 1 and all(h.shape == (B, T, c.n_embd) for h in stream)
-    torch.testing.assert_close(model.mlm(stream[-1], model.bert.embeddings.tok.weight), logits)
+    hidden = check_hidden(internals, c.n_layer, c.n_embd)
+    torch.testing.assert_close(model.mlm(hidden[-1], model.bert.embeddings.tok.weight), logits)
 
 
 def internals_recurrent(cell: str):
@@ -176,17 +181,21 @@ def internals_elmo():
     C, L = 8, 2
     idx = _ids(5)
     (logits_f, logits_b), loss, internals = model(idx, return_internals=True)
-    assert set(internals) == {"layers", "representations"}
+    assert set(internals) == {"layers", "hidden"}
     assert len(internals["layers"]) == 2 * L                           # index 2(j - 1) + d, d = 1 backward
     for layer in internals["layers"]:
         check_recurrent_layer(layer, "lstm", T, C)
-    reps = internals["representations"]
-    assert reps.shape == (L + 1, B, T, 2 * C)
-    # layer 1's forward states are the forward half of representation 1; the backward ones in the tokens' order
-    torch.testing.assert_close(torch.stack(internals["layers"][0]["h"], 1), reps[1, ..., :C])
-    torch.testing.assert_close(torch.stack(internals["layers"][1]["h"], 1), reps[1, ..., C:])
+    hidden = check_hidden(internals, L, 2 * C)                         # the stream's width: [→h; ←h], 2C
+    x = model.wte(idx)
+    torch.testing.assert_close(hidden[0], torch.cat([x, x], -1))        # layer 0: [x_k; x_k]
+    # layer 1's forward states are the forward half of hidden[1]; the backward ones in the tokens' order
+    torch.testing.assert_close(torch.stack(internals["layers"][0]["h"], 1), hidden[1][..., :C])
+    torch.testing.assert_close(torch.stack(internals["layers"][1]["h"], 1), hidden[1][..., C:])
+    torch.testing.assert_close(model._softmax_logits(hidden[-1][..., :C]), logits_f)   # the top layer: what the
+    torch.testing.assert_close(model._softmax_logits(hidden[-1][..., C:]), logits_b)   # shared softmax reads
     _, _, with_targets = model(idx[:, :-1], idx[:, 1:], return_internals=True)
-    assert set(with_targets) == {"layers", "representations", "loss_fwd", "loss_bwd"}
+    assert set(with_targets) == {"layers", "hidden", "loss_fwd", "loss_bwd"}
+    assert len(with_targets["hidden"]) == L + 1 and all(h.shape == (B, T - 1, 2 * C) for h in with_targets["hidden"])
 
 
 @pytest.mark.parametrize("variant", seq2seq.VARIANTS)
@@ -248,6 +257,26 @@ def test_return_internals_keys_and_shapes(kind):
 def test_llama_internals():   # not a checkpoint kind of its own (SmolLM2 loads it), the same contract
     with torch.no_grad():
         internals_llama()
+
+
+class Letters:  # a tokenizer as the logit lens reads one
+    pre_tokenizer = None
+
+    def id_to_token(self, i):
+        return chr(65 + i)
+
+
+def test_the_logit_lens_reads_every_net_with_hidden_and_an_output_layer():
+    """The lens reads internals["hidden"] through `unembed`: every causal Transformer LM, whatever its family."""
+    from playground.analysis import generation
+
+    for model in (tiny_gpt(), tiny_lora_gpt(), tiny_llama()):
+        assert generation.has_logit_lens(model)
+        data = generation.logit_lens(model, Letters(), _ids(8)[0].tolist(), [])
+        assert len(data["layers"]) == len(data["top_token"]) == model.config.n_layer + 1
+        assert data["top_token"][-1] == data["final_token"]              # the last layer is the model's own choice
+    for model in (tiny_recurrent("lstm"), tiny_ngram(), tiny_bert()):     # no stream, or no causal output layer
+        assert not generation.has_logit_lens(model)
 
 
 @pytest.mark.parametrize("kind", sorted(k for k, cls in NO_INTERNALS.items() if cls is not None))

@@ -1,5 +1,5 @@
 """ELMo's biLM (Peters et al. 2018): the two LMs' contract, causality each way, parity with torch.nn.LSTM, eq. 1's
-mix, the layer representations, the residual, training, the whole held-out split, the checkpoint and the CLI."""
+mix, the stream of layers (`hidden`), the residual, training, the whole held-out split, the checkpoint and the CLI."""
 
 from __future__ import annotations
 
@@ -35,6 +35,12 @@ def _model(residual: bool = True, seed: int = 0, **kw) -> ELMo:
 
 def _ids(B: int = 3, T: int = 9, seed: int = 1) -> torch.Tensor:
     return torch.randint(0, V, (B, T), generator=torch.Generator().manual_seed(seed))
+
+
+@torch.no_grad()
+def _hidden(model: ELMo, idx: torch.Tensor) -> torch.Tensor:
+    """The h_{k,j} of §3.2 from the contract's internals["hidden"], stacked: (L+1, B, T, 2C)."""
+    return torch.stack(model(idx, return_internals=True)[2]["hidden"])
 
 
 def test_loss_at_init_is_about_ln_vocab():
@@ -118,14 +124,17 @@ def test_mix_is_equation_1():
         mix(layers, torch.zeros(2), 1.0)
 
 
-def test_representations_have_l_plus_1_layers_and_layer_0_is_x_x():
+def test_hidden_has_l_plus_1_layers_and_layer_0_is_x_x():
     model, idx = _model(), _ids(B=2, T=6)
-    reps = model.layer_representations(idx)
+    reps = _hidden(model, idx)
     assert reps.shape == (L + 1, 2, 6, 2 * C)
     x = model.wte(idx).detach()
     torch.testing.assert_close(reps[0], torch.cat([x, x], -1), rtol=0, atol=0)
-    _, _, internals = model(idx, return_internals=True)
-    torch.testing.assert_close(internals["representations"], reps, atol=1e-6, rtol=1e-6)   # fused == our cells
+    with torch.no_grad():
+        logits_f, logits_b = model(idx)[0]                        # torch's fused kernel, without internals
+    # the top layer, read by our cells, is what the shared softmax reads: fused == our cells
+    torch.testing.assert_close(model._softmax_logits(reps[-1][..., :C]), logits_f, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(model._softmax_logits(reps[-1][..., C:]), logits_b, atol=1e-6, rtol=1e-6)
 
 
 def test_internals_follow_the_contract_in_the_tokens_order():
@@ -137,7 +146,7 @@ def test_internals_follow_the_contract_in_the_tokens_order():
         assert set(layer) == {"h", "c", "gates"}
         assert len(layer["h"]) == len(layer["c"]) == 6 and layer["h"][0].shape == (2, C)
         assert set(layer["gates"]) == {"i", "f", "g", "o"} and layer["gates"]["f"].shape == (2, 6, C)
-    reps = internals["representations"]                          # of idx read both ways, even with targets
+    reps = internals["hidden"]                                   # of idx read both ways, even with targets
     torch.testing.assert_close(torch.stack(layers[0]["h"], 1), reps[1][..., :C], atol=1e-6, rtol=1e-6)  # →h_{k,1}
     torch.testing.assert_close(torch.stack(layers[1]["h"], 1), reps[1][..., C:], atol=1e-6, rtol=1e-6)  # ←h_{k,1}
     # the backward LM's first step reads the last token: its cell state at the last position is i_T * g_T
@@ -148,7 +157,7 @@ def test_internals_follow_the_contract_in_the_tokens_order():
 def test_the_residual_connection_adds_layer_1_to_layer_2():
     idx = _ids(B=2, T=7)
     with_res, without = _model(residual=True), _model(residual=False)
-    r1, r0 = with_res.layer_representations(idx), without.layer_representations(idx)
+    r1, r0 = _hidden(with_res, idx), _hidden(without, idx)
     torch.testing.assert_close(r1[:2], r0[:2], rtol=0, atol=0)   # same weights: layers 0 and 1 agree
     assert not torch.allclose(r1[2], r0[2])                        # layer 2 differs ...
     torch.testing.assert_close(r1[2], r0[2] + r0[1], atol=1e-6, rtol=1e-6)   # ... by exactly layer 1
@@ -207,8 +216,7 @@ def test_checkpoint_round_trip_in_fp16(tmp_path):
     for (name, p), q in zip(model.state_dict().items(), loaded.model.state_dict().values()):
         torch.testing.assert_close(q, p.half().float(), rtol=0, atol=0, msg=name)
     idx = _ids()
-    torch.testing.assert_close(loaded.model.layer_representations(idx), model.layer_representations(idx),
-                               atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(_hidden(loaded.model, idx), _hidden(model, idx), atol=2e-3, rtol=2e-3)
 
 
 @pytest.fixture

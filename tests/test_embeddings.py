@@ -350,7 +350,8 @@ def test_elmo_contextual_vectors_are_equation_1_of_the_word_s_layers():
     assert v.data["mix"]["softmax_s"] == pytest.approx(w.tolist(), abs=1e-4) and not v.data["unknown"]
     # by hand: the word's position through the tokenizer's offsets ("the river bank is wet": position 2)
     ids = torch.tensor([[m.tokenizer.token_to_id(t) for t in ("the", "river", "bank", "is", "wet")]])
-    reps = m.model.layer_representations(ids)[:, 0, 2]                            # (L+1, 2C)
+    with torch.no_grad():
+        reps = torch.stack(m.model(ids, return_internals=True)[2]["hidden"])[:, 0, 2]   # (L+1, 2C)
     np.testing.assert_allclose(v.vectors[1], (2.0 * (w[:, None] * reps).sum(0)).numpy(), atol=1e-5)
     plain = contextual.elmo_view("bank", ELMO_SENTENCES, "mix", m, [])            # the card's s = 0, γ = 1
     np.testing.assert_allclose(plain.vectors[1], reps.mean(0).numpy(), atol=1e-5)

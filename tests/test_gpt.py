@@ -59,9 +59,9 @@ def test_written_out_attention_equals_sdpa(model):
     fast, _ = model(idx)
     slow, _, internals = model(idx, return_internals=True)
     torch.testing.assert_close(slow, fast, atol=1e-5, rtol=1e-5)
-    assert set(internals) == {"layers", "residual"} and len(internals["layers"]) == CONFIG.n_layer
-    assert len(internals["residual"]) == CONFIG.n_layer + 1  # after the embedding and after each block
-    torch.testing.assert_close(model.unembed(internals["residual"][-1]), slow)  # the logit lens's last layer
+    assert set(internals) == {"layers", "hidden"} and len(internals["layers"]) == CONFIG.n_layer
+    assert len(internals["hidden"]) == CONFIG.n_layer + 1  # after the embedding and after each block
+    torch.testing.assert_close(model.unembed(internals["hidden"][-1]), slow)  # the logit lens's last layer
     for layer in internals["layers"]:
         assert set(layer) == {"q", "k", "v", "scores", "attn"}
         att, q, k, v, scores = layer["attn"], layer["q"], layer["k"], layer["v"], layer["scores"]

@@ -53,8 +53,8 @@ def test_logits_and_every_attention_matrix_match_transformers(tiny_pair):
     for mine, theirs in zip(internals["layers"], expected.attentions, strict=True):
         assert mine["attn"].shape == theirs.shape == (2, TINY.n_head, 17, 17)
         assert torch.allclose(mine["attn"], theirs, atol=1e-4)
-    assert internals["kv_groups"] == [0, 0, 0, 1, 1, 1] and len(internals["residual"]) == TINY.n_layer + 1
-    assert torch.allclose(ours.unembed(internals["residual"][-1]), logits, atol=1e-5)  # the logit lens's last layer
+    assert internals["kv_groups"] == [0, 0, 0, 1, 1, 1] and len(internals["hidden"]) == TINY.n_layer + 1
+    assert torch.allclose(ours.unembed(internals["hidden"][-1]), logits, atol=1e-5)  # the logit lens's last layer
     state = to_transformers(ours)
     assert all(torch.equal(state[k], v) for k, v in ref.state_dict().items())
 

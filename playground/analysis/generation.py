@@ -107,27 +107,34 @@ def causal_attention(name: str, ids: list[int], layer: int, head: int, notices: 
 LENS_MAX_TOKENS = 48  # positions the logit lens shows (each layer's logits over the whole vocabulary, per position)
 
 
+def has_logit_lens(model) -> bool:
+    """Whether the logit lens reads `model`: a causal LM whose internals carry the stream "hidden" and that has an
+    output layer to read it through, `unembed` (our GPT, a LoRA-adapted GPT, Llama); a recurrent LM or the n-gram
+    has none."""
+    return callable(getattr(model, "unembed", None))
+
+
 @torch.inference_mode()
 def logit_lens(model, tokenizer, ids: list[int], notices: list[str]) -> dict:
     """The logit lens (nostalgebraist 2020): the model's final norm and output layer applied to the residual stream
     after the embedding and after every block, so each layer says what it would predict next at each position.
     Per (layer, position): the top token and its probability, and the probability of the token the last layer
-    predicts there. Works for every net whose internals carry "residual" and that has `unembed` (our GPT, Llama)."""
+    predicts there. Works for every net whose internals carry "hidden" and that has `unembed` (has_logit_lens)."""
     if len(ids) > LENS_MAX_TOKENS:
         notices.append(f"The logit lens shows the last {LENS_MAX_TOKENS} of the text's {len(ids)} tokens.")
         ids = ids[-LENS_MAX_TOKENS:]
-    _, _, internals = model(torch.tensor([ids]), return_internals=True)
-    residual = internals["residual"]
-    final = model.unembed(residual[-1])[0].argmax(-1)                          # (T,) the last layer's choice
+    *_, internals = model(torch.tensor([ids]), return_internals=True)
+    hidden = internals["hidden"]
+    final = model.unembed(hidden[-1])[0].argmax(-1)                            # (T,) the last layer's choice
     top_tokens, top_probs, final_probs = [], [], []
-    for h in residual:                                                          # one layer at a time: (1, T, V)
+    for h in hidden:                                                            # one layer at a time: (1, T, V)
         p = torch.softmax(model.unembed(h)[0].float(), dim=-1)                 # (T, V)
         prob, token = p.max(dim=-1)
         top_tokens.append([token_text(tokenizer, int(i)) for i in token])
         top_probs.append([round(float(x), 4) for x in prob])
         final_probs.append([round(float(p[t, int(i)]), 4) for t, i in enumerate(final)])
     return {"tokens": [token_text(tokenizer, i) for i in ids], "ids": ids,
-            "layers": ["embedding"] + [f"block {i}" for i in range(1, len(residual))],
+            "layers": ["embedding"] + [f"block {i}" for i in range(1, len(hidden))],
             "top_token": top_tokens, "top_prob": top_probs,
             "final_token": [token_text(tokenizer, int(i)) for i in final], "final_token_prob": final_probs,
             "notices": notices}

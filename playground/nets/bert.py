@@ -165,7 +165,7 @@ class BertEncoder(nn.Module):
 
         Returns h_L (B, T, C) and pooled (B, C); with `return_internals`, a third element:
         {"layers": one dict per layer (q, k, v, scores, attn: see `SelfAttention.forward`),
-        "hidden_states": L + 1 tensors (B, T, C), h_0 .. h_L}.
+        "hidden": L + 1 tensors (B, T, C), h_0 .. h_L}.
         """
         B, T = idx.shape
         assert T <= self.config.n_positions, f"{T} tokens do not fit the {self.config.n_positions} positions"
@@ -179,7 +179,7 @@ class BertEncoder(nn.Module):
             hidden.append(x)
             layers.append(layer)
         pooled = torch.tanh(self.pooler(x[:, 0]))  # (B, C): the [CLS] position
-        return (x, pooled, dict(layers=layers, hidden_states=hidden)) if return_internals else (x, pooled)
+        return (x, pooled, dict(layers=layers, hidden=hidden)) if return_internals else (x, pooled)
 
 
 class MLMHead(nn.Module):

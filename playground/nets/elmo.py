@@ -154,8 +154,9 @@ class ELMo(nn.Module):
 
         internals (return_internals) describe idx read both ways: "layers", index 2(j-1) + d for layer j and
         direction d (0 forward, 1 backward, as RecurrentEncoder orders layer x direction), each {"h", "c",
-        "gates"} with time in the tokens' order for both directions; "representations" (L+1, B, T, 2C), the
-        h_{k,j} of §3.2; "loss_fwd", "loss_bwd" when targets are given.
+        "gates"} with time in the tokens' order for both directions; "hidden", the stream after each layer as for
+        every family: L + 1 tensors (B, T, 2C), the h_{k,j} of §3.2 (its width is 2C = 2 n_embd, the forward and
+        the backward state side by side; layer 0 is [x_k; x_k]); "loss_fwd", "loss_bwd" when targets are given.
         """
         B, T = idx.shape
         x = self.wte(idx)                                                   # x_k (B, T, C)
@@ -177,20 +178,13 @@ class ELMo(nn.Module):
             inner_b = []
             bwd = self._backward(x, inner_b)
         per_layer = [layer for pair in zip(inner, inner_b) for layer in pair]   # (j=1 fwd, j=1 bwd, j=2 fwd, ...)
-        internals = {"layers": per_layer, "representations": self._representations(x, fwd, bwd)}
+        internals = {"layers": per_layer, "hidden": self._hidden(x, fwd, bwd)}
         if targets is not None:
             internals |= {"loss_fwd": loss_f, "loss_bwd": loss_b}
         return (logits_f, logits_b), loss, internals
 
     @staticmethod
-    def _representations(x, fwd, bwd) -> torch.Tensor:
-        """§3.2: h_{k,0} = [x_k; x_k], h_{k,j} = [→h_{k,j}; ←h_{k,j}] -> (L+1, B, T, 2C)."""
-        return torch.stack([torch.cat([x, x], -1)] + [torch.cat([f, b], -1) for f, b in zip(fwd, bwd)])
-
-    @torch.no_grad()
-    def layer_representations(self, idx: torch.Tensor) -> torch.Tensor:
-        """The L + 1 representations of every token of idx (B, T): (L+1, B, T, 2C); layer 0 is [x_k; x_k], layer
-        j is [→h_{k,j}; ←h_{k,j}] (after the residual for j ≥ 2, as the next layer and the softmax read it)."""
-        x = self.wte(idx)                                                   # (B, T, C)
-        return self._representations(x, self._stack(self.fwd, x, None), self._backward(x, None))
-
+    def _hidden(x, fwd, bwd) -> list[torch.Tensor]:
+        """§3.2: h_{k,0} = [x_k; x_k], h_{k,j} = [→h_{k,j}; ←h_{k,j}] (after the residual for j ≥ 2, as the next layer
+        and the softmax read it) -> L + 1 tensors (B, T, 2C)."""
+        return [torch.cat([x, x], -1)] + [torch.cat([f, b], -1) for f, b in zip(fwd, bwd)]

@@ -183,20 +183,20 @@ class GPT(nn.Module):
     def _run(self, idx: torch.Tensor, pos0: int, past: list | None, return_internals: bool = False):
         """The blocks over new tokens idx (B, T) at positions pos0.. : logits (B, T, V), each layer's
         k, v, each layer's internals (None without `return_internals`), and the residual stream after the
-        embedding and after each block (only with `return_internals`)."""
+        embedding and after each block, `hidden` (only with `return_internals`)."""
         B, T = idx.shape
         assert pos0 + T <= self.config.n_positions, (
             f"positions up to {pos0 + T} do not fit the context of {self.config.n_positions} tokens")
         pos = torch.arange(pos0, pos0 + T, dtype=torch.long, device=idx.device)       # (T,)
         x = self.transformer.drop(self.transformer.wte(idx) + self.transformer.wpe(pos))  # (B, T, C)
-        kvs, layers, residual = [], [], [x] if return_internals else []
+        kvs, layers, hidden = [], [], [x] if return_internals else []
         for i, block in enumerate(self.transformer.h):
             x, kv, layer = block(x, None if past is None else past[i], return_internals)
             kvs.append(kv)
             layers.append(layer)
             if return_internals:
-                residual.append(x)
-        return self.unembed(x), kvs, layers, residual
+                hidden.append(x)
+        return self.unembed(x), kvs, layers, hidden
 
     def unembed(self, h: torch.Tensor) -> torch.Tensor:
         """Logits from a residual stream (B, T, C): the final LayerNorm, then the tied output embedding (B, T, V).
@@ -208,14 +208,14 @@ class GPT(nn.Module):
 
         With `return_internals`, a third element: {"layers": one dict per layer with q, k, v
         (B, nh, T, hs), the scaled scores q k^T / sqrt(d_k) before the mask, and the attention
-        probabilities attn (B, nh, T, T), computed by the written-out path; "residual": the stream after
-        the embedding and after each block, (B, T, C) each}.
+        probabilities attn (B, nh, T, T), computed by the written-out path; "hidden": the residual stream
+        after the embedding and after each block, n_layer + 1 tensors (B, T, C)}.
         """
-        logits, _, layers, residual = self._run(idx, 0, None, return_internals)
+        logits, _, layers, hidden = self._run(idx, 0, None, return_internals)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
-        return (logits, loss, {"layers": layers, "residual": residual}) if return_internals else (logits, loss)
+        return (logits, loss, {"layers": layers, "hidden": hidden}) if return_internals else (logits, loss)
 
     def step(self, idx: torch.Tensor, cache: dict | None = None):
         """Incremental decoding: idx (B, T_new) are the new tokens only. Returns logits (B, T_new, V)

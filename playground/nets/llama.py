@@ -240,36 +240,36 @@ class Llama(nn.Module):
     def _run(self, idx: torch.Tensor, pos0: int, past: list | None, return_internals: bool = False):
         """The blocks over new tokens idx (B, T) at positions pos0.. : logits (B, T, V), each layer's rotated
         k and v, each layer's internals (None without `return_internals`), and the residual stream after
-        the embedding and after each block (only with `return_internals`)."""
+        the embedding and after each block, `hidden` (only with `return_internals`)."""
         T = idx.shape[1]
         cos, sin = rope_angles(torch.arange(pos0, pos0 + T, device=idx.device), self.config.head_dim,
                                self.config.rope_theta)
         cos, sin = cos.to(idx.device), sin.to(idx.device)
         x = self.model.embed_tokens(idx).float()                            # (B, T, C): no position added
-        kvs, layers, residual = [], [], [x] if return_internals else []
+        kvs, layers, hidden = [], [], [x] if return_internals else []
         for i, block in enumerate(self.model.layers):
             x, kv, layer = block(x, cos, sin, None if past is None else past[i], return_internals)
             kvs.append(kv)
             layers.append(layer)
             if return_internals:
-                residual.append(x)
-        return self.unembed(x), kvs, layers, residual
+                hidden.append(x)
+        return self.unembed(x), kvs, layers, hidden
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, return_internals: bool = False):
         """idx (B, T) -> (logits (B, T, V), mean cross-entropy against targets or None), as nets/gpt.py.
 
         With `return_internals`, a third element: {"layers": per layer q, k, v (per query head: a kv head's
         keys and values repeated for its group), scores q k^T / sqrt(d_k) before the mask, attn (B, nh, T, T);
-        "residual": the stream after the embedding and after each block, (B, T, C) each (n_layer + 1);
+        "hidden": the residual stream after the embedding and after each block, (B, T, C) each (n_layer + 1);
         "kv_groups": the kv head each query head reads}."""
-        logits, _, layers, residual = self._run(idx, 0, None, return_internals)
+        logits, _, layers, hidden = self._run(idx, 0, None, return_internals)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
         if not return_internals:
             return logits, loss
         groups = [self.config.kv_group(h) for h in range(self.config.n_head)]
-        return logits, loss, {"layers": layers, "residual": residual, "kv_groups": groups}
+        return logits, loss, {"layers": layers, "hidden": hidden, "kv_groups": groups}
 
     def step(self, idx: torch.Tensor, cache: dict | None = None):
         """Incremental decoding, the contract of nets/gpt.py: idx (B, T_new) are the new tokens only; returns

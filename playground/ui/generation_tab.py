@@ -234,7 +234,7 @@ def logit_lens(text, model_name):
     """What every layer of a Transformer LM would predict next at each position (our GPT, or SmolLM2)."""
     notices: list[str] = []
     ckpt = _model(model_name)
-    if ckpt.kind not in ("gpt", "llama"):
+    if not generation.has_logit_lens(ckpt.model):
         raise gr.Error(f"{ckpt.name} is a recurrent model: it has no stack of residual layers. Choose a GPT or SmolLM2.")
     _, ids = encode_prompt(ckpt, text, notices)
     data = generation.logit_lens(ckpt.model, ckpt.tokenizer, ids, notices)
@@ -301,7 +301,8 @@ def _mark_when_changed(plot: gr.Plot, elem_id: str, inputs: list, what: str, but
 
 def _logit_lens_panel() -> None:
     """The accordion of the logit lens, for the Transformer LMs (our GPT, SmolLM2), and its event."""
-    lens_models = [(_label(n), n) for n in LISTED if n == SMOLLM2 or models.get(n).kind == "gpt"]
+    # SmolLM2 (a Llama: it has the lens) is listed without loading it to ask; the shipped models are loaded already
+    lens_models = [(_label(n), n) for n in LISTED if n == SMOLLM2 or generation.has_logit_lens(models.get(n).model)]
     with gr.Accordion("Logit lens: what each layer would predict", open=False, visible=bool(lens_models)):
         gr.Markdown(LENS_MD)
         with gr.Row():

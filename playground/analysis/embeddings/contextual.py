@@ -70,28 +70,38 @@ def view(word: str, sentences: list[str], layer: int, m: Encoder, notices: list[
     occurrence in each sentence; their cosines and a PCA. Sentences without the word are left out (named
     in a notice); fewer than two with it raise EmbeddingError."""
     assert 0 <= layer <= m.n_layer, f"layer must lie in 0..{m.n_layer}"
-    kept, vectors, missing = _encoder_vectors(word, sentences, m)
-    return _view(word, kept, [v[layer] for v in vectors], missing, {"model": m.key, "layer": layer}, notices)
+    kept, vectors, missing, _ = _word_vectors(word, sentences, m)
+    return _view(word, kept, [v[layer].numpy() for v in vectors], missing, {"model": m.key, "layer": layer},
+                 notices)
 
 
-def _encoder_vectors(word: str, sentences: list[str], m: Encoder) -> tuple[list[str], list[np.ndarray], list[str]]:
-    """The sentences that hold `word`, its vector at every layer in each ((n_layer + 1, C): the mean of its
-    WordPiece pieces at the first occurrence, one run per sentence), and the sentences without it."""
-    kept, vectors, missing = [], [], []
+def _word_vectors(word: str, sentences: list[str], m: Encoder | ELMoEncoder) -> tuple[list[str], list[torch.Tensor],
+                                                                                       list[str], bool]:
+    """The sentences that hold `word`, its vector at every layer of the encoder's stream `internals["hidden"]` in
+    each ((n_layer + 1, C); ELMo's C is [→h; ←h], twice its LSTM width: the mean over its pieces at the first
+    occurrence, one run per sentence, so no padding reaches ELMo's backward LM), the sentences without it, and
+    whether one of its pieces was [UNK]. A BERT reads [CLS] sentence [SEP]; ELMo's biLM reads the words alone."""
+    framed = isinstance(m, Encoder)                                    # [CLS] and [SEP] take two positions
+    unk = m.tokenizer.token_to_id("[UNK]")
+    kept, vectors, missing, unknown = [], [], [], False
     for sentence in sentences:
         enc = m.tokenizer.encode(sentence, add_special_tokens=False)
-        ids, offsets = enc.ids[: m.max_tokens - 2], enc.offsets[: m.max_tokens - 2]
+        n = m.max_tokens - 2 if framed else m.max_tokens
+        ids, offsets = enc.ids[:n], enc.offsets[:n]
         found = word_positions(offsets, sentence, word)
         if not found:
             missing.append(sentence)
             continue
-        idx = torch.tensor([[m.tokenizer.token_to_id("[CLS]"), *ids, m.tokenizer.token_to_id("[SEP]")]])
+        unknown = unknown or any(ids[p] == unk for p in found[0])
+        positions = found[0]
+        if framed:
+            ids = [m.tokenizer.token_to_id("[CLS]"), *ids, m.tokenizer.token_to_id("[SEP]")]
+            positions = [p + 1 for p in positions]                     # +1: [CLS] comes first
         with torch.inference_mode():
-            _, _, internals = m.model(idx, return_internals=True)
-        positions = [p + 1 for p in found[0]]                          # +1: [CLS] comes first
-        vectors.append(np.stack([h[0][positions].mean(0).numpy() for h in internals["hidden_states"]]))
+            *_, internals = m.model(torch.tensor([ids]), return_internals=True)
+            vectors.append(torch.stack([h[0, positions].mean(0) for h in internals["hidden"]]))   # (L+1, C)
         kept.append(sentence)
-    return kept, vectors, missing
+    return kept, vectors, missing, unknown
 
 
 def _view(word: str, kept: list[str], vectors: list[np.ndarray], missing: list[str], about: dict,
@@ -128,7 +138,7 @@ def elmo_view(word: str, sentences: list[str], layer: int | str, m: ELMoEncoder,
     if len(s) != m.n_layer + 1:
         raise EmbeddingError(f"ELMo has {m.n_layer + 1} layers (0 .. {m.n_layer}): give one weight s_j each, "
                              f"not {len(s)}.")
-    kept, h, missing, unknown = _elmo_vectors(word, sentences, m)
+    kept, h, missing, unknown = _word_vectors(word, sentences, m)
     with torch.inference_mode():
         vectors = [(elmo.mix(x, torch.tensor(s), gamma) if mixing else x[layer]).numpy() for x in h]  # eq. 1, or one
     if unknown:
@@ -140,26 +150,6 @@ def elmo_view(word: str, sentences: list[str], layer: int | str, m: ELMoEncoder,
              "mix": {"s": s, "softmax_s": [round(w, 4) for w in weights], "gamma": gamma} if mixing else None,
              "unknown": unknown}
     return _view(word, kept, vectors, missing, about, notices)
-
-
-def _elmo_vectors(word: str, sentences: list[str], m: ELMoEncoder) -> tuple[list[str], list[torch.Tensor], list[str],
-                                                                              bool]:
-    """The sentences that hold `word`, its h_{k,j} at every layer j in each ((L+1, 2C): the mean over its pieces
-    at the first occurrence, each sentence run alone), the sentences without it, and whether it was [UNK]."""
-    kept, vectors, missing, unknown = [], [], [], False
-    for sentence in sentences:
-        enc = m.tokenizer.encode(sentence, add_special_tokens=False)
-        ids, offsets = enc.ids[: m.max_tokens], enc.offsets[: m.max_tokens]
-        found = word_positions(offsets, sentence, word)
-        if not found:
-            missing.append(sentence)
-            continue
-        unknown = unknown or any(ids[p] == 0 for p in found[0])          # [UNK] is id 0
-        with torch.inference_mode():
-            reps = m.model.layer_representations(torch.tensor([ids]))[:, 0]   # (L+1, T, 2C)
-            vectors.append(reps[:, found[0]].mean(1))                       # (L+1, 2C): h_{k,j} of the word
-        kept.append(sentence)
-    return kept, vectors, missing, unknown
 
 
 # ---------------------------------------------------------------------------------------------
@@ -190,16 +180,13 @@ def sense_sweep(word: str, m: Encoder | ELMoEncoder, s: tuple[float, ...] | None
         return None
     sentences = [x for group in pool.values() for x in group]
     sense_of = {x: name for name, group in pool.items() for x in group}
-    if isinstance(m, ELMoEncoder):
-        kept, h, _, _ = _elmo_vectors(word, sentences, m)
-        stacked = torch.stack(h)                                           # (n, L+1, 2C)
-        layers = {j: stacked[:, j].numpy() for j in range(m.n_layer + 1)}
+    kept, h, _, _ = _word_vectors(word, sentences, m)
+    stacked = torch.stack(h)                                               # (n, L+1, C)
+    layers = {j: stacked[:, j].numpy() for j in range(m.n_layer + 1)}
+    if isinstance(m, ELMoEncoder):                                         # and eq. 1's mix of them
         with torch.inference_mode():
             s_, g_ = torch.tensor(list(m.s if s is None else s)), m.gamma if gamma is None else gamma
             layers["mix"] = torch.stack([elmo.mix(x, s_, g_) for x in h]).numpy()
-    else:
-        kept, vectors, _ = _encoder_vectors(word, sentences, m)
-        layers = {j: np.stack([v[j] for v in vectors]) for j in range(m.n_layer + 1)}
     labels = [sense_of[x] for x in kept]
     rows = [{"layer": j, **sense_split(unit_rows(X) @ unit_rows(X).T, labels)} for j, X in layers.items()]
     return {"word": word.lower(), "model": m.key, "senses": {name: len(group) for name, group in pool.items()},

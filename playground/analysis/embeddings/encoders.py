@@ -26,7 +26,8 @@ class Encoder:
     """A BERT encoder the contextual and sentence views can run: shared, read-only."""
 
     key: str
-    model: torch.nn.Module      # bert.BertEncoder: forward(idx, token_type_ids, attention_mask, return_internals)
+    model: torch.nn.Module      # bert.BertEncoder: forward(idx, token_type_ids, attention_mask, return_internals),
+                                # whose internals["hidden"] are L+1 (B, T, C)
     tokenizer: object           # its WordPiece tokenizers.Tokenizer
     n_layer: int
     max_tokens: int             # positions the encoder has, [CLS] and [SEP] included (capped at 256)
@@ -56,9 +57,9 @@ class ELMoEncoder:
     """Our ELMo's biLM for the contextual view: shared, read-only; the default mix (s, γ) comes from its card."""
 
     key: str
-    model: torch.nn.Module      # nets.elmo.ELMo: layer_representations(idx) -> (L+1, B, T, 2C)
+    model: torch.nn.Module      # nets.elmo.ELMo: forward(idx, return_internals=True)[2]["hidden"], L+1 (B, T, 2C)
     tokenizer: object           # its word vocabulary (lowercased letter runs; [UNK] is id 0)
-    n_layer: int                # L: the biLSTM layers; the representations are layers 0 .. L
+    n_layer: int                # L: the biLSTM layers; the stream `hidden` has layers 0 .. L
     s: tuple[float, ...]        # the card's default weights (0: the plain average)
     gamma: float
     max_tokens: int             # words read per sentence (the LSTMs have no position limit; a budget)
