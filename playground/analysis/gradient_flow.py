@@ -311,7 +311,8 @@ def to_json(result: dict, digits: int = 4) -> dict:
 
 
 def model_table(models: dict) -> dict[str, dict]:
-    """Per shipped checkpoint (key -> checkpoints.Checkpoint): the parameter counts of nets/recurrent.py (ours,
+    """Per trained model (key -> its record in the registry, analysis/models.py: model, config, card): the
+    parameter counts of nets/recurrent.py (ours,
     torch.nn's and the lecture's formula) and its card's figures: the loss over the whole held-out split
     (`held_out`; the training-time estimate `val_loss` for a card made before it was recorded) and the steps."""
     table = {}

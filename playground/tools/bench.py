@@ -117,7 +117,7 @@ def seq2seq_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
     """The Seq2seq tab: one translation with its alignment (20 source words), greedy, Bahdanau attention."""
     from playground.ui import seq2seq_tab
 
-    if "bahdanau" not in seq2seq_tab.MODELS:
+    if "bahdanau" not in seq2seq_tab.VARIANTS:
         return {}
     return {"seq2seq (Bahdanau, 20 words, translation + alignment)": (seq2seq_tab.translate,
                                                                        (SEQ2SEQ_SOURCE, "bahdanau"), 0.100)}
