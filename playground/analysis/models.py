@@ -63,7 +63,7 @@ class Model:
     model: Any                 # torch.nn.Module in eval mode (None for a tokenizer)
     tokenizer: Any             # tokenizers.Tokenizer
     config: Any                # the model's dataclass config
-    card: dict                 # what it was trained on and how well it does (a checkpoint's card.json)
+    card: dict                 # what it was trained on and how well it does (card.json; keys: checkpoints.CARD)
     chat: Callable[[list[dict]], str] | None  # messages -> the chat-formatted prompt; None without a template
     shape: Shape
 
