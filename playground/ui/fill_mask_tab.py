@@ -27,11 +27,14 @@ MASKING_MAX = 64       # the masking demo reads at most 64 tokens
 MAX_SEED = 2**31 - 1
 
 
+MASKED = ("minilm-mlm", "bert")  # the registry's families of masked LMs (MiniLM itself, a `bert`, has no MLM head)
+
+
 def names() -> list[str]:
-    """The masked LMs of the registry, the MiniLM-based first: its `minilm-mlm` and `bert` checkpoints (MiniLM
-    itself has no MLM head). Listed from their folders and cards; loading minilm-mlm rebuilds MiniLM around its
-    adapters, a few seconds the app's start cannot spare, so each is loaded on first use (then kept, read-only)."""
-    return [*models.ids("minilm-mlm"), *(name for name in models.ids("bert") if name != models.MINILM)]
+    """The masked LMs of the registry, the MiniLM-based first. Listed from their folders and cards; loading
+    minilm-mlm rebuilds MiniLM around its adapters, a few seconds the app's start cannot spare, so each is loaded
+    on first use (then kept, read-only)."""
+    return [name for family in MASKED for name in models.ids(family) if name != models.MINILM]
 
 
 LISTED = names()
@@ -49,11 +52,11 @@ def _label(name: str) -> str:
 def _model(name) -> models.Model:
     """A masked LM of the registry by its id, loaded on its first use under the registry's lock (a second request
     meanwhile waits for the same copy), the masked-LM contract checked once (analysis/fill_mask.check_model)."""
-    listed = names()
-    if not listed:
-        raise gr.Error("No masked-LM checkpoint is shipped yet: train one (docs/models.md, “Masked-LM fill-in”).")
-    key = models.resolve(name)
-    if key not in listed:
+    key = models.resolve(name)  # a loaded model's at once; the folders are surveyed only for an unknown name
+    if key is None or key == models.MINILM or models.family(key) not in MASKED:
+        listed = names()
+        if not listed:
+            raise gr.Error("No masked-LM checkpoint is shipped yet: train one (docs/models.md, “Masked-LM fill-in”).")
         raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(listed)}.")
     try:
         m = models.get(key)
