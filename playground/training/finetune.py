@@ -13,8 +13,9 @@ A run is handed its base as the registry (analysis/models.py) records it: the ap
 with its tokenizer and chat template (the CLI, which sits below the registry, reads the same copy through
 nets/adapters.base). Every run adapts a private copy of the base's module tree over its shared, frozen tensors
 (nets/adapters.py), trains with the one training loop (training/loop.py), draws everything random from its own
-generator, and reports each step as plain data. `live` runs one on a thread and yields its steps as they come; closing it stops the run.
-The data sets were written for this project (assets/finetune/, CC0 like the rest of the assets).
+generator, and reports each step as plain data. `live` runs one on a thread and yields its steps as they come;
+closing it stops the run. The data sets were written for this project (assets/finetune/, CC0 like the rest of the
+assets).
 """
 
 from __future__ import annotations
