@@ -81,6 +81,132 @@ def corpus_record(paths: list[Path]) -> list[dict]:
     return [{"name": p.name, "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in paths]
 
 
+# What a card.json may hold: one name per figure, and what it means. Kinds differ in which keys they have, never in
+# what a key means; the trainers write these names and the app reads each figure by its one name (tests/test_cards.py
+# checks every shipped card against CARD and HELD_OUT).
+CARD: dict[str, str] = {
+    # what the checkpoint is
+    "kind": "the checkpoint kind (config.json's)",
+    "model": "what the model is, in words, where the kind does not say it ('5-gram, kneser-ney')",
+    "architecture": "the objective's architecture, in words (word2vec, FastText)",
+    "variant": "seq2seq: the encoder-decoder (none, bahdanau, dot, general, transformer)",
+    "cell": "a recurrent LM's cell (rnn, lstm, gru)",
+    "algorithm": "a tokenizer's algorithm (char, word, bpe, wordpiece, unigram)",
+    "task": "seq2seq: the task, in words",
+    "base": "what it adapts: the base model's id (LoRA adapters), or its package {name, package, version, sha256}",
+    "source": "a model read from a package: its file and package (the registry's MiniLM and SmolLM2)",
+    "trained": "what training changed in a pretrained base, in words",
+    "files": "the sha256 of every other file of the folder (`save` writes it, `load` checks it)",
+    # its size
+    "n_params": "every parameter of the model (the n-gram model: its counts)",
+    "trainable_params": "the parameters training changed (a model adapted from a frozen base)",
+    "trainable_ratio": "trainable_params / n_params",
+    "parameter_counts": "a recurrent LM's recurrent weights counted as torch.nn does and by the lecture's formula",
+    "vocab_size": "tokens in the vocabulary",
+    "dim": "a word vector's dimensions",
+    "buckets": "FastText: the hash buckets of the character n-grams",
+    "ngrams": "FastText: the shortest and longest character n-gram, [minn, maxn]",
+    "window": "GloVe: the context window, words on each side",
+    "grams": "the n-gram model: distinct m-grams counted, per order m",
+    "source_vocab": "seq2seq: the source words, in id order",
+    "target_vocab": "seq2seq: the target tokens, in id order",
+    "storage": "how the weights are stored (their dtype, what is left out) and read back",
+    "matmul_dtype": "the dtype of the matrix products in training",
+    "eos_id": "the token that ends a turn (a chat model)",
+    # the data
+    "corpus": "the training files, [{name, sha256, bytes}]",
+    "data": "how the corpus became examples: sentences and documents per file, the split's rule (BERT)",
+    "tokens": "tokens in the corpus",
+    "train_tokens": "tokens in the training split (the rest is held out)",
+    "words": "words in the training and held-out splits, {train, held_out}",
+    "cooccurrence": "GloVe: the co-occurrence counts (nonzero entries, total, the weighting)",
+    "tokens_are": "what one token is, for the per-token figures",
+    # the run
+    "command": "the exact command that made it",
+    "seed": "the run's seed",
+    "val_seed": "the seed of the validation masking (a masked LM)",
+    "date": "when it was made (UTC)",
+    "device": "where it was trained",
+    "processes": "processes it was trained on (DistributedDataParallel)",
+    "threads": "CPU threads it was trained on",
+    "steps": "optimizer steps",
+    "tokens_seen": "tokens read in training",
+    "masked_tokens_seen": "masked tokens predicted in training",
+    "pairs_seen": "training pairs read (sentence pairs; (context, word) pairs)",
+    "examples_seen": "training examples read",
+    "entries_seen": "GloVe: co-occurrence entries read",
+    "wall_time_s": "seconds from the start of the run to its checkpoint",
+    "train_seconds": "seconds of the training loop alone",
+    "prep_time_s": "seconds preparing the data, before the first step",
+    "load_seconds": "seconds it took to load (a model read from its package)",
+    "train_config": "the trainer's config as run",
+    "init": "what a run continued: the earlier checkpoint, its corpus and figures",
+    "history": "the evaluations during training (step, losses, accuracies)",
+    "result": "a fine-tuning run's whole record: its steps, texts before and after, exactness checks",
+    # its figures
+    "train_loss": "the training loss at the end, nats per token",
+    "train_top1": "masked tokens right at the first guess, on training batches at the end",
+    "train_top5": "masked tokens among the first five guesses, on training batches at the end",
+    "train_nsp_accuracy": "next-sentence predictions right, on training batches at the end",
+    "val_loss": "the validation loss at the end, an estimate on a few held-out batches (the whole split's: held_out)",
+    "val_mlm_loss": "the masked-LM part of val_loss",
+    "val_nsp_loss": "the next-sentence part of val_loss",
+    "val_bits_per_token": "val_loss in bits",
+    "val_top1": "masked tokens right at the first guess, an estimate on held-out batches",
+    "val_top5": "masked tokens among the first five guesses, an estimate on held-out batches",
+    "val_nsp_accuracy": "next-sentence predictions right, an estimate on held-out batches",
+    "val_masked_tokens": "masked tokens behind val_top1 and val_top5",
+    "val_mask_prob": "the share of tokens masked for val_top1 and val_top5",
+    "loss_before": "the training objective before training (word2vec, GloVe)",
+    "loss_after": "the training objective after training, measured as loss_before",
+    "loss_note": "how the losses were measured, in words",
+    "held_out": "the figures over the whole held-out split, with its protocol (HELD_OUT)",
+    "held_out_table": "the n-gram model: held-out loss and perplexity of every order and smoothing",
+    "accuracy_by_length": "seq2seq: exact match on held-out sources, by source-length bucket",
+    "evaluation": "test sets: analogies and word similarity (word vectors); the held-out pairs' protocol (BERT)",
+    "frequency_baseline": "top-1 and top-5 of always guessing the most frequent tokens, on the held-out split",
+    "oov": "FastText: words outside the vocabulary (misspellings) and their nearest words",
+    "outside": "figures on texts outside the corpora, one entry per text",
+    "capitals": "where 'capital' ranks in '{Capital} is the [MASK] of {Country}.', 14 countries",
+    "mix": "ELMo: the app's default mix of its layers (s, γ)",
+}
+HELD_OUT: dict[str, str] = {  # a card's held_out
+    "protocol": "what was measured, on what, how: the whole held-out split",
+    "seed": "the seed of what the protocol draws (masking, pairs)",
+    "loss": "the loss, nats per token (per answer token for SFT; the DPO loss for DPO)",
+    "bits_per_token": "loss in bits",
+    "perplexity": "exp(loss)",
+    "loss_base": "the base model's loss, measured as loss (a fine-tuning run)",
+    "loss_before": "the untrained model's loss, measured as loss (FastText)",
+    "loss_forward": "ELMo: the forward LM's loss",
+    "loss_backward": "ELMo: the backward LM's loss",
+    "loss_mean": "ELMo: the mean of loss_forward and loss_backward",
+    "perplexity_forward": "ELMo: exp(loss_forward)",
+    "perplexity_backward": "ELMo: exp(loss_backward)",
+    "perplexity_mean": "ELMo: exp(loss_mean)",
+    "mlm_loss": "BERT: the masked-LM part of loss",
+    "nsp_loss": "BERT: the next-sentence part of loss",
+    "top1": "masked tokens right at the first guess",
+    "top5": "masked tokens among the first five guesses",
+    "nsp_accuracy": "next-sentence predictions right",
+    "accuracy": "DPO: held-out triples whose chosen answer the adapted model prefers",
+    "margin": "DPO: the mean reward margin of the chosen answer over the rejected one",
+    "trained_lengths": "seq2seq: exact match on held-out sources of the lengths it was trained on",
+    "longer": "seq2seq: exact match on held-out sources longer than any it was trained on",
+    "per_length": "seq2seq: held-out sources per length",
+    "unk_share": "ELMo: held-out words outside the vocabulary",
+    "block_size": "the context each prediction had, in tokens",
+    "seq_len": "the window the masked LM read, in tokens",
+    "tokens": "tokens predicted",
+    "tokens_per_direction": "ELMo: words predicted by each direction",
+    "words": "words in the split",
+    "windows": "windows read",
+    "masked_tokens": "masked tokens predicted",
+    "pairs": "pairs read (sentence pairs; (context, word) pairs)",
+    "triples": "DPO: preference triples read",
+}
+
+
 @dataclass
 class Checkpoint:
     """What `load()` returns: everything needed to use a model, nothing mutable shared."""
@@ -309,7 +435,8 @@ def shared(name: str) -> Checkpoint:
 
 
 def read_card(name: str) -> dict | None:
-    """A shipped checkpoint's card.json, read without loading its model; None when it is not shipped whole."""
+    """A shipped checkpoint's card.json (its keys: CARD), read without loading its model; None when it is not
+    shipped whole."""
     if name not in available():
         return None
     return json.loads((resolve(name) / "card.json").read_text(encoding="utf-8"))

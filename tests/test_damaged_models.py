@@ -25,7 +25,7 @@ block = next(b for b in app.demo.blocks.values() if getattr(b, "elem_id", None) 
 assert block.visible
 notice = block.value
 html, *_, data = next(tokenization_tab.tokenize("Hello there", list(tokenization_tab.TOKENIZERS), False, 2000))
-print(json.dumps({"notice": notice, "generation": sorted(generation_tab.LISTED), "cells": sorted(gradient_tab.MODELS),
+print(json.dumps({"notice": notice, "generation": sorted(generation_tab.LISTED), "cells": sorted(gradient_tab.LISTED),
                   "tokenizers": sorted(data["tokenizers"]), "elmo": encoders.contextual_layers("elmo")}))
 """
 

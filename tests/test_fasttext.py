@@ -147,7 +147,7 @@ def test_the_cli_kind_writes_a_checkpoint_with_its_card(trained, tmp_path):
     assert card["corpus"][0]["sha256"] == checkpoints.sha256_file(corpus) and card["buckets"] == 500
     assert {"analogy", "similarity"} <= set(card["evaluation"]) and card["storage"].startswith("float16")
     assert card["held_out"]["tokens"] == 1000 and card["held_out"]["protocol"] and "misspellings" in card["oov"]
-    assert card["trained_tokens"] == card["tokens"] - 1000
+    assert card["train_tokens"] == card["tokens"] - 1000
     with pytest.raises(SystemExit):
         train.main(["fasttext", "--corpus", corpus, "--out", str(tmp_path), "--no_such_key=1"])
 

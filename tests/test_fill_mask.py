@@ -195,20 +195,34 @@ def test_input_representation_of_a_pair_and_nsp(model, tok):
 
 
 # ---------------------------------------------------------------------------------------------
-# The tab's handlers, on a tiny model put in the tab's registry
+# The tab's handlers, on tiny models put in the registry
+
+
+def _record(name: str, kind: str, net, tok, card: dict):
+    from playground.analysis import models
+
+    return models.Model(name, name, kind, kind, net, tok, net.config, card, None, models.Shape(1, 1))
+
+
+def _only(mp, records: dict) -> None:
+    """The registry holding `records` and none of the shipped checkpoints (which stay out of these tests)."""
+    from playground import checkpoints
+    from playground.analysis import models
+
+    mp.setattr(models, "_loaded", dict(records))
+    mp.setattr(checkpoints, "available", lambda kind=None: [])
 
 
 @pytest.fixture()
 def tab(model, tok, monkeypatch):
     from playground.ui import fill_mask_tab
 
-    ckpts = {"tiny": Checkpoint("tiny", None, "bert", model.config, {"top1": 0.1, "top5": 0.3, "nsp_accuracy": 0.6,
-                                                                       "n_params": 1000}, tok, model),
-             "tiny-lora": Checkpoint("tiny-lora", None, "minilm-mlm", model.config,
-                                     {"top1": 0.2, "top5": 0.5, "trainable_params": 10, "total_params": 1000}, tok,
-                                     tiny_model(tok.get_vocab_size(), nsp=False))}
-    monkeypatch.setattr(fill_mask_tab, "MODELS", ckpts)
-    monkeypatch.setattr(fill_mask_tab, "LISTED", [])  # the shipped checkpoints stay out of these tests
+    _only(monkeypatch, {
+        "tiny": _record("tiny", "bert", model, tok, {"held_out": {"top1": 0.1, "top5": 0.3, "nsp_accuracy": 0.6},
+                                                     "n_params": 1000}),
+        "tiny-lora": _record("tiny-lora", "minilm-mlm", tiny_model(tok.get_vocab_size(), nsp=False), tok,
+                             {"held_out": {"top1": 0.2, "top5": 0.5}, "trainable_params": 10, "n_params": 1000})})
+    monkeypatch.setattr(fill_mask_tab, "FAST", {})
     return fill_mask_tab
 
 
@@ -295,13 +309,12 @@ FEW = settings(max_examples=40, deadline=None, suppress_health_check=[HealthChec
 def registry(model, tok):
     from playground.ui import fill_mask_tab
 
-    saved = fill_mask_tab.MODELS, fill_mask_tab.LISTED
-    fill_mask_tab.LISTED = []
     short = tiny_model(tok.get_vocab_size(), nsp=False, n_positions=16)  # long inputs get cut here
-    fill_mask_tab.MODELS = {"tiny": Checkpoint("tiny", None, "bert", model.config, {}, tok, model),
-                            "short": Checkpoint("short", None, "bert", short.config, {}, tok, short)}
+    mp = pytest.MonkeyPatch()
+    _only(mp, {"tiny": _record("tiny", "bert", model, tok, {}), "short": _record("short", "bert", short, tok, {})})
+    mp.setattr(fill_mask_tab, "FAST", {})
     yield fill_mask_tab
-    fill_mask_tab.MODELS, fill_mask_tab.LISTED = saved
+    mp.undo()
 
 
 @FEW
@@ -344,8 +357,8 @@ def test_a_listed_model_loads_on_first_use_once_and_a_broken_one_says_so(tab, mo
         return Checkpoint(name, None, "bert", model.config, {}, tok, model)
 
     monkeypatch.setattr(tab.checkpoints, "shared", shared)
-    monkeypatch.setattr(tab, "LISTED", ["fresh", "broken", "gone"])
-    monkeypatch.setattr(tab, "FAST", {})
+    monkeypatch.setattr(tab.checkpoints, "available", lambda kind=None: ["fresh", "broken", "gone"]
+                        if kind in (None, "bert") else [])
     *_, data = tab.fill_mask("the [MASK].", "fresh", 3)
     tab.fill_mask("the [MASK] sat.", "fresh", 3)
     assert len(data) == 3 and calls == ["fresh"] and tab.FAST["fresh"] is True

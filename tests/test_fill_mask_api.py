@@ -86,8 +86,9 @@ def test_the_tab_says_what_to_expect_with_the_cards_figures():
     from playground.ui import fill_mask_tab
 
     note = fill_mask_tab.expectation_note()
-    for name in fill_mask_tab.LISTED:
-        numbers = fill_mask_tab._card_numbers(name)
+    *_, cards = fill_mask_tab.model_cards()
+    for numbers in cards["models"]:
+        name = numbers["name"]
         assert f"*{name}* {numbers['top1']:.0%} top-1, {numbers['top5']:.0%} top-5" in note
         for o in checkpoints.outside(checkpoints.read_card(name)):   # and every text outside its corpora
             assert f"{o['top5']:.0%} top-5 on the last {o['fraction']:.0%} of {o['title']}" in note

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from playground import checkpoints
+from playground.analysis import models
 from playground.nets import adapters, lora
 from playground.nets.llama import half_linear
 from playground.training import finetune as ft
@@ -16,6 +17,19 @@ from playground.training import finetune as ft
 
 def tiny(method: str, **overrides) -> ft.FinetuneConfig:
     return ft.FinetuneConfig(method=method, steps=3, batch_size=2, max_new_tokens=8, **overrides)
+
+
+def start(cfg: ft.FinetuneConfig) -> ft.Run:
+    """A run on the registry's copy of its base, as the Fine-tuning tab starts one."""
+    return ft.start(cfg, models.get(cfg.base))
+
+
+def live(cfg: ft.FinetuneConfig):
+    return ft.live(cfg, None, lambda: models.get(cfg.base))
+
+
+needs_smollm2 = pytest.mark.skipif(models.resolve(models.SMOLLM2) is None,
+                                   reason="SmolLM2 is not installed (the README's commands install it)")
 
 
 def fingerprint(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -48,7 +62,7 @@ def test_token_kl_is_zero_for_the_same_model_and_positive_otherwise():
 
 
 def test_sft_masks_every_prompt_token():
-    fmt = ft.text_format(adapters.GPT)
+    fmt = ft.text_format(models.get(adapters.GPT))
     prompt, answer = fmt.encode(fmt.prompt("What do bees make?")), fmt.encode(fmt.answer("Good friend, honey."))
     ids, labels = ft.example(fmt, "What do bees make?", "Good friend, honey.")
     assert ids == (prompt + answer)[:-1]
@@ -70,9 +84,9 @@ def test_response_logps_sum_only_the_answer():
 
 @pytest.mark.parametrize("method", ft.METHODS)
 def test_a_run_starts_exact_trains_and_merges_exactly_without_touching_the_base(method):
-    base = adapters.base_model(adapters.GPT)
+    base = models.get(adapters.GPT).model
     before = fingerprint(base)
-    result = ft.execute(ft.start(tiny(method)))
+    result = ft.execute(start(tiny(method)))
     assert result["step0_max_abs_diff"] == 0.0                    # B = 0: the adapted model is the base
     # W + (α/r) B A gives the same logits, up to fp32 rounding of two summation orders (1.1e-5 on an AMX VM's kernels)
     assert result["merged_max_abs_diff"] < 5e-5
@@ -90,7 +104,7 @@ def test_a_run_starts_exact_trains_and_merges_exactly_without_touching_the_base(
 
 
 def test_counts_follow_the_lecture_formula():
-    run = ft.start(tiny("lora", targets="c_attn,attn.c_proj", rank=4))
+    run = start(tiny("lora", targets="c_attn,attn.c_proj", rank=4))
     counts = lora.count_parameters(run.model)
     table = lora.adapter_table(run.model)
     n_layer, C = run.base.config.n_layer, run.base.config.n_embd
@@ -101,20 +115,20 @@ def test_counts_follow_the_lecture_formula():
 
 def test_same_seed_same_run_and_the_global_generator_untouched():
     state = torch.random.get_rng_state()
-    a = ft.execute(ft.start(tiny("lora", seed=3)))
-    b = ft.execute(ft.start(tiny("lora", seed=3)))
+    a = ft.execute(start(tiny("lora", seed=3)))
+    b = ft.execute(start(tiny("lora", seed=3)))
     assert [s["loss"] for s in a["steps"]] == [s["loss"] for s in b["steps"]] and a["after"] == b["after"]
     assert torch.equal(torch.random.get_rng_state(), state)
-    c = ft.execute(ft.start(tiny("lora", seed=4)))
+    c = ft.execute(start(tiny("lora", seed=4)))
     assert [s["loss"] for s in c["steps"]] != [s["loss"] for s in a["steps"]]
 
 
 def test_lora_never_trains_on_its_held_out_tail():
-    fmt = ft.text_format(adapters.GPT)
+    fmt = ft.text_format(models.get(adapters.GPT))
     text = ft.default_text()
     train, tail = ft.split_text(fmt, text)
     assert train + tail == fmt.encode(text) and len(tail) == max(2, int(len(train + tail) * ft.HELD_OUT_SHARE))
-    run = ft.start(tiny("lora"))
+    run = start(tiny("lora"))
     step = ft.text_steps(run, text)
     seen = []
     real = run.model.forward
@@ -132,7 +146,7 @@ def _find(haystack: list[int], needle: list[int]) -> int:
 
 
 def test_closing_a_live_run_stops_its_training():
-    stream = ft.live(ft.FinetuneConfig(method="lora", steps=10_000, batch_size=2))
+    stream = live(ft.FinetuneConfig(method="lora", steps=10_000, batch_size=2))
     seen = []
     while len(seen) < 3:
         item = next(stream)
@@ -145,7 +159,7 @@ def test_closing_a_live_run_stops_its_training():
 def test_a_finished_live_run_yields_its_steps_then_the_result():
     """...and says what it does before its first step and after its last (issue #32: SFT on SmolLM2 sat at 'step 16
     of 16' for 20 s while it wrote its texts and evaluated, with nothing said)."""
-    items = list(ft.live(tiny("sft")))
+    items = list(live(tiny("sft")))
     assert [i["step"]["step"] for i in items if "step" in i] == [1, 2, 3] and items[-1]["result"]["method"] == "sft"
     said = [i.get("phase") or ("step" if "step" in i else "result") for i in items]
     assert said == ["loading", "before", "step", "step", "step", "after", "held_out", "merge", "result"]
@@ -172,23 +186,23 @@ def test_targets_by_role_name_real_matrices():
 
 @pytest.mark.parametrize("name", ["lora-gpt-shakespeare", "sft-smollm2", "dpo-smollm2"])
 def test_shipped_runs_load_differ_from_the_base_and_are_small(name):
-    if name != "lora-gpt-shakespeare" and not ft.llm_available():
+    if name != "lora-gpt-shakespeare" and models.resolve(models.SMOLLM2) is None:
         pytest.skip("SmolLM2 is not installed (the README's commands install it)")
     ckpt = checkpoints.load(name)
+    base = models.get(ckpt.config.base)  # the adapters sit on the registry's copy of their base
     result = ckpt.card["result"]
     assert result["steps"] and result["before"] and result["after"]
     assert all(f.stat().st_size <= 10 * 2**20 for f in ckpt.path.iterdir())
-    ids = torch.tensor([ft.probe(ft.text_format(ckpt.config.base), ft.FinetuneConfig(
+    ids = torch.tensor([ft.probe(ft.text_format(base), ft.FinetuneConfig(
         method=ckpt.config.method, base=ckpt.config.base), ft.default_text())])
     with torch.no_grad():
-        assert not torch.allclose(ckpt.model(ids)[0], adapters.base_model(ckpt.config.base)(ids)[0])
+        assert not torch.allclose(ckpt.model(ids)[0], base.model(ids)[0])
 
 
+@needs_smollm2
 def test_smollm2_sft_runs_and_learns_the_answer_format():
-    if not ft.llm_available():
-        pytest.skip("SmolLM2 is not installed (the README's commands install it)")
-    result = ft.execute(ft.start(ft.FinetuneConfig(method="sft", base=adapters.SMOLLM2, steps=2, batch_size=2,
-                                                   max_new_tokens=4)))
+    result = ft.execute(start(ft.FinetuneConfig(method="sft", base=adapters.SMOLLM2, steps=2, batch_size=2,
+                                                max_new_tokens=4)))
     assert result["step0_max_abs_diff"] == 0.0 and result["merged_max_abs_diff"] < 1e-3
     assert result["counts"]["trainable"] == 30 * 8 * ((576 + 576) + (576 + 192))   # W_q and W_v of 30 layers
     assert sum(result["mask"]["in_loss"]) < len(result["mask"]["tokens"]) / 2      # the chat prompt is masked

@@ -67,8 +67,9 @@ def test_attention_maps_tokens_to_the_sentence():
 @pytest.mark.parametrize("text, T", [("abc", 10), ("abc ", 7), ("x" * 50, 20)])
 def test_gradient_steps_map_to_the_sentence(text, T):
     from playground.analysis import gradient_flow as introspect
+    from playground.analysis import models
 
-    steps = introspect.prepare_ids(gradient_tab.TOKENIZER, text, T)
+    steps = introspect.prepare_ids(models.tokenizer(f"{gradient_tab.LISTED[0]}-shakespeare"), text, T)
     assert len(steps.spans) == T and len(steps.chars) == T + 1
     for (s, e), ch in zip(steps.spans, steps.chars):
         assert (text[s:e] == ch) if s >= 0 else ch == " "

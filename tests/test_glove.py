@@ -193,7 +193,7 @@ def test_glove_is_a_source_of_the_tab_and_its_score_sits_beside_word2vecs():
     from playground.analysis.embeddings import words as ws
     from playground.ui import embeddings_tab
 
-    assert ws.SPACE_CHECKPOINTS["glove"] == "glove-english" and "glove" in embeddings_tab.SOURCE_LABELS
+    assert ws.SPACE_MODELS["glove"] == "glove-english" and "glove" in embeddings_tab.SOURCE_LABELS
     card = checkpoints.read_card("glove-english")
     if card is None or checkpoints.read_card("word2vec-english") is None:
         pytest.skip("glove-english or word2vec-english is not shipped")

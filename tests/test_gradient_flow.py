@@ -289,15 +289,32 @@ def test_the_predicted_factor_follows_the_measured_one_for_the_shipped_models():
     """The naive estimate (a random direction at every step) is 2-4x off; the gradient turns towards the directions
     that shrink least. The Elman prediction (the Jacobian product's top Lyapunov exponent, from a random start,
     no loss) lands within 5% of the fitted factor; the gated cells' (their gates multiplied unit by unit) within 20%."""
-    from playground import checkpoints
+    from playground.analysis import models
 
     text = "ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun."
     tolerance = {"rnn": 0.05, "lstm": 0.2, "gru": 0.2}
     for kind, rel in tolerance.items():
-        ckpt = checkpoints.shipped(f"{kind}-shakespeare")
+        ckpt = models.find(f"{kind}-shakespeare")
         if ckpt is None:
             pytest.skip(f"{kind}-shakespeare is not shipped")
         ids = introspect.prepare_ids(ckpt.tokenizer, text, 120).ids
         rates = introspect.gradient_flow(ckpt.model, ids)["rates"]
         assert rates["predicted"] == pytest.approx(rates["measured"], rel=rel), (kind, rates)
         assert abs(rates["predicted"] - rates["measured"]) < abs(rates["naive"] - rates["measured"]), (kind, rates)
+
+
+def test_the_tab_counts_each_shipped_model_s_parameters_as_torch_and_the_lecture_do():
+    """The table under the plot: every parameter of the model, the recurrent part as torch.nn counts it (two bias
+    vectors per gate) and as the lecture's formula k(mn + n^2 + n) does (one)."""
+    from playground.analysis import models
+    from playground.nets.recurrent import TORCH_CLASSES
+    from playground.ui import gradient_tab
+
+    shown = gradient_tab.models_md()
+    for key in gradient_tab.LISTED:
+        lm = models.get(f"{key}-shakespeare").model
+        m, n, k = lm.config.n_embd, lm.config.hidden_size, {"rnn": 1, "lstm": 4, "gru": 3}[key]
+        torch_count = sum(p.numel() for p in getattr(torch.nn, TORCH_CLASSES[key])(m, n).parameters())
+        row = (f"| {gradient_tab.CELLS[key]} | {n} | {sum(p.numel() for p in lm.parameters()):,} | {k}(mn + n² + n) = "
+               f"{k * (m * n + n * n + n):,} | {torch_count:,} |")
+        assert row in shown, (row, shown)

@@ -167,7 +167,7 @@ def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tiny_base, tmp_path
     folder = tmp_path / "tiny"
     card = json.loads((folder / "card.json").read_text())
     for key in ("val_top1", "val_top5", "val_loss", "steps", "wall_time_s", "command", "trainable_params",
-                "total_params"):
+                "n_params"):
         assert key in card, f"card.json lacks {key}"
     assert card["val_top5"] == pytest.approx(last["top5"], abs=1e-4)
     assert not (tmp_path / ".tiny.resume").exists(), "a finished run leaves no resume state"
@@ -266,7 +266,7 @@ def test_the_shipped_minilm_mlm_fills_in_everyday_sentences():
     ckpt = checkpoints.shared("minilm-mlm")
     model, tok = ckpt.model, ckpt.tokenizer
     assert ckpt.kind == "minilm-mlm" and model.nsp is None
-    assert ckpt.card["val_top5"] > 0.4 and ckpt.card["trainable_params"] < ckpt.card["total_params"] / 10
+    assert ckpt.card["val_top5"] > 0.4 and ckpt.card["trainable_params"] < ckpt.card["n_params"] / 10
     sentences = {
         "paris is the [MASK] of france.": {"capital", "city", "center", "centre", "heart"},
         "the cat sat on the [MASK].": {"floor", "ground", "bed", "table", "chair", "mat", "grass", "sofa", "couch",

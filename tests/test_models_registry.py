@@ -1,8 +1,10 @@
 """The one model registry (playground/analysis/models.py): one id per model, the short ids of older calls and links
-as aliases, nothing loaded at import, each model loaded once under one lock."""
+as aliases, nothing loaded at import (by any tab), each model loaded once under one lock, every tab's models listed
+by family, cards and tokenizers read without loading their models."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import threading
@@ -15,12 +17,39 @@ from playground.analysis import models
 ROOT = Path(__file__).resolve().parent.parent
 
 
+IMPORT_EVERY_TAB = """
+import importlib, pkgutil
+from playground import checkpoints
+from playground.nets import hf, smollm2
+calls = []
+
+def counted(module, name):
+    real = getattr(module, name)
+    setattr(module, name, lambda *a, **k: (calls.append(f"{module.__name__}.{name}"), real(*a, **k))[1])
+
+for module, name in [(checkpoints, "load"), (checkpoints, "read_hf_tokenizer"), (smollm2, "load"),
+                     (smollm2, "load_tokenizer"), (hf, "load_bert_dir")]:
+    counted(module, name)
+import playground.ui
+tabs = [m.name for m in pkgutil.iter_modules(playground.ui.__path__)]
+for name in tabs:
+    importlib.import_module(f"playground.ui.{name}")
+from playground.analysis import models
+assert not calls, calls
+assert not models._loaded and not models._tokenizers, (sorted(models._loaded), sorted(models._tokenizers))
+from playground.ui import generation_tab
+print(len(tabs), len(generation_tab.LISTED))
+"""
+
+
 def test_importing_the_tabs_loads_no_model():
-    code = ("from playground.analysis import models\nfrom playground.ui import generation_tab, attention_tab\n"
-            "assert not models._loaded, sorted(models._loaded)\nprint(len(generation_tab.LISTED))")
-    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=240)
+    """Every module of playground/ui (each tab, the page, its caches) imported in a fresh process: no checkpoint,
+    tokenizer or package model is read; what the tabs list comes from the models' folders."""
+    run = subprocess.run([sys.executable, "-c", IMPORT_EVERY_TAB], cwd=ROOT, capture_output=True, text=True,
+                         timeout=240)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert int(run.stdout.strip().splitlines()[-1]) >= 1
+    modules, listed = map(int, run.stdout.strip().splitlines()[-1].split())
+    assert modules >= 15 and listed >= 1
 
 
 def test_one_id_per_model_and_the_short_ids_are_aliases():
@@ -51,6 +80,32 @@ def test_a_model_is_loaded_once_however_many_ask_at_once(monkeypatch):
     for t in threads:
         t.join()
     assert calls == ["rnn-shakespeare"] and len({id(m) for m in got}) == 1
+
+
+def test_every_tab_s_models_are_listed_by_family_and_cards_and_tokenizers_read_without_loading(monkeypatch):
+    monkeypatch.setattr(models, "_loaded", {})
+    monkeypatch.setattr(models, "_tokenizers", {})
+    for family in ("seq2seq", "tokenizer", "word2vec", "minilm-mlm", "lstm"):
+        listed = models.ids(family)
+        assert listed and all(models.family(name) == family for name in listed), family
+    assert set(models.ids()) >= {*models.ids("seq2seq"), *models.ids("bert"), models.MINILM}
+    assert models.card("minilm-mlm")["held_out"]["top5"] > 0.3 and not models.loaded("minilm-mlm")
+    tokenizer = models.tokenizer("minilm")
+    assert tokenizer.token_to_id("[MASK]") is not None and models.tokenizer("minilm") is tokenizer
+    assert not models._loaded, "a card or MiniLM's tokenizer loaded a model"
+    assert models.tokenizer("tok-char") is models.get("tok-char").tokenizer and models.get("tok-char").model is None
+
+
+def test_a_folder_outside_models_is_found_by_its_path_never_by_an_id(tmp_path):
+    folder = tmp_path / "tok"
+    shutil.copytree(ROOT / "models" / "tok-char", folder)
+    found = models.find(str(folder))
+    assert found is not None and found.family == "tokenizer" and models.find(folder) is found
+    assert models.resolve(str(folder)) is None and str(folder) not in models.ids()
+    with pytest.raises(KeyError):
+        models.get(str(folder))
+    assert models.find(str(tmp_path / "nothing")) is None and models.find("no-such-model") is None
+    assert models.find("gpt") is models.get("gpt-shakespeare")
 
 
 def test_the_shape_is_known_before_loading_and_agrees_after():

@@ -150,12 +150,14 @@ def test_lm_overfits_one_batch():
     assert loss.item() < 0.1
 
 
-def test_parameter_counts_lecture_formula_and_torch():
+@pytest.mark.parametrize("cell, gates", [("rnn", 1), ("lstm", 4), ("gru", 3)])
+def test_parameter_counts_lecture_formula_and_torch(cell, gates):
     m, n = 64, 128
-    enc = RecurrentEncoder("lstm", m, n)
-    torch_count = sum(p.numel() for p in torch.nn.LSTM(m, n).parameters())
-    assert sum(p.numel() for p in enc.parameters()) == torch_count
-    assert torch_count - recurrent.lecture_lstm_count(m, n) == 4 * n   # torch's second bias vector b_h*
+    counts = recurrent.parameter_counts(RecurrentConfig(cell=cell, vocab_size=10, n_embd=m, hidden_size=n))
+    torch_count = sum(p.numel() for p in getattr(torch.nn, recurrent.TORCH_CLASSES[cell])(m, n).parameters())
+    assert sum(p.numel() for p in RecurrentEncoder(cell, m, n).parameters()) == torch_count == counts["recurrent_torch"]
+    assert counts["recurrent_formula"] == gates * (m * n + n * n + n)   # the lecture's: 4(mn + n^2 + n) for the LSTM
+    assert torch_count - counts["recurrent_formula"] == gates * n       # torch's second bias vector b_h*
 
 
 def test_config_invariants_have_messages():

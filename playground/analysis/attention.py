@@ -24,7 +24,6 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from playground import checkpoints
 from playground.analysis import models, tokenization
 from playground.analysis.positions import (alibi, cosine_matrix, positional, rope_scores,  # noqa: F401
                                           sinusoidal_pe)  # the tab's positional views, kept importable here
@@ -124,23 +123,10 @@ def load_bert(name: str = "bert-english") -> AttentionModel | None:
     a folder of one outside models/); else None."""
     if models.resolve(name) is not None:
         return load(name)
-    ckpt = checkpoints.shipped(name)  # a folder outside models/ (a test's); None when missing or damaged
-    if ckpt is None:
+    m = models.find(name)  # a folder outside models/ (a test's); None when missing or damaged
+    if m is None:
         return None
-    c = ckpt.config
-    return viewed(models.Model(name, name, "bert", "bert", ckpt.model, ckpt.tokenizer, c, ckpt.card, None,
-                               models.Shape(c.n_layer, c.n_head, 1, c.n_positions)),
-                  f"our BERT ({name}: pre-trained here from scratch, {c.n_layer} × {c.n_head} heads)")
-
-
-def smollm2_available() -> bool:
-    return models.resolve(SMOLLM2) is not None
-
-
-def smollm2_shape() -> tuple[int, int, int]:
-    """SmolLM2's layers, query heads and key/value heads, without loading it (the bench's)."""
-    s = models.shape(SMOLLM2)
-    return s.layers, s.heads, s.heads // s.kv_group
+    return viewed(m, f"our BERT ({name}: pre-trained here from scratch, {m.shape.layers} × {m.shape.heads} heads)")
 
 
 def kv_groups_text(m: AttentionModel) -> str:

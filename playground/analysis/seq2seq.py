@@ -17,7 +17,7 @@ import random
 import numpy as np
 import torch
 
-from playground import checkpoints
+from playground.analysis import models
 from playground.nets import seq2seq as s2s
 from playground.training import seq2seq as task
 
@@ -26,16 +26,18 @@ LABELS = {"none": "no attention (fixed context)", "bahdanau": "Bahdanau (additiv
 EVAL_LENGTHS = [4, 12, 20, 28, 36, 44]   # the quick evaluation: a few lengths, two of them past training
 
 
-def load_models() -> dict[str, checkpoints.Checkpoint]:
-    """variant -> Checkpoint for every shipped seq2seq model (loaded once, shared, read-only)."""
-    models, shipped = {}, checkpoints.available("seq2seq")
-    for variant in s2s.VARIANTS:
-        name = f"seq2seq-{variant}"
-        if name in shipped:
-            ckpt = checkpoints.shared(name)
-            task.check_vocab(ckpt.card)
-            models[variant] = ckpt
-    return models
+def variants() -> list[str]:
+    """The variants whose encoder-decoder the registry has (analysis/models.py: `seq2seq-<variant>`, whole
+    checkpoints only), in nets/seq2seq.VARIANTS' order. Nothing is loaded."""
+    return [variant for variant in s2s.VARIANTS if models.resolve(f"seq2seq-{variant}") is not None]
+
+
+def model(variant: str) -> models.Model:
+    """The shipped encoder-decoder of `variant`, from the registry (loaded on first use, shared, read-only), its
+    card checked against the task's vocabulary; a KeyError when it is not shipped."""
+    m = models.get(f"seq2seq-{variant}")
+    task.check_vocab(m.card)
+    return m
 
 
 def _decode(model, ids: list[int], beam: int) -> dict:
@@ -102,24 +104,25 @@ def compare(rnn_model, rnn_key: str, transformer, words: list[str], ids: list[in
     return data, {"rnn_tokens": a["tokens"], "rnn_alpha": a["alpha"], "tokens": t["tokens"], "cross": cross}
 
 
-def bottleneck(models: dict[str, checkpoints.Checkpoint]) -> dict:
-    """The JSON of /seq2seq_bottleneck: accuracy by source-length bucket as each model's card.json recorded it
-    at training time (models without that record are left out)."""
+def bottleneck(keys: list[str]) -> dict:
+    """The JSON of /seq2seq_bottleneck: accuracy by source-length bucket as the card.json of each variant's model
+    recorded it at training time (read without loading the models; those without that record are left out)."""
     series = {}
-    for key, ckpt in models.items():
-        acc = ckpt.card.get("accuracy_by_length")
+    for key in keys:
+        acc = models.card(f"seq2seq-{key}").get("accuracy_by_length")
         if acc:
             series[key] = {"length": [(lo + hi) / 2 for lo, hi in acc["buckets"]], "accuracy": acc["accuracy"],
                            "buckets": acc["buckets"], "per_bucket": acc["per_bucket"]}
     return {"source": "card.json of each model", "trained_up_to": task.MAX_TRAIN_LEN, "models": series}
 
 
-def evaluate(models: dict[str, checkpoints.Checkpoint], per_length: int, seed: int) -> dict:
-    """The JSON of /seq2seq_evaluate: exact match now, per_length fresh held-out sources at each of EVAL_LENGTHS."""
+def evaluate(nets: dict[str, torch.nn.Module], per_length: int, seed: int) -> dict:
+    """The JSON of /seq2seq_evaluate: exact match now, per_length fresh held-out sources at each of EVAL_LENGTHS, for
+    each model (variant -> encoder-decoder)."""
     series = {}
     with torch.inference_mode():
-        for key, ckpt in models.items():
-            acc = task.accuracy_by_length(ckpt.model, EVAL_LENGTHS, per_length, seed=seed + 1)  # seed 0: the cards'
+        for key, net in nets.items():
+            acc = task.accuracy_by_length(net, EVAL_LENGTHS, per_length, seed=seed + 1)  # seed 0: the cards'
             series[key] = {"length": EVAL_LENGTHS, "accuracy": [round(a, 4) for a in acc]}
     return {"source": "evaluated now", "per_length": per_length, "seed": seed, "trained_up_to": task.MAX_TRAIN_LEN,
             "models": series}

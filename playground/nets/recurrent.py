@@ -326,11 +326,6 @@ class RecurrentConfig:
         assert self.n_embd > 0 and self.hidden_size > 0 and self.num_layers > 0, "sizes must be positive"
 
 
-def lecture_lstm_count(m: int, n: int) -> int:
-    """The lecture's LSTM parameter count, 4(mn + n^2 + n): four gates, each a weight [(m+n), n] and one bias."""
-    return 4 * (m * n + n * n + n)
-
-
 class RecurrentLM(nn.Module):
     """Character-level language model: embedding -> recurrent encoder (causal, one direction) -> linear head.
 

@@ -132,7 +132,7 @@ def seq2seq_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
     """The Seq2seq tab: one translation with its alignment (20 source words), greedy, Bahdanau attention."""
     from playground.ui import seq2seq_tab
 
-    if "bahdanau" not in seq2seq_tab.MODELS:
+    if "bahdanau" not in seq2seq_tab.VARIANTS:
         return {}
     return {"seq2seq (Bahdanau, 20 words, translation + alignment)": (seq2seq_tab.translate,
                                                                        (SEQ2SEQ_SOURCE, "bahdanau"), 0.100)}
@@ -175,9 +175,9 @@ def attention_bytes(model_key: str = "minilm") -> tuple[int, int]:
     (the largest, and its layer)."""
     import httpx
 
-    from playground.analysis import attention
+    from playground.analysis import models
 
-    layers = attention.smollm2_shape()[0] if "smollm2" in model_key else attention.load_minilm().n_layer
+    layers = models.shape(model_key).layers
     with served_app() as (url, _):
         sizes = []
         for layer in range(layers):
@@ -415,14 +415,14 @@ def smollm2_rows() -> list[tuple]:
     the KV cache, the attention of every layer for 256 tokens."""
     import torch
 
-    from playground.analysis import generation, sampling
+    from playground.analysis import models, sampling
 
-    if not generation.llm_available():
+    if models.resolve(models.SMOLLM2) is None:
         return [("SmolLM2-135M-Instruct", "not installed", "", "", None)]
     started = time.perf_counter()
-    lm = generation.load_llm()
+    lm = models.get(models.SMOLLM2)
     loaded = time.perf_counter() - started
-    ids = torch.tensor([lm.tokenizer.encode(lm.chat_prompt([{"role": "user", "content": "Tell me a story."}])).ids])
+    ids = torch.tensor([lm.tokenizer.encode(lm.chat([{"role": "user", "content": "Tell me a story."}])).ids])
     with torch.inference_mode():
         list(sampling.stream(lm.model, ids, 4, temperature=0))                      # warm up
         started = time.perf_counter()
@@ -449,10 +449,10 @@ def smollm2_memory_rows(new_texts: int = 60) -> list[tuple]:
     import httpx
 
     from playground import checkpoints
-    from playground.analysis import generation
+    from playground.analysis import models
     from playground.tools import loadtest
 
-    if not generation.llm_available():
+    if models.resolve(models.SMOLLM2) is None:
         return [("SmolLM2: memory under a class's own inputs", "not installed", "", "", None)]
     corpus = (checkpoints.ASSETS_DIR / "corpus_sample.txt").read_text(encoding="utf-8")
     long_text = " ".join(corpus.split()[1000:1150])  # about 190 SmolLM2 tokens
@@ -531,7 +531,7 @@ def finetune_rows() -> list[tuple]:
 
     quiet = lambda *a, **k: None  # noqa: E731 - no progress bar outside Gradio
     runs = [("LoRA, our GPT", lambda: tab.lora_finetune(progress=quiet))]
-    if tab.finetune.llm_available():
+    if tab.models.resolve(tab.SMOLLM2) is not None:
         runs += [("SFT, SmolLM2", lambda: tab.sft(progress=quiet)), ("DPO, SmolLM2", lambda: tab.dpo(progress=quiet))]
     rows = []
     for name, call in runs:
@@ -592,10 +592,9 @@ def generation_speed(runs: int = 5) -> dict[str, float]:
     and every step runs the last 128 tokens again (cached keys hold absolute positions)."""
     import torch
 
-    from playground import checkpoints
-    from playground.analysis import sampling
+    from playground.analysis import models, sampling
 
-    model = checkpoints.shared("gpt-shakespeare").model
+    model = models.get("gpt-shakespeare").model
     prompt = torch.tensor([[1, 2, 3]])
     speeds = {}
     for label, n, use_cache in (("cache", 120, True), ("no cache", 120, False), ("sliding", 500, True)):

@@ -405,7 +405,7 @@ def _card(cfg: BertTrainConfig, run, data: _Prepared, state: loop.TrainState, me
         "kind": "bert", "corpus": checkpoints.corpus_record(run.corpus), "steps": state.it,
         "pairs_seen": state.extra["pairs"], "tokens_seen": state.extra["tokens"],
         "wall_time_s": round(state.elapsed, 1), "prep_time_s": round(data.seconds, 1),
-        "device": run.device, "n_params": n_params, "weights_dtype": "float16" if cfg.half else "float32",
+        "device": run.device, "n_params": n_params, "storage": "float16" if cfg.half else "float32",
         "train_loss": round(train_m["loss"], 4), "val_loss": round(val_m["loss"], 4),
         "val_mlm_loss": round(val_m["mlm_loss"], 4),
         "val_top1": round(val_m["top1"], 4), "val_top5": round(val_m["top5"], 4),

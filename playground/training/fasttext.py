@@ -234,7 +234,7 @@ def train_kind(cfg: FastTextTrainConfig, run) -> dict:
     seconds = time.perf_counter() - started
     card = {
         "kind": "fasttext", "architecture": "skipgram over character n-grams (Bojanowski et al. 2017)",
-        "corpus": checkpoints.corpus_record(run.corpus), "tokens": int(len(ids)), "trained_tokens": int(len(train_ids)),
+        "corpus": checkpoints.corpus_record(run.corpus), "tokens": int(len(ids)), "train_tokens": int(len(train_ids)),
         "vocab_size": tok.get_vocab_size(), "buckets": cfg.buckets, "ngrams": [cfg.minn, cfg.maxn], "dim": cfg.dim,
         "steps": history["steps"], "pairs_seen": history["pairs"], "wall_time_s": round(seconds, 1),
         "train_seconds": history["seconds"], "device": "cpu", "threads": cfg.threads,

@@ -9,10 +9,13 @@
 
   π is the model with its adapters (the policy), π_ref the frozen base; β log(π/π_ref) is the implicit reward.
 
-Every run adapts a private copy of the base's module tree over its shared, frozen tensors (nets/adapters.py),
-trains with the one training loop (training/loop.py), draws everything random from its own generator, and reports
-each step as plain data. `live` runs one on a thread and yields its steps as they come; closing it stops the run.
-The data sets were written for this project (assets/finetune/, CC0 like the rest of the assets).
+A run is handed its base as the registry (analysis/models.py) records it: the app's one copy, frozen and shared,
+with its tokenizer and chat template (the CLI, which sits below the registry, reads the same copy through
+nets/adapters.base). Every run adapts a private copy of the base's module tree over its shared, frozen tensors
+(nets/adapters.py), trains with the one training loop (training/loop.py), draws everything random from its own
+generator, and reports each step as plain data. `live` runs one on a thread and yields its steps as they come;
+closing it stops the run. The data sets were written for this project (assets/finetune/, CC0 like the rest of the
+assets).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ import queue
 import threading
 import time
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -30,18 +32,14 @@ import torch
 import torch.nn.functional as F
 
 from playground import checkpoints, heap
-from playground.nets import adapters, lora, smollm2
+from playground.lru import Bounded
+from playground.nets import adapters, lora
 from playground.nets.adapters import BASES, GPT, SMOLLM2, TARGET_CHOICES, targets_for  # noqa: F401 - for the UI
 from playground.training import loop
 
 DATA = checkpoints.ASSETS_DIR / "finetune"
 METHODS = ("lora", "sft", "dpo")
 IGNORE = -100                                    # a label that adds nothing to the loss (F.cross_entropy's default)
-LLM_INSTALL, LLMMissing = smollm2.INSTALL, smollm2.Missing
-
-
-def llm_available() -> bool:
-    return smollm2.available()
 
 
 @dataclass
@@ -83,41 +81,41 @@ WARMUP = 5
 
 @dataclass
 class TextFormat:
-    """How one base reads and writes: the GPT knows only Shakespeare's characters, so a turn is `Q: ...\\nA: ...`
-    and ends with a newline; SmolLM2 reads its own chat template and ends a turn with <|im_end|>."""
+    """How one base reads and writes. A model with a chat template (SmolLM2) reads its template and ends a turn with
+    its end-of-turn token (<|im_end|>); one without (our GPT, which knows only Shakespeare's characters) reads a turn
+    as `Q: ...\\nA: ...`, ended by a newline."""
 
-    base: str
     tokenizer: object
     n_positions: int
     stop: int                                    # the token that ends an answer
+    chat: Callable[[list[dict]], str] | None     # messages -> the chat-formatted prompt; None: the Q/A format
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text).ids
 
     def decode(self, ids: list[int], special: bool = False) -> str:
-        """The text of `ids`; SmolLM2's control tokens (<|im_start|>, ...) only with `special`."""
-        if self.base == adapters.SMOLLM2:
-            return self.tokenizer.decode(ids, skip_special_tokens=not special)
-        return "".join(self.tokenizer.id_to_token(i) for i in ids)
+        """The text of `ids`; a chat model's control tokens (<|im_start|>, ...) only with `special` (the GPT's
+        [UNK] always shows)."""
+        return self.tokenizer.decode(ids, skip_special_tokens=self.chat is not None and not special)
 
     def prompt(self, instruction: str) -> str:
-        if self.base == adapters.SMOLLM2:
-            return smollm2.shared().chat_prompt([{"role": "user", "content": instruction}])
+        if self.chat is not None:
+            return self.chat([{"role": "user", "content": instruction}])
         return f"Q: {instruction}\nA:"
 
     def answer(self, response: str) -> str:
         """What follows the prompt in a training example: the response and the end of the turn."""
-        if self.base == adapters.SMOLLM2:
-            return response + smollm2.shared().eos
+        if self.chat is not None:
+            return response + self.tokenizer.id_to_token(self.stop)
         return f" {response}\n"
 
 
-def text_format(base: str) -> TextFormat:
-    if base == adapters.SMOLLM2:
-        lm = smollm2.shared()
-        return TextFormat(base, lm.tokenizer, lm.model.config.n_positions, lm.eos_id)
-    gpt = checkpoints.shared(adapters.GPT)
-    return TextFormat(base, gpt.tokenizer, gpt.config.n_positions, gpt.tokenizer.token_to_id("\n"))
+def text_format(base) -> TextFormat:
+    """How `base` reads and writes: `base` is a record of the registry (analysis/models.py; nets/adapters.Base for
+    the CLI): its tokenizer, config (n_positions), chat template, and card (`eos_id` with a chat template)."""
+    tok = base.tokenizer
+    stop = base.card["eos_id"] if base.chat is not None else tok.token_to_id("\n")
+    return TextFormat(tok, base.config.n_positions, stop, base.chat)
 
 
 def read_jsonl(path: Path, keys: tuple[str, ...]) -> list[dict]:
@@ -204,10 +202,13 @@ class Run:
     generator: torch.Generator
 
 
-def start(cfg: FinetuneConfig) -> Run:
+def start(cfg: FinetuneConfig, base) -> Run:
+    """A run on `base`, the model cfg.base names as the registry (analysis/models.py) records it: its model (frozen,
+    shared: the run adapts a copy over its tensors), tokenizer, config, chat template and card."""
+    assert base.id == cfg.base, f"the run is configured for {cfg.base}, not {base.id}"
     generator = torch.Generator().manual_seed(cfg.seed)
-    base = adapters.base_model(cfg.base)
-    return Run(cfg, text_format(cfg.base), base, adapters.adapt(base, cfg.adapter_config(), generator), generator)
+    return Run(cfg, text_format(base), base.model, adapters.adapt(base.model, cfg.adapter_config(), generator),
+               generator)
 
 
 def _draw(n: int, k: int, g: torch.Generator) -> list[int]:
@@ -316,10 +317,17 @@ def greedy(model: torch.nn.Module, fmt: TextFormat, prompt: str, max_new: int, s
     return fmt.decode(out)
 
 
-@lru_cache(maxsize=256)
-def base_text(base: str, prompt: str, max_new: int, stop: bool) -> str:
+_BASE_TEXTS: Bounded[str] = Bounded(max_bytes=4 << 20, max_items=256)
+
+
+def base_text(run: Run, prompt: str, max_new: int, stop: bool) -> str:
     """The base model's greedy text (the same for every run on it: kept, a few hundred strings at most)."""
-    return greedy(adapters.base_model(base), text_format(base), prompt, max_new, stop)
+    key = (run.cfg.base, prompt, max_new, stop)
+    text = _BASE_TEXTS.get(key)
+    if text is None:
+        text = greedy(run.base, run.fmt, prompt, max_new, stop)
+        _BASE_TEXTS.put(key, text)
+    return text
 
 
 def prompts(cfg: FinetuneConfig, fmt: TextFormat, text: str) -> list[tuple[str, str]]:
@@ -425,7 +433,7 @@ def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = 
               "counts": {**lora.count_parameters(run.model), "matrices": lora.adapter_table(run.model)},
               "step0_max_abs_diff": max_difference(run.model, run.base, ids)}
     phase("before")
-    result["before"] = texts(lambda p: base_text(cfg.base, p, cfg.max_new_tokens, stop_at_end))
+    result["before"] = texts(lambda p: base_text(run, p, cfg.max_new_tokens, stop_at_end))
     if cfg.method != "lora":
         result["mask"] = mask_view(run.fmt, cfg)
     step = {"lora": lambda: text_steps(run, text), "sft": lambda: sft_steps(run, pairs()),
@@ -445,17 +453,18 @@ def execute(run: Run, text: str | None = None, report: Callable[[dict], None] = 
     return result
 
 
-def live(cfg: FinetuneConfig, text: str | None = None) -> Iterator[dict]:
+def live(cfg: FinetuneConfig, text: str | None, base: Callable[[], object]) -> Iterator[dict]:
     """`execute` on a thread: yields {"phase": name} as each part of the run begins (PHASES: loading the base, the
-    texts before, ..., the merge check), {"step": record} as each step ends, then {"result": ...}. Closing the
-    iterator (the user pressed Stop) ends the run at its next step and waits for it: nothing keeps training."""
+    texts before, ..., the merge check), {"step": record} as each step ends, then {"result": ...}. `base()` gives the
+    base (the registry's record; SmolLM2 read on its first use, the run's first phase). Closing the iterator (the
+    user pressed Stop) ends the run at its next step and waits for it: nothing keeps training."""
     records: queue.Queue = queue.Queue()
     stop = threading.Event()
 
     def work():
         try:
             records.put({"phase": "loading"})
-            run = start(cfg)
+            run = start(cfg, base())
             records.put({"result": execute(run, text, lambda r: records.put({"step": r}), stop.is_set,
                                            lambda name: records.put({"phase": name}))})
         except BaseException as err:  # noqa: BLE001 - handed to the caller's thread, raised there
@@ -508,11 +517,11 @@ def train_kind(cfg: FinetuneConfig, run) -> dict:
                                                   "dpo": [DATA / "dpo.jsonl", DATA / "dpo_held_out.jsonl"]}[cfg.method]
     text = files[0].read_text(encoding="utf-8") if cfg.method == "lora" else None
     torch.manual_seed(run.seed)
-    job = start(cfg)
+    job = start(cfg, adapters.base(cfg.base))  # the CLI sits below the registry: nets/adapters reads the same copy
     result = execute(job, text, lambda r: print(f"step {r['step']}: loss {r['loss']:.4f}", flush=True))
     name = run.name or f"{cfg.method}-{SHORT[cfg.base]}"
     card = {"kind": "lora-adapter", "model": f"LoRA adapters ({cfg.method}) on {cfg.base}", "base": cfg.base,
-            "data": checkpoints.corpus_record(files), "held_out": result["held_out"], "result": result,
+            "corpus": checkpoints.corpus_record(files), "held_out": result["held_out"], "result": result,
             "command": run.command,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "device": "cpu", "seed": run.seed}
     checkpoints.save(run.out / name, kind="lora-adapter", config=cfg.adapter_config(), card=card, model=job.model)

@@ -195,14 +195,16 @@ def _card(cfg: MiniLMMLMTrainConfig, run, config: MiniLMMLMConfig, data: MLMData
         "kind": "minilm-mlm", "model": "all-MiniLM-L6-v2 + LoRA adapters + MLM head (masked-LM)",
         "base": {"name": config.base, "package": config.base_package, "version": config.base_version,
                  "sha256": config.base_sha256},
-        "corpus": data.corpus, "held_out": f"the last {cfg.val_fraction:.0%} of each file, never trained on",
+        "corpus": data.corpus,
+        "held_out": {"protocol": f"the last {cfg.val_fraction:.0%} of each file, never trained on (its figures: "
+                                 "python -m playground.tools.held_out)"},
         "steps": it, "tokens_seen": it * cfg.batch_size * cfg.seq_len,
         "masked_tokens_seen": round(it * cfg.batch_size * (cfg.seq_len - 2) * cfg.mask_prob),
         "wall_time_s": round(state.elapsed, 1), "device": run.device,
         "train_loss": round(metrics["train"], 4), "val_loss": round(result["loss"], 4),
         "val_top1": round(result["top1"], 4), "val_top5": round(result["top5"], 4),
         "val_masked_tokens": result["n"], "val_mask_prob": EVAL_MASK_PROB,
-        "trainable_params": counted["trainable"], "total_params": counted["total"],
+        "trainable_params": counted["trainable"], "n_params": counted["total"],
         "trainable_ratio": round(counted["ratio"], 5),
         "trained": "LoRA A, B on " + config.targets + "; MLM head (transform, LayerNorm, bias; decoder tied "
                    "to the frozen token embedding)" + ("; encoder LayerNorms" if config.train_layernorm else ""),

@@ -16,8 +16,7 @@ from types import SimpleNamespace
 
 import gradio as gr
 
-from playground import checkpoints
-from playground.analysis import focus
+from playground.analysis import focus, models
 from playground.analysis.embeddings import EmbeddingError, classic as cl, contextual as ctx, encoders
 from playground.analysis.embeddings import projection, sentences as sn, words as ws
 from playground.figures import embeddings as fe
@@ -402,9 +401,14 @@ def method_choices() -> list[tuple[str, str]]:
     return [("PCA", "pca"), ("t-SNE", "tsne"), ("UMAP", "umap")]
 
 
+def _card(name: str) -> dict:
+    """A shipped model's card, read without loading it ({} when it is not shipped)."""
+    return models.card(name) if models.resolve(name) else {}
+
+
 def _card_analogy(name: str) -> tuple[dict, dict]:
     """A shipped word model's card and its overall analogy result ({} when it is not shipped)."""
-    card = checkpoints.read_card(name) or {}
+    card = _card(name)
     return card, ((card.get("evaluation") or {}).get("analogy") or {}).get("all") or {}
 
 
@@ -429,7 +433,7 @@ def word2vec_note() -> str:
 def fasttext_note() -> str:
     """What our FastText can be expected to show, from its card: the same analogy questions as word2vec, and
     the misspellings check."""
-    card = checkpoints.read_card("fasttext-english") or {}
+    card = _card(ws.FASTTEXT)
     analogy = ((card.get("evaluation") or {}).get("analogy") or {}).get("all") or {}
     typos = (card.get("oov") or {}).get("misspellings") or {}
     if not analogy or not typos.get("words"):
@@ -586,7 +590,7 @@ def _contextual() -> None:
         with gr.Row():
             word = gr.Textbox("bank", label="Word", scale=1)
             model = gr.Dropdown([(label, key) for key, label in encoders.CONTEXTUAL.items()
-                                 if key == "minilm" or f"{key}-english" in checkpoints.available()],
+                                 if models.resolve(key if key == "minilm" else f"{key}-english")],
                                 value="minilm", label="Encoder", scale=2)
             layer = gr.Slider(0, 6, value=ctx.DEFAULT_LAYER, step=1, label="Layer", scale=2)
         mix, gamma, weights, elmo_box = _elmo_controls()
@@ -616,7 +620,7 @@ def _contextual() -> None:
 
 def _elmo_controls():
     """ELMo's mix (eq. 1): the switch, γ and one weight s_j per layer, defaults from its card; shown for ELMo."""
-    mix = (checkpoints.read_card(encoders.ELMO_CHECKPOINT) or {}).get("mix") or {}   # the card, not the weights
+    mix = _card(encoders.ELMO_CHECKPOINT).get("mix") or {}   # the card, not the weights
     s = mix.get("s") if len(mix.get("s") or []) == ELMO_WEIGHTS else (0.0,) * ELMO_WEIGHTS
     g = float(mix.get("gamma", 1.0))
     names = ["token layer", *(f"biLSTM {j}" for j in range(1, ELMO_WEIGHTS))]
@@ -640,7 +644,7 @@ def _sentence_space(shared: Shared) -> gr.Textbox:
                                    label="Sentences (one per line)", elem_id="emb-sentences")
             with gr.Column(scale=1):
                 model = gr.Dropdown([(v, k) for k, v in SENTENCE_MODELS.items()
-                                     if k != "bert" or "bert-english" in checkpoints.available()],
+                                     if k != "bert" or models.resolve("bert-english")],
                                     value="minilm", label="Model")
                 pooling = gr.Radio([("mean", "mean"), ("max", "max"), ("[CLS]", "cls")], value="mean",
                                    label="Pooling")

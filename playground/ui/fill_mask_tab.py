@@ -2,24 +2,22 @@
 probabilities; and "How BERT was trained": the 15% / 80-10-10 masking of a sentence, the input
 representation of a sentence pair with the NSP prediction, and the models' cards.
 
-Models: MiniLM adapted to masked-LM with LoRA (`minilm-mlm`, the default) and our small BERT
-pre-trained from scratch (`bert-english`), each listed only when its checkpoint loads.
+Models: the registry's masked LMs (analysis/models.py): MiniLM adapted to masked-LM with LoRA (`minilm-mlm`, the
+default) and our small BERT pre-trained from scratch (`bert-english`), each listed when its checkpoint is whole and
+loaded on first use.
 """
 
 from __future__ import annotations
-
-import threading
 
 import gradio as gr
 import numpy as np
 
 from playground import checkpoints
-from playground.analysis import focus
+from playground.analysis import focus, models
 from playground.figures import fill_mask as fm
 from playground.analysis import fill_mask as core
 from playground.ui.common import FIGURE, FOLLOW, LATEX, Shared, as_int, json_file, text_input, things_to_try, warn
 
-MODEL_NAMES = ("minilm-mlm", "bert-english")  # the default first
 DESCRIPTIONS = {"minilm-mlm": "pretrained MiniLM + LoRA", "bert-english": "small BERT from scratch"}
 DEFAULT_TEXT = "The cat sat on the [MASK]."
 TOP_K_MAX = 50         # the slider's range; the API is held to it too
@@ -29,56 +27,45 @@ MASKING_MAX = 64       # the masking demo reads at most 64 tokens
 MAX_SEED = 2**31 - 1
 
 
-def _card(name: str) -> dict:
-    """A shipped checkpoint's card.json, read without loading the model."""
-    return checkpoints.read_card(name) or {}
-
-
-# The shipped masked-LMs are listed at start from their cards and loaded on first use (then kept,
-# read-only, shared by every user): loading minilm-mlm rebuilds MiniLM around its adapters, a few
-# seconds that the app's start-up budget cannot spare.
-LISTED = [name for name in MODEL_NAMES if name in checkpoints.available()]
-CARDS = {name: _card(name) for name in LISTED}
-MODELS: dict[str, checkpoints.Checkpoint] = {}   # loaded models, filled by `_model`
-FAST: dict[str, bool] = {}                       # whether the MLM head may run at the masks only
-_LOADING = threading.Lock()
-DEFAULT_MODEL = LISTED[0] if LISTED else None
-NSP_MODEL = "bert-english" if "bert-english" in LISTED else DEFAULT_MODEL
+MASKED = ("minilm-mlm", "bert")  # the registry's families of masked LMs (MiniLM itself, a `bert`, has no MLM head)
 
 
 def names() -> list[str]:
-    return list(dict.fromkeys(LISTED + list(MODELS)))
+    """The masked LMs of the registry, the MiniLM-based first. Listed from their folders and cards; loading
+    minilm-mlm rebuilds MiniLM around its adapters, a few seconds the app's start cannot spare, so each is loaded
+    on first use (then kept, read-only)."""
+    return [name for family in MASKED for name in models.ids(family) if name != models.MINILM]
 
 
-def load_model(name: str) -> checkpoints.Checkpoint:
-    """A shipped masked-LM, loaded once and shared, that keeps the contract (analysis/fill_mask.check_model)."""
-    ckpt = checkpoints.shared(name)
-    core.check_model(ckpt.model, ckpt.tokenizer)
-    return ckpt
+LISTED = names()
+DEFAULT_MODEL = LISTED[0] if LISTED else None
+NSP_MODEL = "bert-english" if "bert-english" in LISTED else DEFAULT_MODEL
+FAST: dict[str, bool] = {}   # per model: whether its MLM head may run at the masks only (checked on first use)
 
 
 def _label(name: str) -> str:
-    top5 = _card_numbers(name)["top5"] if name in MODELS or name in CARDS else None  # the figure the cards table shows
+    top5 = _card_numbers(name)["top5"]  # the figure the cards table shows
     extra = f", top-5 {top5:.0%}" if isinstance(top5, (int, float)) else ""
     return f"{name} ({DESCRIPTIONS.get(name, 'masked-LM')}{extra})"
 
 
-def _model(name) -> checkpoints.Checkpoint:
-    if name in MODELS:
-        return MODELS[name]
-    if not names():
-        raise gr.Error("No masked-LM checkpoint is shipped yet: train one (docs/models.md, “Masked-LM fill-in”).")
-    if name not in LISTED:
-        raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(names())}.")
-    with _LOADING:  # the first request loads it; a second one at the same time waits instead of loading twice
-        if name not in MODELS:
-            try:
-                ckpt = load_model(name)
-            except (FileNotFoundError, checkpoints.CheckpointError, core.FillMaskError) as err:
-                raise gr.Error(f"The checkpoint {name} cannot be used: {str(err)[:400]}") from None
-            FAST[name] = core.fast_path_agrees(ckpt.model, ckpt.tokenizer)
-            MODELS[name] = ckpt
-    return MODELS[name]
+def _model(name) -> models.Model:
+    """A masked LM of the registry by its id, loaded on its first use under the registry's lock (a second request
+    meanwhile waits for the same copy), the masked-LM contract checked once (analysis/fill_mask.check_model)."""
+    key = models.resolve(name)  # a loaded model's at once; the folders are surveyed only for an unknown name
+    if key is None or key == models.MINILM or models.family(key) not in MASKED:
+        listed = names()
+        if not listed:
+            raise gr.Error("No masked-LM checkpoint is shipped yet: train one (docs/models.md, “Masked-LM fill-in”).")
+        raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(listed)}.")
+    try:
+        m = models.get(key)
+        if key not in FAST:  # two first requests at once may both check: the same answer
+            core.check_model(m.model, m.tokenizer)
+            FAST[key] = core.fast_path_agrees(m.model, m.tokenizer)
+    except (FileNotFoundError, checkpoints.CheckpointError, core.FillMaskError) as err:
+        raise gr.Error(f"The checkpoint {key} cannot be used: {str(err)[:400]}") from None
+    return m
 
 
 def warm_up() -> None:
@@ -99,7 +86,7 @@ def fill_mask(text, model_name=DEFAULT_MODEL, top_k=5):
     text = text_input(text, notices)
     try:
         pred = core.predict(ckpt.model, ckpt.tokenizer, text, k, max_masks=MAX_MASKS,
-                            fast=FAST.get(ckpt.name))  # the MLM head at the masks only
+                            fast=FAST.get(ckpt.id))  # the MLM head at the masks only
     except core.FillMaskError as err:
         raise gr.Error(str(err)) from None
     notices += pred.notices
@@ -203,23 +190,14 @@ def input_representation(text_a, text_b="", model_name=NSP_MODEL):
             json_file(data, "input_representation"), data)
 
 
-def _shown_card(name: str) -> dict:
-    """The card of a listed model: the loaded checkpoint's once it is loaded, else the one read at start."""
-    return MODELS[name].card if name in MODELS else CARDS[name]
-
-
 def _card_numbers(name: str) -> dict:
-    """What the tab shows of a card, whatever the trainer named it (held-out accuracies, parameters, time)."""
-    card = _shown_card(name)
-    held_out = card.get("held_out") if isinstance(card.get("held_out"), dict) else {}
-    card = {**card, **{f"held_out_{k}": v for k, v in held_out.items()}}  # the whole split's figures first
-    pick = lambda *keys: next((card[k] for k in keys if isinstance(card.get(k), (int, float))), None)  # noqa: E731
-    return {"name": name, "top1": pick("held_out_top1", "top1", "val_top1", "mlm_top1"),
-            "top5": pick("held_out_top5", "top5", "val_top5", "mlm_top5"),
-            "nsp": pick("held_out_nsp_accuracy", "nsp_accuracy", "nsp", "val_nsp_accuracy"),
-            "trainable": pick("trainable_params", "n_trainable", "trainable"),
-            "total": pick("total_params", "n_params", "total"),
-            "steps": pick("steps", "max_iters"), "seconds": pick("wall_time_s", "wall_time", "seconds"),
+    """What the tab shows of a model's card (read without loading it), each figure by its one name
+    (checkpoints.CARD): the held-out split's accuracies, the parameters, the steps and the time."""
+    card = models.card(name)
+    held_out = card.get("held_out", {})
+    return {"name": name, "top1": held_out.get("top1"), "top5": held_out.get("top5"),
+            "nsp": held_out.get("nsp_accuracy"), "trainable": card.get("trainable_params"),
+            "total": card.get("n_params"), "steps": card.get("steps"), "seconds": card.get("wall_time_s"),
             "baseline": card.get("frequency_baseline"), "command": card.get("command")}
 
 
@@ -300,7 +278,7 @@ def expectation_note() -> str:
     for name in LISTED:
         measured = [f"{o['top1']:.0%} top-1, {o['top5']:.0%} top-5 on the last {o.get('fraction', 0):.0%} of "
                     f"{o.get('title') or o.get('text', 'another text')}"
-                    for o in checkpoints.outside(_shown_card(name))
+                    for o in checkpoints.outside(models.card(name))
                     if isinstance(o, dict) and all(isinstance(o.get(k), (int, float)) for k in ("top1", "top5"))]
         if measured:
             outside.append(f"*{name}* {' and '.join(measured)}")
@@ -314,7 +292,7 @@ def expectation_note() -> str:
 def _capitals_note() -> str:
     """Where a model puts *capital* in '{Capital} is the [MASK] of {Country}.' for 14 countries (its card's
     `capitals`, measured by `python -m playground.tools.held_out NAME --capitals`)."""
-    found = [(name, _shown_card(name).get("capitals")) for name in LISTED]
+    found = [(name, models.card(name).get("capitals")) for name in LISTED]
     found = [(name, c) for name, c in found if isinstance(c, dict) and isinstance(c.get("first"), int)
              and isinstance(c.get("top5"), int) and c.get("of")]
     if not found:

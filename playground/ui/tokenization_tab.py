@@ -13,7 +13,7 @@ from playground.ui.common import (FIGURE, LATEX, Shared, as_int, chosen, json_fi
 DEFAULT_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"  # the lecture's worked example
 VOCAB_MIN, VOCAB_MAX = 300, 30_000
 
-TOKENIZERS = tokenization.load_all()  # six tokenizers, loaded once, read-only
+TOKENIZERS = tokenization.load_all()  # the registry's tokenizers, each read on first use, read-only
 
 
 # ---------------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def explain_split(text, wordpiece="wordpiece"):
         raise gr.Error("Type a word or two to explain, e.g. 'unaffable tokenization'.")
     for key in (wordpiece, "unigram"):
         if key not in TOKENIZERS:
-            raise left_out(tokenization.SPECS[key].checkpoint, f"{tokenization.SPECS[key].label} tokenizer")
+            raise left_out(tokenization.SPECS[key].model, f"{tokenization.SPECS[key].label} tokenizer")
     warn(notices)
     data = subwords.explain(TOKENIZERS[wordpiece], TOKENIZERS["unigram"], text)
     return ft.wordpiece_html(data["wordpiece"]), ft.unigram_html(data["unigram"]), data

@@ -10,8 +10,7 @@ from functools import lru_cache
 
 import torch
 
-from playground import checkpoints
-from playground.analysis import attention
+from playground.analysis import attention, models
 
 MAX_SENTENCE_TOKENS = 256   # all-MiniLM-L6-v2's max_seq_length (sentence_bert_config.json)
 POOLINGS = ("mean", "max", "cls")
@@ -45,7 +44,7 @@ def encoder(key: str = "minilm") -> Encoder | None:
 
 @lru_cache(maxsize=None)
 def _bert_encoder(name: str = "bert-english") -> Encoder | None:
-    ckpt = checkpoints.shipped(name)
+    ckpt = models.find(name)
     if ckpt is None:  # not shipped, or damaged: the tab offers the other encoders and spaces
         return None
     model, c = ckpt.model.bert, ckpt.config
@@ -68,7 +67,7 @@ class ELMoEncoder:
 @lru_cache(maxsize=None)
 def elmo_encoder(name: str = ELMO_CHECKPOINT) -> ELMoEncoder | None:
     """Our ELMo when its checkpoint is shipped (and whole), else None."""
-    ckpt = checkpoints.shipped(name)
+    ckpt = models.find(name)
     if ckpt is None:
         return None
     L = ckpt.config.n_layer

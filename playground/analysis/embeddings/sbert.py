@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from playground import checkpoints
+from playground.analysis import models
 from playground.analysis.embeddings.encoders import MAX_SENTENCE_TOKENS, POOLINGS, encode_batch
 
 
@@ -90,7 +91,7 @@ _ST_LOCK = threading.Lock()
 
 @lru_cache(maxsize=None)
 def _our_sentence_transformer(name: str, pooling: str):
-    ckpt = checkpoints.shared(name)
+    ckpt = models.get(name)
     assert hasattr(ckpt.model, "bert"), f"{name} is a {ckpt.kind} checkpoint, not a BERT"
     return wrap_bert(ckpt.model.bert, ckpt.tokenizer, pooling)
 

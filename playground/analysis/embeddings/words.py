@@ -25,7 +25,7 @@ from typing import Callable, Collection
 
 import numpy as np
 
-from playground import checkpoints
+from playground.analysis import models
 from playground.analysis.embeddings import EmbeddingError
 from playground.analysis.embeddings.encoders import Encoder, encoder
 from playground.analysis.embeddings.projection import Settings, project
@@ -93,8 +93,8 @@ def unit_rows(X: np.ndarray) -> np.ndarray:
 
 def _whole_word_space(key: str, name: str) -> WordSpace | None:
     """A table with one vector per word of a word-level vocabulary (word2vec, GloVe): no subwords, so an
-    unknown word stays unknown. None when the checkpoint is not shipped."""
-    ckpt = checkpoints.shipped(name)
+    unknown word stays unknown. None when the checkpoint is not shipped (`name`: a registry id, or a folder's path)."""
+    ckpt = models.find(name)
     if ckpt is None:
         return None
     vocab = {w: i for w, i in ckpt.tokenizer.get_vocab().items() if i != 0}  # [UNK] (row 0) is not a word
@@ -118,7 +118,7 @@ def glove_space(name: str = GLOVE) -> WordSpace | None:
 def fasttext_space(name: str = FASTTEXT) -> WordSpace | None:
     """Our FastText: each vocabulary word's vector u_w (its own row and its n-grams' rows, averaged); any other
     string is composed from its character n-grams alone, and the n-grams are reported."""
-    ckpt = checkpoints.shipped(name)
+    ckpt = models.find(name)
     if ckpt is None:
         return None
     model = ckpt.model
@@ -190,7 +190,7 @@ def bert_space() -> WordSpace | None:
 def gpt_space(name: str = "gpt-shakespeare") -> WordSpace | None:
     """Our character-level GPT's token embedding: one vector per character. A word is the mean of its
     characters' vectors, a bag of characters ('dog' and 'god' coincide): only meaningful for comparing."""
-    ckpt = checkpoints.shipped(name)
+    ckpt = models.find(name)
     if ckpt is None:
         return None
     E = ckpt.model.transformer.wte.weight.detach().numpy() if hasattr(ckpt.model, "transformer") else None
@@ -208,8 +208,8 @@ def gpt_space(name: str = "gpt-shakespeare") -> WordSpace | None:
     return WordSpace("gpt", vocab, E, letters, compose, False)
 
 
-SPACE_CHECKPOINTS = {"word2vec": WORD2VEC, "glove": GLOVE, "fasttext": FASTTEXT, "minilm": None,
-                     "bert": "bert-english", "gpt": "gpt-shakespeare"}
+SPACE_MODELS = {"word2vec": WORD2VEC, "glove": GLOVE, "fasttext": FASTTEXT, "minilm": models.MINILM,
+                "bert": "bert-english", "gpt": "gpt-shakespeare"}   # each space's model: its id in the registry
 _LOADERS = {"word2vec": word2vec_space, "glove": glove_space, "fasttext": fasttext_space, "minilm": minilm_space,
             "bert": bert_space,
             "gpt": gpt_space}
@@ -217,8 +217,7 @@ _LOADERS = {"word2vec": word2vec_space, "glove": glove_space, "fasttext": fastte
 
 def space_keys() -> list[str]:
     """The spaces this installation can offer, without loading any (a whole shipped checkpoint counts)."""
-    shipped = set(checkpoints.available())
-    return [key for key, name in SPACE_CHECKPOINTS.items() if name is None or name in shipped]
+    return [key for key, name in SPACE_MODELS.items() if models.resolve(name) is not None]
 
 
 def space(key: str) -> WordSpace | None:
