@@ -233,14 +233,24 @@ LARGE = frozenset({SMOLLM2})  # loaded when first asked for (540 MB as float32),
 
 
 def large(name) -> bool:
-    """Whether `name` is a model loaded only when first asked for, even by a server (LARGE)."""
-    return isinstance(name, str) and ALIASES.get(name, name) in LARGE
+    """Whether `name` is a model loaded only when first asked for, even by a server: a LARGE one, or one built on
+    it (SmolLM2's shipped SFT and DPO adapters). Cheap for any string (a user's sentence is asked too)."""
+    if not isinstance(name, str):
+        return False
+    key = ALIASES.get(name, name)
+    if key in LARGE:
+        return True
+    if not key or len(key) > 64 or "/" in key or "\\" in key or key.startswith(".") \
+            or not (checkpoints.MODELS_DIR / key / "card.json").is_file():  # a stat, not a survey of models/
+        return False
+    base = card(key).get("base")  # an id, or (minilm-mlm's) a record of the package it came from
+    return isinstance(base, str) and base in LARGE
 
 
 def preload() -> list[str]:
-    """Load every model but the LARGE ones now, as a server starts: the compute processes it forks afterwards
+    """Load every model but the large ones now, as a server starts: the compute processes it forks afterwards
     (playground/ui/compute.py) share their memory instead of each loading its own copy. The ids loaded."""
-    ready = [name for name in ids() if name not in LARGE]
+    ready = [name for name in ids() if not large(name)]
     for name in ready:
         get(name)
     return ready
