@@ -127,3 +127,42 @@ def test_the_frontends_files_are_kept_compressed_with_headers_that_let_browsers_
     assert answer.headers["content-encoding"] == "br" and brotli.decompress(squeezed) == plain.content
     assert "immutable" in plain.headers["cache-control"] and "max-age=31536000" in plain.headers["cache-control"]
     assert client.get("assets/no-such-file.js").status_code == 404  # a missing file is not kept
+
+
+def test_visitors_who_come_while_the_page_is_built_wait_for_that_one_build():
+    """200 students opening the link at once: the first of them each built the page (~150 ms of the server apiece)
+    before it was kept; now one builds it and the others are sent its bytes."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from playground.ui.pagecache import CachedPage
+
+    builds = []
+
+    async def gradio(scope, receive, send):  # a stand-in for Gradio's page route: slow, the same page every time
+        builds.append(1)
+        await asyncio.sleep(0.2)
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/html")]})
+        await send({"type": "http.response.body", "body": b"<html>" + b"x" * 5000 + b"</html>"})
+
+    blocks = SimpleNamespace(config={})
+    app = SimpleNamespace(get_blocks=lambda: blocks, root_path="")
+    cached = CachedPage(gradio)
+
+    async def visit() -> bytes:
+        scope = {"type": "http", "method": "GET", "path": "/", "query_string": b"", "root_path": "", "app": app,
+                 "scheme": "http", "server": ("127.0.0.1", 7860), "headers": [(b"host", b"127.0.0.1:7860")]}
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        await cached(scope, None, send)
+        return b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+    async def class_opens() -> list[bytes]:
+        return await asyncio.gather(*(visit() for _ in range(50)))
+
+    bodies = asyncio.run(class_opens())
+    assert len(builds) == 1
+    assert set(bodies) == {b"<html>" + b"x" * 5000 + b"</html>"}

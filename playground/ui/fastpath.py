@@ -298,6 +298,7 @@ def prewarm(demo, skip: frozenset[str] = frozenset()) -> threading.Thread:
             time.sleep(0.2)
         names = {fn.api_name for fn in demo.fns.values() if getattr(fn.fn, "cacheable", False)} - set(skip)
         with httpx.Client(base_url=demo.local_url, timeout=600) as client:
+            client.get("", headers={"accept-encoding": "gzip, br"})  # the page with its painted defaults, built once
             endpoints = client.get("gradio_api/info").json()["named_endpoints"]
             for name in sorted(names & {path.lstrip("/") for path in endpoints}):
                 parameters = endpoints[f"/{name}"]["parameters"]
