@@ -241,7 +241,10 @@ def load(half: bool = False) -> SmolLM2:
         model.half_storage()
     tokens = [str(t) for t in _field(reader, "tokenizer.ggml.tokens")]
     bos, eos = (int(_field(reader, f"tokenizer.ggml.{k}_token_id")) for k in ("bos", "eos"))
-    lm = SmolLM2(model, read_tokenizer(reader), str(_field(reader, "tokenizer.chat_template")), tokens[bos],
+    # the tokenizer this process has read already (a server reads it before it forks its compute processes, which
+    # then share it), else this reader's
+    tokenizer = load_tokenizer() if load_tokenizer.cache_info().currsize else read_tokenizer(reader)
+    lm = SmolLM2(model, tokenizer, str(_field(reader, "tokenizer.chat_template")), tokens[bos],
                  tokens[eos], eos, path, time.perf_counter() - started)
     del reader, tokens
     heap.release()  # the reader's 100,000 small arrays and the dequantised matrices: about 90 MB

@@ -173,7 +173,8 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # Measured with `python -m playground.bench --students 200`: see docs/performance.md.
 WORKERS, THREADS, QUEUE_SIZE = (2, 2), 160, 256
 LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo"}
-ANSWER_BYTES = 96 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB)
+ANSWER_BYTES = 48 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB): a
+# repeated one is mostly answered from the kept bytes of ui/queuepath.py and ui/fastpath.py before it reaches them
 
 
 def set_queues(demo: gr.Blocks) -> None:

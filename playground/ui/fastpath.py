@@ -41,7 +41,7 @@ RESULT = re.compile(r"(?:.*)/gradio_api/call/(?P<api>[\w-]+)/(?P<event>[0-9a-fA-
 FILE_PATH = re.compile(rb'"path": "((?:[^"\\]|\\.)*)"')  # a download's path in the answer's JSON
 MAX_BODY = 1 << 20            # a call's posted body worth keying on (the app takes no uploads above 1 MB)
 MAX_ANSWER = 4 << 20          # an answer worth keeping
-MAX_BYTES = 64 << 20          # every answer kept, together (the plain API's: the page's own are ui/queuepath.py's)
+MAX_BYTES = 32 << 20          # every answer kept, together (the plain API's: the page's own are ui/queuepath.py's)
 MAX_WAITING = 10_000          # calls posted but not yet fetched that the middleware follows
 
 
