@@ -125,7 +125,8 @@ STUDENT_SENTENCES = (
     "The bank by the river was closed.", "I deposited my money at the bank.", "Transformers read every word at once.",
     "Recurrent networks forget what they read long ago.", "Ceci n'est pas une pipe.", "Der Hund schläft im Garten.",
     "Tokenization splits words into pieces 🤖 sometimes oddly.", "unbelievably naïve users type strange things!!",
-    "How many r's are in strawberry?", "My cat ignores me every single morning.", "Attention is all you need, they said.",
+    "How many r's are in strawberry?", "My cat ignores me every single morning.",
+    "Attention is all you need, they said.",
     "The quick brown fox jumps over the lazy dog.", "Numbers like 1234567 become many tokens.", "مرحبا بالعالم",
     "Students guess before they look at the answer.", "A lecture hall of two hundred people clicks at once.",
 )

@@ -153,7 +153,8 @@ def clear_on_failure(demo: gr.Blocks) -> None:
         note = next((i for i, block in enumerate(results) if type(block) in _NOTE), None)
         values = [_NOTE[type(block)] if i == note else None for i, block in enumerate(results)]
         js = f"() => {json.dumps(values)}"
-        if fn._id in stoppable:  # Stop cancels it, which Gradio reports as a failure: keep what was made (assets/controls.js)
+        # Stop cancels it, which Gradio reports as a failure: keep what was made (assets/controls.js)
+        if fn._id in stoppable:
             js = f"() => Date.now() - (window.playgroundStoppedAt || 0) < {STOP_WINDOW_MS} ? [] : {json.dumps(values)}"
         Dependency(None, {}, fn._id, None).failure(None, outputs=results, js=js, queue=False,
                                                    api_visibility="private", show_progress="hidden")

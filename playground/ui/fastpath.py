@@ -14,9 +14,10 @@ kept), and only the final `complete` event (a streamed answer's intermediate ste
 answer cache does). The key is the endpoint and the posted data; the app's checkpoints cannot change while it
 serves, so they need not be in it. The answer's download links name the address they were asked through
 (Gradio's root URL: the host, or a proxy's forwarded host and scheme): the kept answer leaves a gap where
-that root was, filled with each caller's own root, computed by Gradio's own function from the caller's request. An answer whose download file is gone is dropped and computed again. The
-cache is bounded in bytes, least recently used dropped first. Everything else passes through untouched: the
-browser's own traffic (one stream per session over /gradio_api/queue), the v2 call API, uploads.
+that root was, filled with each caller's own root, computed by Gradio's own function from the caller's request. An
+answer whose download file is gone is dropped and computed again. The cache is bounded in bytes, least recently used
+dropped first. Everything else passes through untouched: the browser's own traffic (one stream per session over
+/gradio_api/queue), the v2 call API, uploads.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ keeps Gradio's answer per root URL (the address, or a proxy's forwarded host and
 per config (the painted defaults replace the config once, after start), gzip-compressed once, and sends those bytes:
 200 students opening the link within ten seconds cost the server a dictionary lookup each. The page is built once
 even for the visitors who come while it is being built: they wait for that build (without it, the first of 200
-students opening at once each built their own, about 150 ms of the server apiece: page opens p95 10 s). A request Gradio would
-answer otherwise (a deep link, a page of a multipage app, an error) passes through untouched.
+students opening at once each built their own, about 150 ms of the server apiece: page opens p95 10 s). A request
+Gradio would answer otherwise (a deep link, a page of a multipage app, an error) passes through untouched.
 
 The page then loads about 95 scripts and style sheets of Gradio's frontend (`/assets/`, names that carry a hash of
 their content, and `/static/`), which Gradio serves from disk and Brotli-compresses again for every request, with no
