@@ -47,6 +47,8 @@ class _ProgressMarker:
 
 
 PROGRESS = _ProgressMarker()
+SLOW_NICE = 10  # the slow lane's priority below the server's and the quick lane's (CPU shares about 1 to 9)
+FORKS = "fork" in multiprocessing.get_all_start_methods()  # not on Windows: there the server computes, as before
 
 
 class Here:
@@ -97,7 +99,7 @@ class Child(Here):
         return self._process.pid if self._process is not None else None
 
     def start(self) -> Child:
-        return self.fork().listen()
+        return self.fork().listen() if FORKS else self
 
     def fork(self, others: tuple = ()) -> Child:
         """Fork the child (which closes the server's ends of `others`' pipes: theirs end with the server). Before the
@@ -245,7 +247,10 @@ class Lanes(Here):
         return [child.pid for child in (self.quick, self.slow) if child.pid is not None]
 
     def start(self, preload: Callable[[], None] = lambda: None) -> Lanes:
-        """`preload` first: what it loads is in memory once, shared by both children."""
+        """`preload` first: what it loads is in memory once, shared by both children. Where a process cannot fork
+        (Windows), nothing is started and every computation runs in the server's process."""
+        if not FORKS:
+            return self
         preload()
         self.quick.fork()
         self.slow.fork(others=(self.quick,))
@@ -269,8 +274,6 @@ class Lanes(Here):
         return first if first.running or not other.running else other
 
 
-SLOW_NICE = 10  # the slow lane's priority below the server's and the quick lane's (CPU shares about 1 to 9)
-
 
 # -- the child's side of the pipe
 
@@ -278,7 +281,7 @@ def _serve(conn, servers: list, functions: dict[str, Callable], threads: int, ni
     """The child's loop: each "run" on a thread of its own, "stop" marks a generator to stop at its next step."""
     for end in servers:  # so that the server's end closing (it stopped, or was killed) ends this loop
         end.close()
-    if nice:
+    if nice and hasattr(os, "nice"):
         os.nice(nice)
     use_threads(threads)
     common.show_toasts(False)  # the server shows each computation's notices as they arrive
