@@ -122,7 +122,7 @@ def embeddings_rows(runs: int) -> list[tuple]:
     """The Embeddings tab: PCA of 10,000 word vectors (the function and the whole embed_words handler),
     t-SNE and UMAP of 2,000 (one run each: they take seconds), sentence embeddings of 100 sentences (MiniLM, mean pooling)."""
     from playground.analysis.embeddings import projection, sentences as sn, words as ws
-    from playground.ui import embeddings_tab
+    from playground.ui import embeddings_words
 
     space = ws.word2vec_space() or ws.minilm_space()
     inverse = sorted(space.vocab, key=space.vocab.get)
@@ -132,7 +132,7 @@ def embeddings_rows(runs: int) -> list[tuple]:
     rows.append((f"PCA of 10,000 points ({space.key}, {space.dim} dims to 3)", ms(median), ms(p95), "≤ 500 ms",
                  median <= 0.5))
     text = " ".join(words_10k)
-    median, p95 = time_calls(lambda: embeddings_tab.embed_words(text, space.key, "pca", 3, progress=lambda *a, **k: None),
+    median, p95 = time_calls(lambda: embeddings_words.embed_words(text, space.key, "pca", 3, progress=lambda *a, **k: None),
                              max(3, runs // 5), warmup=1)
     rows.append(("embed_words: handler, 10,000 words, PCA 3D (figure and JSON included)", ms(median), ms(p95), "",
                  None))
