@@ -228,7 +228,7 @@ def check_vocab(card: dict) -> None:
 def exact_match(model, examples: list[tuple[list[str], str]], max_len: int | None = None) -> float:
     """Fraction of examples whose greedy translation equals the reference exactly. Batched by source length;
     the model is only read (the caller puts it in eval mode: the app's models are shared)."""
-    from playground.nets.seq2seq import greedy
+    from playground.nets.seq2seq_decoding import greedy
 
     by_len: dict[int, list] = {}
     for ex in examples:
