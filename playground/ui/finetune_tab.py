@@ -11,7 +11,7 @@ import gradio as gr
 
 from playground.analysis import models
 from playground.figures import finetune as ff
-from playground.training import finetune
+from playground.training import finetune, finetune_data
 from playground.training.finetune import BASES, GPT, SMOLLM2, TARGET_CHOICES, FinetuneConfig, targets_for
 from playground.ui.common import Shared, as_float, as_int, json_file, text_input, warn
 
@@ -127,7 +127,7 @@ def lora_finetune(model=GPT, targets="qv", rank=8, alpha=16, steps=STEPS[GPT][0]
     notices: list[str] = []
     cfg = _config("lora", model, targets, rank, alpha, steps, learning_rate, seed, notices)
     text = text_input(text, notices, TEXT_CHARS)
-    text = text if text.strip() else finetune.default_text()   # as typed: stripping moved the held-out tenth
+    text = text if text.strip() else finetune_data.default_text()   # as typed: stripping moved the held-out tenth
     if model == GPT:
         vocab = models.tokenizer(GPT).get_vocab()
         unknown = sorted({c for c in text if c not in vocab})
@@ -220,7 +220,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Tab("LoRA", id="lora"):
             gr.Markdown(LORA_MD)
             model, targets, rank, alpha, steps, rate, seed = _controls("lora", GPT)
-            text = gr.Textbox(finetune.default_text(), label="Text to train on", lines=6, max_lines=12)
+            text = gr.Textbox(finetune_data.default_text(), label="Text to train on", lines=6, max_lines=12)
             run, stop, outputs = _outputs("lora")
             _wire(run, stop, lora_finetune, [model, targets, rank, alpha, steps, rate, text, seed], outputs,
                   "lora_finetune")
