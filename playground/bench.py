@@ -108,7 +108,8 @@ def _table(rows: list[tuple], runs: int) -> list[tuple]:
     print("|" + "|".join("-" * (w + 2) for w in widths) + "|----|")
     for metric, median, p95, budget, ok in rows:
         mark = "" if ok is None else ("yes" if ok else "NO")
-        print("| " + " | ".join(str(v).ljust(w) for v, w in zip((metric, median, p95, budget), widths)) + f" | {mark:<2} |")
+        print("| " + " | ".join(str(v).ljust(w) for v, w in zip((metric, median, p95, budget), widths))
+              + f" | {mark:<2} |")
     return rows
 
 

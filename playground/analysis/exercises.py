@@ -117,7 +117,8 @@ def _seq2seq_limit() -> tuple[str, str]:
     for (low, high), a in zip(acc["buckets"], acc["accuracy"]):
         if a < 0.5:
             return str(low - 1), (f"Without attention, exact match falls below 50% for sources of {low}–{high} words "
-                                  f"({a:.0%}); up to {low - 1} words it is at least 50% (held-out, {card['held_out']['per_length']} "
+                                  f"({a:.0%}); up to {low - 1} words it is at least 50% (held-out, "
+                                  f"{card['held_out']['per_length']} "
                                   "sources per length).")
     return "never", "Without attention the model stays above 50% at every length measured."
 
@@ -173,7 +174,8 @@ def normalise(exercise: Exercise, value) -> str:
         try:
             number = float(text)
         except ValueError:
-            raise ValueError(f"Your answer should be a number, e.g. 4: a whole number (or 'never'), not {text!r}.") from None
+            raise ValueError("Your answer should be a number, e.g. 4: a whole number (or 'never'), not "
+                             f"{text!r}.") from None
         if not np.isfinite(number) or number != int(number) or abs(number) > 10**6:
             raise ValueError(f"Your answer should be a whole number, e.g. 4, not {text!r}.")
         text = str(int(number))

@@ -132,7 +132,8 @@ def embeddings_rows(runs: int) -> list[tuple]:
     rows.append((f"PCA of 10,000 points ({space.key}, {space.dim} dims to 3)", ms(median), ms(p95), "≤ 500 ms",
                  median <= 0.5))
     text = " ".join(words_10k)
-    median, p95 = time_calls(lambda: embeddings_words.embed_words(text, space.key, "pca", 3, progress=lambda *a, **k: None),
+    median, p95 = time_calls(lambda: embeddings_words.embed_words(text, space.key, "pca", 3, progress=lambda *a,
+                                                                  **k: None),
                              max(3, runs // 5), warmup=1)
     rows.append(("embed_words: handler, 10,000 words, PCA 3D (figure and JSON included)", ms(median), ms(p95), "",
                  None))

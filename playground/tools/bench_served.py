@@ -61,7 +61,8 @@ def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
+                    quiet=True)
     try:
         client = Client(f"http://127.0.0.1:{port}/", verbose=False)
         calls = {
@@ -77,7 +78,8 @@ def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
             calls[name] = ("/fill_mask", args)
         for name, (_, args, _) in seq2seq_calls().items():
             calls[name] = ("/seq2seq", args)
-        return {name: time_calls(lambda: client.predict(*args, api_name=api), runs) for name, (api, args) in calls.items()}
+        return {name: time_calls(lambda: client.predict(*args, api_name=api), runs)
+                for name, (api, args) in calls.items()}
     finally:
         app.demo.close()
 
@@ -278,7 +280,8 @@ def smollm2_rows() -> list[tuple]:
         lm.model(text, return_internals=True)
         attention_s = time.perf_counter() - started
     sent, layer = attention_bytes("smollm2")
-    return [("SmolLM2-135M-Instruct: first use (read, dequantise, build)", f"{loaded:.1f} s", "", "≤ 20 s", loaded <= 20),
+    return [("SmolLM2-135M-Instruct: first use (read, dequantise, build)", f"{loaded:.1f} s", "", "≤ 20 s",
+             loaded <= 20),
             ("  SmolLM2: generate 64 tokens (greedy, KV cache)", f"{speed:.1f} tokens/s", "", "≥ 15 tokens/s",
              speed >= 15),
             ("  SmolLM2: attention of all 30 layers for 256 tokens (model with internals)", f"{attention_s:.2f} s", "",

@@ -145,7 +145,8 @@ TYPOS = {"slip at the end": {"kingdome": "kingdom", "princesse": "princess", "ge
          "swap in the middle": {"recieve": "receive", "beleive": "believe", "acheive": "achieve", "wierd": "weird"}}
 TYPO_EXAMPLES = (("kingdome", "kingdom"), ("recieve", "receive"))  # the note counts their shared n-grams
 
-TRY = [("animals and vehicles", ["animals: cat, dog, horse, cow, sheep, pig\nvehicles: car, truck, bus, train, boat, plane"]),
+TRY = [("animals and vehicles",
+        ["animals: cat, dog, horse, cow, sheep, pig\nvehicles: car, truck, bus, train, boat, plane"]),
        ("countries and capitals", ["countries: france, italy, spain, germany, japan\n"
                                    "capitals: paris, rome, madrid, berlin, tokyo"]),
        ("typos", ["\n".join([*(f"{name}: {', '.join(pairs)}" for name, pairs in TYPOS.items()),

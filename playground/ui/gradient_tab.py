@@ -77,7 +77,8 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
 def _memory_views(result: dict, live: bool):
     acc, loss = fg.memory_figures(result, CELLS)
     made = result["made"]
-    how = ("computed just now" if live else f"a cached run of `{made.get('command', 'python -m playground.training.memory')}`"
+    how = ("computed just now" if live
+           else f"a cached run of `{made.get('command', 'python -m playground.training.memory')}`"
            f" ({made.get('date', '')}); press *Run live* to train the networks again")
     cfg = result["config"]
     ks = result["k"]
@@ -121,11 +122,14 @@ def models_md() -> str:
                     f"{model['held_out_loss']:.3f} | {model['held_out_bits']:.2f} | {model['steps']:,} |")
     return ("The trained weights: character-level language models on Tiny Shakespeare, sized to about the same "
             f"number of parameters (input m = {m}, a learned embedding; hidden n per cell).\n\n"
-            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count | held-out loss (nats/char) "
+            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count | held-out loss "
+            "(nats/char) "
             "| bits/char | steps |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) +
-            "\n\nThe lecture counts four gates of weight $[(m+n) \\times n]$ and one bias each: $4(mn + n^2 + n)$ for the "
+            "\n\nThe lecture counts four gates of weight $[(m+n) \\times n]$ and one bias each: $4(mn + n^2 + n)$ for "
+            "the "
             "LSTM (three gates for the GRU, one for the Elman RNN). `torch.nn` (and our cells, which share its layout) "
-            "keep two bias vectors per gate, $b_{i\\ast}$ and $b_{h\\ast}$, whose sum acts as the one bias, so they count "
+            "keep two bias vectors per gate, $b_{i\\ast}$ and $b_{h\\ast}$, whose sum acts as the one bias, so they "
+            "count "
             "$4n$ more per LSTM layer.")
 
 
@@ -190,7 +194,8 @@ CPU."""
 
 
 TRY = [("a short sentence", ["To be, or not to be."]),
-       ("a long one", ["Now is the winter of our discontent made glorious summer by this sun of York, and all the clouds "
+       ("a long one",
+        ["Now is the winter of our discontent made glorious summer by this sun of York, and all the clouds "
                        "that lowered upon our house in the deep bosom of the ocean buried; now are our brows bound."]),
        ("one letter again and again", ["a" * 120])]
 
@@ -261,6 +266,7 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
                     activation=activation, clip=clip)
     inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip]
     gr.on([demo.load, shared.changed("restored"), run.click, shared.changed("text"), cells.change, weights.change,
-           rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow, inputs=inputs,
+           rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow,
+           inputs=inputs,
           outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
           api_name="gradient_flow", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")

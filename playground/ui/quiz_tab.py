@@ -270,12 +270,14 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     timer = gr.Timer(TICK_SECONDS, active=False)            # runs while this page is in a room
     question = gr.Dropdown(CHOICES, value=first.id, label="Question", elem_id="quiz-question")
     with gr.Row():
-        choice = gr.Radio(list(first.choices), label="Your guess", visible=first.kind == "choice", elem_id="quiz-choice")
+        choice = gr.Radio(list(first.choices), label="Your guess", visible=first.kind == "choice",
+                          elem_id="quiz-choice")
         number = gr.Textbox("", label="Your guess (a number, or 'never')", visible=first.kind == "number",
                             elem_id="quiz-number")
     guess = gr.Textbox(visible=False)                       # the committed guess, whichever box it came from
     with gr.Row():
-        room = gr.Textbox("", label="Room code", placeholder="from the lecturer's screen, then Join", elem_id="quiz-room",
+        room = gr.Textbox("", label="Room code", placeholder="from the lecturer's screen, then Join",
+                          elem_id="quiz-room",
                           scale=2)
         join = gr.Button("Join", elem_id="quiz-join", scale=1)
     status = gr.Markdown(elem_id="quiz-status")             # which room this page is in

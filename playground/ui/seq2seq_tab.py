@@ -266,9 +266,11 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         compare_json = gr.JSON(label="seq2seq_compare")
 
     shared.remember("s2s", source=source, model=model, beam=beam)
-    translation = dict(inputs=[source, model, beam], outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
+    translation = dict(inputs=[source, model, beam],
+                       outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
                        trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
-    gr.on([demo.load, shared.changed("restored"), go_button.click, source.submit, model.change, beam.release], translate,
+    gr.on([demo.load, shared.changed("restored"), go_button.click, source.submit, model.change, beam.release],
+          translate,
           api_name="seq2seq", **translation)
     for click in tries:
         click.then(translate, api_visibility="private", **translation)

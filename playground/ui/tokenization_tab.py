@@ -174,7 +174,8 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
         tokens_file = gr.DownloadButton("Download JSON", size="sm")
         tokens_json = gr.JSON(label="tokenize")
     shared.remember("tok", names=names, retrain=retrain, vocab=vocab)
-    gr.on([demo.load, shared.changed("restored"), shared.changed("text"), names.change, retrain.change, vocab.release], tokenize,
+    gr.on([demo.load, shared.changed("restored"), shared.changed("text"), names.change, retrain.change, vocab.release],
+          tokenize,
           inputs=[sentence, names, retrain, vocab], outputs=[tokens_view, counts_plot, table, tokens_file, tokens_json],
           api_name="tokenize", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
 
@@ -182,7 +183,8 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
 def _classic_bpe(demo: gr.Blocks) -> None:
     gr.Markdown(BPE_MD)
     with gr.Row():
-        bpe_table = gr.Textbox(DEFAULT_BPE_TABLE, label="Word frequencies: 'word count' per line", lines=8, max_lines=20)
+        bpe_table = gr.Textbox(DEFAULT_BPE_TABLE, label="Word frequencies: 'word count' per line", lines=8,
+                               max_lines=20)
         with gr.Column():
             bpe_merges = gr.Slider(0, 100, value=10, step=1, label="Number of merges")
             bpe_run = gr.Button("Learn merges", variant="primary")
