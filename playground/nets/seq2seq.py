@@ -15,8 +15,8 @@ Three recurrent decoders over one bidirectional GRU encoder, and a small Transfo
 Every model has one contract (STYLE §2):
     forward(src, tgt_in, tgt_out=None, return_internals=False) -> (logits, loss[, internals])
     encode(src) -> memory;   start(memory) -> state;   step(y_prev, state, memory) -> (logits, state, alpha)
-so greedy and beam decoding (`greedy`, `beam_search` in seq2seq_decoding.py) serve all five; alpha (B, T_src) is the step's
-attention over the source (the Transformer's last layer, mean over heads), None without attention.
+so greedy and beam decoding (`greedy`, `beam_search` in seq2seq_decoding.py) serve all five; alpha (B, T_src) is the
+step's attention over the source (the Transformer's last layer, mean over heads), None without attention.
 
 Internals are returned, never kept on a module, in the contract every net of playground/nets follows, once for each
 of the three parts of an encoder-decoder:

@@ -120,7 +120,8 @@ def seq2seq_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
 
 def embeddings_rows(runs: int) -> list[tuple]:
     """The Embeddings tab: PCA of 10,000 word vectors (the function and the whole embed_words handler),
-    t-SNE and UMAP of 2,000 (one run each: they take seconds), sentence embeddings of 100 sentences (MiniLM, mean pooling)."""
+    t-SNE and UMAP of 2,000 (one run each: they take seconds), sentence embeddings of 100 sentences (MiniLM, mean
+    pooling)."""
     from playground.analysis.embeddings import projection, sentences as sn, words as ws
     from playground.ui import embeddings_words
 

@@ -1,4 +1,5 @@
-"""A synthetic translation task for the encoder-decoders of playground/nets/seq2seq.py: numbers in English words into digits.
+"""A synthetic translation task for the encoder-decoders of playground/nets/seq2seq.py: numbers in English words into
+digits.
 
     source  "three hundred forty two , seven , ninety"     (words: a word-level vocabulary, 31 symbols)
     target  "342,7,90"                                     (characters: digits and the comma)

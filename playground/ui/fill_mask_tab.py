@@ -244,9 +244,9 @@ position. Why not always `[MASK]`? Fine-tuning never shows `[MASK]`, and since a
 the model has to keep a good representation of *every* token. **Whole-word masking** selects words, so every piece
 of a selected word (`un ##believ ##able`) is hidden together. Change the seed to draw again."""
 
-PAIR_MD = r"""**Input representation** (Devlin et al. 2019, Fig. 2): `[CLS] A [SEP] B [SEP]`, and each position's input is the
-sum $E_\text{tok}[x_t] + E_\text{seg}[s_t] + E_\text{pos}[t]$ of three learned embeddings (then a LayerNorm): the token, the
-segment (A = 0, B = 1) and the position. The heatmaps are those vectors from the chosen model's own tables.
+PAIR_MD = r"""**Input representation** (Devlin et al. 2019, Fig. 2): `[CLS] A [SEP] B [SEP]`, and each position's input
+is the sum $E_\text{tok}[x_t] + E_\text{seg}[s_t] + E_\text{pos}[t]$ of three learned embeddings (then a LayerNorm): the
+token, the segment (A = 0, B = 1) and the position. The heatmaps are those vectors from the chosen model's own tables.
 **Next-sentence prediction**: a classifier on the final `[CLS]` state says whether B really followed A (IsNext) or was
 drawn from elsewhere (NotNext); only a model pre-trained with NSP has that head."""
 

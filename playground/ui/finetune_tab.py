@@ -29,10 +29,10 @@ SHIPPED = {"lora": "lora-gpt-shakespeare", "sft": "sft-smollm2", "dpo": "dpo-smo
 STREAM_EVERY = 0.5                                           # seconds between redraws of a live run's curve
 TEXT_CHARS = 20_000                                          # a LoRA text longer than this is cut, with a notice
 
-INTRO_MD = r"""**From a pretrained model to an assistant.** Pre-training teaches a model text; **supervised fine-tuning**
-(SFT) teaches it to answer instructions; **preference optimisation** (DPO, in place of RLHF) teaches it which of two
-answers people prefer. Each sub-tab trains **LoRA** adapters (Hu et al. 2021): each chosen matrix W stays frozen
-and learns a low-rank update, $h = Wx + \frac{\alpha}{r} BAx$ with $B = 0$ at the start, so training starts at
+INTRO_MD = r"""**From a pretrained model to an assistant.** Pre-training teaches a model text; **supervised
+fine-tuning** (SFT) teaches it to answer instructions; **preference optimisation** (DPO, in place of RLHF) teaches it
+which of two answers people prefer. Each sub-tab trains **LoRA** adapters (Hu et al. 2021): each chosen matrix W stays
+frozen and learns a low-rank update, $h = Wx + \frac{\alpha}{r} BAx$ with $B = 0$ at the start, so training starts at
 exactly the pretrained model. Press *Train live* (a minute at most), or read the shipped run shown below."""
 
 LORA_MD = """**LoRA on a text**: the next-token loss on your text, as in pre-training. The default text gives our

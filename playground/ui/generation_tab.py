@@ -247,9 +247,9 @@ def logit_lens(text, model_name):
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
-LENS_MD = """**Logit lens** (nostalgebraist 2020): apply the model's final normalisation and output layer to the residual
-stream after each block, as if the model stopped there. Rows are layers (the embedding at the bottom), columns the
-input tokens; each cell is the token that layer would predict next, shaded by its probability. In SmolLM2 the right
+LENS_MD = """**Logit lens** (nostalgebraist 2020): apply the model's final normalisation and output layer to the
+residual stream after each block, as if the model stopped there. Rows are layers (the embedding at the bottom), columns
+the input tokens; each cell is the token that layer would predict next, shaded by its probability. In SmolLM2 the right
 answer often appears only in the last few of its 30 blocks; hover a cell for the probability of the final choice."""
 
 INTRO_MD = """A causal language model predicts a distribution over the next token, $p(x_t \\mid x_{<t})$; decoding

@@ -162,13 +162,13 @@ $\partial h_t/\partial h_{t-1}$ contains $\mathrm{diag}(z_t)$ directly (predicte
 other term of the Jacobian is left out, so the prediction is a little low).
 Some lecture notes write the same cell with $z_t$ and $1 - z_t$ swapped, which just renames the gate.
 
-**Controls.** *Fresh* weights use PyTorch's initialisation, $U(-1/\sqrt n, 1/\sqrt n)$. *Rescale* sets the largest singular value of
-every recurrent block $W_{h\ast}$ to $\sigma_{\max}$. The activation applies to the Elman cell only (gated cells
-keep their sigmoids and tanh). *Clipping* with threshold $\theta > 0$ rescales the gradient sent back into $h_t$
-(and $c_t$) at every step, $g \leftarrow \theta\, g / \lVert g \rVert$ when $\lVert g \rVert > \theta$. That is the
-lecture's rule applied to the back-propagated error; Pascanu et al. clip the whole parameter gradient once per update
-instead. Everything is computed in float64, so a norm can reach about $10^{308}$ before it overflows; an overflow is
-flagged in red, never shown as a silent NaN."""
+**Controls.** *Fresh* weights use PyTorch's initialisation, $U(-1/\sqrt n, 1/\sqrt n)$. *Rescale* sets the largest
+singular value of every recurrent block $W_{h\ast}$ to $\sigma_{\max}$. The activation applies to the Elman cell only
+(gated cells keep their sigmoids and tanh). *Clipping* with threshold $\theta > 0$ rescales the gradient sent back into
+$h_t$ (and $c_t$) at every step, $g \leftarrow \theta\, g / \lVert g \rVert$ when $\lVert g \rVert > \theta$. That is
+the lecture's rule applied to the back-propagated error; Pascanu et al. clip the whole parameter gradient once per
+update instead. Everything is computed in float64, so a norm can reach about $10^{308}$ before it overflows; an overflow
+is flagged in red, never shown as a silent NaN."""
 
 STRIP_MD = r"""**Which characters does the last prediction's loss depend on?** Each input character is shaded by
 $\lVert \partial L_T / \partial x_t \rVert$, the gradient with respect to its embedding (log scale, per network;
@@ -179,8 +179,8 @@ $o_t$ (all in $[0, 1]$, from a sigmoid) and the cell $c_t$ (unbounded; red negat
 (1 = keep the old state) and reset $r_t$ (0 = ignore $h_{t-1}$ when proposing $n_t$)."""
 
 
-MEMORY_MD = r"""**Who can learn to remember a token k steps back?** Each sequence is a random string of 4 *key* symbols and
-4 noise symbols; a *marker* stands just before the key to remember, k steps before the end, and after the last token
+MEMORY_MD = r"""**Who can learn to remember a token k steps back?** Each sequence is a random string of 4 *key* symbols
+and 4 noise symbols; a *marker* stands just before the key to remember, k steps before the end, and after the last token
 the network must name that key (chance: 25%). The keys after it are distractors, so the network has to hold the
 marked one. The only training signal is the loss at the last step, which must travel k steps back through time to
 reach the key: the gradient flow of the other view, now deciding what can be learned. For each distance k on the

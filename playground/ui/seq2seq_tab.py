@@ -164,9 +164,9 @@ def evaluate(per_length=20, seed=0):
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
-INTRO_MD = r"""**The bottleneck and the fix.** An encoder reads the source, a decoder writes the translation one token at a
-time. The task (generated in code, `playground/training/seq2seq.py`): numbers from 0 to 999 in English words, separated
-by commas, into digits: *three hundred forty two , seven* → `342,7`. The encoder is a bidirectional GRU; its
+INTRO_MD = r"""**The bottleneck and the fix.** An encoder reads the source, a decoder writes the translation one token
+at a time. The task (generated in code, `playground/training/seq2seq.py`): numbers from 0 to 999 in English words,
+separated by commas, into digits: *three hundred forty two , seven* → `342,7`. The encoder is a bidirectional GRU; its
 annotation of word $j$ is $h_j = [\overrightarrow{h}_j ; \overleftarrow{h}_j]$. **Without attention** (Cho et al.
 2014; Sutskever et al. 2014) the decoder gets one fixed vector $c = [\overrightarrow{h}_T ; \overleftarrow{h}_1]$ and
 must keep the whole source in it: a bottleneck that hurts more as the source grows. **With attention** (Bahdanau et
@@ -174,8 +174,8 @@ al. 2015) step $i$ gets its own context $c_i = \sum_j \alpha_{ij} h_j$, a weight
 $\sum_j \alpha_{ij} = 1$; the weights form the alignment below. The Transformer (Vaswani et al. 2017) keeps the
 attention and drops the recurrence."""
 
-SCORES_MD = r"""**Score functions** (as `playground/nets/seq2seq.py` computes them; $s$ is the decoder state, $e_{ij}$ the score,
-$\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$):
+SCORES_MD = r"""**Score functions** (as `playground/nets/seq2seq.py` computes them; $s$ is the decoder state, $e_{ij}$
+the score, $\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$):
 
 | model | score $e_{ij}$ | decoder step |
 |---|---|---|
@@ -188,13 +188,13 @@ $\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$):
 Bahdanau scores with the *previous* state $s_{i-1}$ (attention before the recurrent step), Luong with the *current*
 $s_i$ (after it). Our Bahdanau output layer is $\tanh(W_t [s_i ; c_i ; E y_{i-1}])$ rather than the paper's maxout."""
 
-STEP_MD = r"""**One decoder step.** Move the slider: the bars are $\alpha_{i1}, \dots, \alpha_{iT}$ for output token $i$, the
-weights of the context vector $c_i = \sum_j \alpha_{ij} h_j$ (they sum to 1). A digit usually looks at the word that
-spells it; a zero that no word spells (the 0 of *three hundred seven*) looks at *hundred*."""
+STEP_MD = r"""**One decoder step.** Move the slider: the bars are $\alpha_{i1}, \dots, \alpha_{iT}$ for output token
+$i$, the weights of the context vector $c_i = \sum_j \alpha_{ij} h_j$ (they sum to 1). A digit usually looks at the word
+that spells it; a zero that no word spells (the 0 of *three hundred seven*) looks at *hundred*."""
 
-BOTTLENECK_MD = r"""**The bottleneck experiment.** Exact match (the whole digit string right) on held-out sources, by source
-length. Every recurrent model has the same encoder and a decoder of the same size; only the context differs. Sources
-longer than 32 words were never seen in training (shaded)."""
+BOTTLENECK_MD = r"""**The bottleneck experiment.** Exact match (the whole digit string right) on held-out sources, by
+source length. Every recurrent model has the same encoder and a decoder of the same size; only the context differs.
+Sources longer than 32 words were never seen in training (shaded)."""
 
 COMPARE_MD = r"""**The Transformer's cross-attention**, one panel per head of one decoder layer
 ($\mathrm{softmax}(QK^\top/\sqrt{d_k})$ with queries from the output prefix, keys from the encoded source), beside a

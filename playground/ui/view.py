@@ -1,7 +1,7 @@
 """Links that restore a view, and lecture mode.
 
-The view is the tab ("top", or "top/sub" for a tab's own sub-tab), the shared sentence and every control a tab registers with
-`shared.remember(key, component)`. It lives in the page's URL: a change to any of them rewrites the
+The view is the tab ("top", or "top/sub" for a tab's own sub-tab), the shared sentence and every control a tab registers
+with `shared.remember(key, component)`. It lives in the page's URL: a change to any of them rewrites the
 query string in the browser (assets/view.js, no server round trip), keeping only what differs from the
 defaults, so links stay short. Opening a link runs `restore` on page load: each parameter is checked
 against its component (numbers clamped to the slider, choices among the choices, unknown keys ignored,
