@@ -75,7 +75,8 @@ def _gradient_step(cell: str) -> tuple[str, str]:
     norms = np.array(data["cells"][cell]["grad_norms"], dtype=float)          # |dL_T/dh_t|, t = 1..T
     below = np.flatnonzero(norms[::-1] < THRESHOLD)                               # steps back from T
     if not len(below):
-        return "never", f"Over all 100 steps the {cell.upper()}'s gradient stays above {THRESHOLD:g} (smallest: {norms.min():.1e})."
+        return "never", (f"Over all 100 steps the {cell.upper()}'s gradient stays above {THRESHOLD:g} "
+                         f"(smallest: {norms.min():.1e}).")
     back = int(below[0])
     return str(back), (f"|∂L_T/∂h_t| of the {cell.upper()} falls below {THRESHOLD:g} {back} steps before the last "
                        f"character (t = {100 - back}); at the start it is {norms[0]:.1e}.")

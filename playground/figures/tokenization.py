@@ -273,7 +273,8 @@ def unigram_html(explained: list[dict]) -> str:
                 f'<span class="chip{" unk" if unk else ""}">{html.escape(p)}<sub>{lp:.2f}</sub></span>'
                 for p, lp, unk in zip(seg["pieces"], seg["log_probs"], seg["unknown"])
             )
-            delta = "best: the tokenizer's output" if rank == 0 else f"{seg['total'] - best:+.2f} (× {pow(2.718281828, seg['total'] - best):.2g} as probable)"
+            delta = ("best: the tokenizer's output" if rank == 0 else
+                     f"{seg['total'] - best:+.2f} (× {pow(2.718281828, seg['total'] - best):.2g} as probable)")
             body.append(f"<tr class='{'best' if rank == 0 else ''}'><td>{pieces}</td><td>{seg['total']:.2f}</td>"
                         f"<td>{delta}</td></tr>")
         rows.append(

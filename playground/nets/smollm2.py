@@ -268,8 +268,8 @@ def load_folder(folder: str | Path, half: bool = False) -> SmolLM2:
     template = settings.get("chat_template") or ""
     if not template and (folder / "chat_template.jinja").is_file():  # where transformers 5 saves it
         template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
-    # noqa: E731
-    token = lambda key: settings.get(key) if not isinstance(settings.get(key), dict) else settings[key]["content"]
+    token = lambda key: (settings.get(key) if not isinstance(settings.get(key), dict)  # noqa: E731
+                         else settings[key]["content"])
     tokenizer = read_hf_tokenizer(folder)
     eos = token("eos_token") or ""
     eos_id = tokenizer.token_to_id(eos) if eos else None

@@ -275,10 +275,9 @@ def _wire_model(demo: gr.Blocks, shared: Shared, model: gr.Dropdown, bounds: lis
 
 TRY = [("a pronoun", ["The animal didn't cross the street because it was too tired.", ""]),
        ("a pair (BERT)", ["The man went to the store.", "He bought a gallon of milk."]),
-       ("a long sentence",
-        [" ".join(["The committee that the board appointed last spring, after months of debate about "
-                                      "budgets, finally published the report which everyone had been waiting "
-                                      "for."] * 3), ""]),
+       ("a long sentence", [" ".join(["The committee that the board appointed last spring, after months of debate "
+                                      "about budgets, finally published the report which everyone had been "
+                                      "waiting for."] * 3), ""]),
        ("repeated words", ["the cat saw the cat and the dog saw the dog", ""])]
 
 
@@ -344,9 +343,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
     _wire_model(demo, shared, model, [layer, head, s_layer, s_head, text_b, hide, chat])
     gr.on([demo.load, shared.changed("restored"), shared.changed("text"), text_b.submit, model.change, layer.release,
-           head.change,
-           hide.change, detail.change, chat.change], attention,
-           inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
+           head.change, hide.change, detail.change, chat.change], attention,
+          inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",
           trigger_mode="always_last", concurrency_limit=2, show_progress="minimal").then(
         reading, inputs=[sentence, text_b, model, chat], outputs=patterns, api_visibility="private",

@@ -40,7 +40,8 @@ def _label(name: str) -> str:
     c = models.get(name)
     loss = c.card.get("held_out", {}).get("loss", "?")  # the whole held-out split's (checkpoints.CARD)
     if c.kind == "ngram":
-        return f"{name} ({c.config.n}-gram, {c.config.smoothing}, {c.card.get('n_params', 0):,} counts, held-out loss {loss})"
+        return (f"{name} ({c.config.n}-gram, {c.config.smoothing}, {c.card.get('n_params', 0):,} counts, "
+                f"held-out loss {loss})")
     return f"{name} ({c.kind}, {c.card.get('n_params', 0) / 1e6:.2f}M parameters, held-out loss {loss})"
 
 

@@ -137,10 +137,11 @@ FLOW_LEAD_MD = r"""**How far back does the training signal reach?** The loss at 
 through time; the plot shows how much of it arrives at each earlier step, in an Elman RNN, an LSTM and a GRU. The
 mathematics is under the plot."""
 
-FLOW_MD = r"""The loss at the last character, $L_T = -\log p(x_{T+1} \mid x_1, \dots, x_T)$, is back-propagated through
+FLOW_MD = (r"""The loss at the last character, $L_T = -\log p(x_{T+1} \mid x_1, \dots, x_T)$, is back-propagated through
 time. In the Elman RNN, $h_t = \phi(a_t)$ with $a_t = W_{ih} x_t + W_{hh} h_{t-1} + b$, so
 each step back multiplies the gradient by one Jacobian:
-$$\frac{\partial L_T}{\partial h_{t-1}} = W_{hh}^\top \,\mathrm{diag}\big(\phi'(a_t)\big)\, \frac{\partial L_T}{\partial h_t}.$$
+$$\frac{\partial L_T}{\partial h_{t-1}} = W_{hh}^\top \,\mathrm{diag}\big(\phi'(a_t)\big)\, """
+r"""\frac{\partial L_T}{\partial h_t}.$$
 After $T - t$ steps the signal has gone through $T - t$ of these factors. None can stretch a vector by more than
 $\max \phi' \cdot \sigma_{\max}(W_{hh})$: when that is below 1 the gradient dies off geometrically (vanishing); it can
 only blow up (exploding) when $\sigma_{\max}(W_{hh})$ is large enough, above $1/\max\phi'$ (Bengio et al. 1994;
@@ -168,7 +169,7 @@ singular value of every recurrent block $W_{h\ast}$ to $\sigma_{\max}$. The acti
 $h_t$ (and $c_t$) at every step, $g \leftarrow \theta\, g / \lVert g \rVert$ when $\lVert g \rVert > \theta$. That is
 the lecture's rule applied to the back-propagated error; Pascanu et al. clip the whole parameter gradient once per
 update instead. Everything is computed in float64, so a norm can reach about $10^{308}$ before it overflows; an overflow
-is flagged in red, never shown as a silent NaN."""
+is flagged in red, never shown as a silent NaN.""")
 
 STRIP_MD = r"""**Which characters does the last prediction's loss depend on?** Each input character is shaded by
 $\lVert \partial L_T / \partial x_t \rVert$, the gradient with respect to its embedding (log scale, per network;

@@ -106,7 +106,8 @@ def exercise(exercise_id="", answer=""):
         return f"**{e.question}** Commit a guess, then check it: the answer stays hidden until then.", question
     result = ex.check(e.id, _answer(e, answer))
     verdict = "✓ Right" if result["correct"] else "✗ Not quite"
-    return f"**{verdict}.** You said **{result['given']}**; the answer is **{result['answer']}**. {result['why']}", result
+    return (f"**{verdict}.** You said **{result['given']}**; the answer is **{result['answer']}**. "
+            f"{result['why']}"), result
 
 
 def _revealed_view(data: dict, e: ex.Exercise):
@@ -170,7 +171,8 @@ def poll_tally(room="", exercise_id="", key="", reveal=False, seat=None):
         key = seat.get("key", "")      # only to reveal: the lecturer's own "show" must not show the answer early
     data = _room(polls.tally, room, e.id, key, reveal)
     if not data["revealed"]:
-        return f"{data['answers']} answer(s) in room {data['room']}; the lecturer has not revealed them yet.", None, data
+        return (f"{data['answers']} answer(s) in room {data['room']}; the lecturer has not revealed them yet.", None,
+                data)
     return _revealed_view(data, e)
 
 

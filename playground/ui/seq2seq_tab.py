@@ -174,19 +174,23 @@ al. 2015) step $i$ gets its own context $c_i = \sum_j \alpha_{ij} h_j$, a weight
 $\sum_j \alpha_{ij} = 1$; the weights form the alignment below. The Transformer (Vaswani et al. 2017) keeps the
 attention and drops the recurrence."""
 
-SCORES_MD = r"""**Score functions** (as `playground/nets/seq2seq.py` computes them; $s$ is the decoder state, $e_{ij}$
+SCORES_MD = (r"""**Score functions** (as `playground/nets/seq2seq.py` computes them; $s$ is the decoder state, $e_{ij}$
 the score, $\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$):
 
 | model | score $e_{ij}$ | decoder step |
 |---|---|---|
 | no attention | none | $s_i = \mathrm{GRU}([E y_{i-1} ; c], s_{i-1})$, the same $c$ every step |
-| Bahdanau (additive) | $v_a^\top \tanh(W_a s_{i-1} + U_a h_j)$ | $c_i = \sum_j \alpha_{ij} h_j$, then $s_i = \mathrm{GRU}([E y_{i-1} ; c_i], s_{i-1})$ |
-| Luong dot | $s_i^\top h_j$ | $s_i = \mathrm{GRU}([E y_{i-1} ; \tilde h_{i-1}], s_{i-1})$ first, then $c_i$, $\tilde h_i = \tanh(W_c [c_i ; s_i])$ |
+| Bahdanau (additive) | $v_a^\top \tanh(W_a s_{i-1} + U_a h_j)$ | $c_i = \sum_j \alpha_{ij} h_j$, """
+r"""then $s_i = \mathrm{GRU}([E y_{i-1} ; c_i], s_{i-1})$ |
+| Luong dot | $s_i^\top h_j$ | $s_i = \mathrm{GRU}([E y_{i-1} ; \tilde h_{i-1}], s_{i-1})$ first, """
+r"""then $c_i$, $\tilde h_i = \tanh(W_c [c_i ; s_i])$ |
 | Luong general | $s_i^\top W_a h_j$ | as Luong dot |
-| Transformer | $\frac{q_i \cdot k_j}{\sqrt{d_k}}$ per head, $q_i = \mathrm{LN}(u_i) W^Q + b^Q$, $k_j = m_j W^K + b^K$ ($m$: the encoder output) | cross-attention in every decoder layer, after causal self-attention |
+| Transformer | $\frac{q_i \cdot k_j}{\sqrt{d_k}}$ per head, $q_i = \mathrm{LN}(u_i) W^Q + b^Q$, """
+r"""$k_j = m_j W^K + b^K$ ($m$: the encoder output) | """
+r"""cross-attention in every decoder layer, after causal self-attention |
 
 Bahdanau scores with the *previous* state $s_{i-1}$ (attention before the recurrent step), Luong with the *current*
-$s_i$ (after it). Our Bahdanau output layer is $\tanh(W_t [s_i ; c_i ; E y_{i-1}])$ rather than the paper's maxout."""
+$s_i$ (after it). Our Bahdanau output layer is $\tanh(W_t [s_i ; c_i ; E y_{i-1}])$ rather than the paper's maxout.""")
 
 STEP_MD = r"""**One decoder step.** Move the slider: the bars are $\alpha_{i1}, \dots, \alpha_{iT}$ for output token
 $i$, the weights of the context vector $c_i = \sum_j \alpha_{ij} h_j$ (they sum to 1). A digit usually looks at the word

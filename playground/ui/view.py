@@ -35,7 +35,8 @@ def tab_ids(tabs: gr.Tabs) -> list[str]:
 
 
 def sub_id(label: str) -> str:
-    """A sub-tab's name in links (as assets/view.js makes it): "Classic BPE, step by step" -> "classic-bpe-step-by-step"."""
+    """A sub-tab's name in links (as assets/view.js makes it):
+    "Classic BPE, step by step" -> "classic-bpe-step-by-step"."""
     return re.sub(r"[^a-z0-9]+", "-", label.strip().lower()).strip("-")
 
 
