@@ -49,8 +49,8 @@ def parse_word_counts(table: str | None) -> list[tuple[str, int]]:
             raise ValueError(f"line {number}: {line[:40]!r} should be one word and its count, like 'lower 2'")
         word, count = fields
         if not count.isdigit() or int(count) < 1 or int(count) > 10**9:
-            raise ValueError(f"line {number}: the count {count[:20]!r} should be a whole number from 1 to "
-                             "1,000,000,000")
+            raise ValueError(f"line {number}: the count {count[:20]!r} should be a whole number "
+                             "from 1 to 1,000,000,000")
         if len(word) > MAX_WORD_CHARS:
             raise ValueError(f"line {number}: words are at most {MAX_WORD_CHARS} characters long")
         if END_OF_WORD in word:

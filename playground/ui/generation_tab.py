@@ -236,8 +236,8 @@ def logit_lens(text, model_name):
     notices: list[str] = []
     ckpt = _model(model_name)
     if not generation.has_logit_lens(ckpt.model):
-        raise gr.Error(f"{ckpt.name} is a recurrent model: it has no stack of residual layers. Choose a GPT or "
-                       "SmolLM2.")
+        raise gr.Error(f"{ckpt.name} is a recurrent model: it has no stack of residual layers. "
+                       "Choose a GPT or SmolLM2.")
     _, ids = encode_prompt(ckpt, text, notices)
     data = generation.logit_lens(ckpt.model, ckpt.tokenizer, ids, notices)
     warn(notices)

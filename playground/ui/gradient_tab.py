@@ -122,15 +122,12 @@ def models_md() -> str:
                     f"{model['held_out_loss']:.3f} | {model['held_out_bits']:.2f} | {model['steps']:,} |")
     return ("The trained weights: character-level language models on Tiny Shakespeare, sized to about the same "
             f"number of parameters (input m = {m}, a learned embedding; hidden n per cell).\n\n"
-            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count | held-out loss "
-            "(nats/char) "
-            "| bits/char | steps |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) +
-            "\n\nThe lecture counts four gates of weight $[(m+n) \\times n]$ and one bias each: $4(mn + n^2 + n)$ for "
-            "the "
-            "LSTM (three gates for the GRU, one for the Elman RNN). `torch.nn` (and our cells, which share its layout) "
-            "keep two bias vectors per gate, $b_{i\\ast}$ and $b_{h\\ast}$, whose sum acts as the one bias, so they "
-            "count "
-            "$4n$ more per LSTM layer.")
+            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count "
+            "| held-out loss (nats/char) | bits/char | steps |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) +
+            "\n\nThe lecture counts four gates of weight $[(m+n) \\times n]$ and one bias each: $4(mn + n^2 + n)$ "
+            "for the LSTM (three gates for the GRU, one for the Elman RNN). `torch.nn` (and our cells, which share its "
+            "layout) keep two bias vectors per gate, $b_{i\\ast}$ and $b_{h\\ast}$, whose sum acts as the one bias, "
+            "so they count $4n$ more per LSTM layer.")
 
 
 FLOW_LEAD_MD = r"""**How far back does the training signal reach?** The loss at the last character is back-propagated
