@@ -149,7 +149,8 @@ def _owner(key, room_key: str) -> bool:
 
 
 def _revealed(con: sqlite3.Connection, code: str, question: str) -> bool:
-    return con.execute("SELECT 1 FROM revealed WHERE code = ? AND question = ?", (code, question)).fetchone() is not None
+    return con.execute("SELECT 1 FROM revealed WHERE code = ? AND question = ?",
+                       (code, question)).fetchone() is not None
 
 
 def _count(con: sqlite3.Connection, code: str, question: str) -> int:
@@ -204,7 +205,8 @@ def answer(code, question: str, session: str, value: str, path: Path | None = No
             if n >= MAX_ANSWERS and not mine:
                 raise PollError(f"This question already has {MAX_ANSWERS} answers in room {code}.")
             con.execute("INSERT INTO answers VALUES (?, ?, ?, ?, ?) ON CONFLICT (code, question, session) "
-                        "DO UPDATE SET answer = excluded.answer, at = excluded.at", (code, question, session, value, now))
+                        "DO UPDATE SET answer = excluded.answer, at = excluded.at",
+                        (code, question, session, value, now))
             con.execute("COMMIT")
         except BaseException:
             con.execute("ROLLBACK")

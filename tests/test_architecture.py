@@ -1,5 +1,5 @@
 """The package's architecture, checked from its source: layers as folders, imports that point down only,
-no import circle, short functions (docs/architecture.md describes the layers).
+no import circle, short functions, files and lines (docs/architecture.md describes the layers).
 
 Every `import` counts, at module level or inside a function: a lazy import is still a dependency."""
 
@@ -13,8 +13,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "playground"
 
-# What each layer may import (besides itself). Base: checkpoints, text, polls, heap and lru. The figure builders read plain
-# data and know nothing of torch or of the analysis that made it; the CLI and the tools sit on top.
+# What each layer may import (besides itself). Base: checkpoints, text, polls, heap and lru. The figure builders read
+# plain data and know nothing of torch or of the analysis that made it; the CLI and the tools sit on top.
 ALLOWED = {
     "base": set(),
     "nets": {"base"},
@@ -25,8 +25,15 @@ ALLOWED = {
     "cli": {"base", "nets", "training"},
     "tools": {"base", "nets", "training", "analysis", "figures", "ui", "cli"},
 }
-TOP_LEVEL = {"checkpoints": "base", "text": "base", "polls": "base", "heap": "base", "lru": "base", "train": "cli", "bench": "tools"}
+TOP_LEVEL = {
+    "checkpoints": "base", "text": "base", "polls": "base", "heap": "base", "lru": "base",
+    "train": "cli", "bench": "tools",
+}
+# The house's sizes (issue #33): a file is read in one sitting, a function on one screen, a line without scrolling
 MAX_FUNCTION_LINES = 80
+MAX_FILE_LINES = 500
+MAX_LINE_CHARS = 120
+APP = PACKAGE.parent / "app.py"
 # Third-party libraries that belong to one layer only
 ONLY_IN = {"gradio": {"ui"}, "plotly": {"figures", "ui"}}
 NEVER_IN = {"torch": {"figures", "ui"}}  # ui: a handler calls analysis, which runs the nets
@@ -63,7 +70,8 @@ def imports(module: str, path: Path, known: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: from . import x
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known)
     return found
@@ -144,6 +152,29 @@ def test_no_function_is_longer_than_80_lines():
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{module}.{node.name}: {lines} lines")
     assert not long, "\n".join(long)
+
+
+def sources() -> list[Path]:
+    """Every Python file the house's sizes apply to: the package's and app.py."""
+    return sorted(PACKAGE.rglob("*.py")) + [APP]
+
+
+def test_no_file_is_longer_than_500_lines():
+    long = []
+    for path in sources():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > MAX_FILE_LINES:
+            long.append(f"{path.relative_to(PACKAGE.parent)}: {lines} lines")
+    assert not long, f"files over {MAX_FILE_LINES} lines (split them along their jobs):\n" + "\n".join(long)
+
+
+def test_no_line_is_longer_than_120_characters():
+    long = []
+    for path in sources():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if len(line) > MAX_LINE_CHARS:
+                long.append(f"{path.relative_to(PACKAGE.parent)}:{number}: {len(line)} characters")
+    assert not long, f"lines over {MAX_LINE_CHARS} characters:\n" + "\n".join(long)
 
 
 def test_checkpoint_kinds_name_model_modules_only():

@@ -159,7 +159,7 @@ def test_the_sense_split_counts_a_tie_as_no_separation():
 
 @pytest.mark.skipif(encoders.elmo_encoder() is None, reason="models/elmo-english is not shipped")
 def test_elmo_is_said_not_to_separate_bank_s_senses_because_it_does_not():
-    from playground.ui import embeddings_tab as tab
+    from playground.ui import embeddings_context as tab
 
     sweep = contextual.sense_sweep("bank", encoders.elmo_encoder())
     assert contextual.best_layer(sweep) is None and [r["layer"] for r in sweep["layers"]] == [0, 1, 2, "mix"]

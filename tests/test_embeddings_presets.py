@@ -9,7 +9,7 @@ import gradio as gr
 import pytest
 
 from playground.analysis.embeddings import words as ws
-from playground.ui import embeddings_tab as tab
+from playground.ui import embeddings_words as tab
 
 SPACES = ws.space_keys()
 WHOLE_WORD = [k for k in ("word2vec", "glove", "fasttext") if k in SPACES]

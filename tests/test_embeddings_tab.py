@@ -127,18 +127,18 @@ def test_elmo_as_a_contextual_model_with_its_mix(client):
 
 def test_the_word_space_says_what_to_expect_with_the_cards_figures():
     from playground import checkpoints
-    from playground.ui import embeddings_tab
+    from playground.ui import embeddings_words
 
     card = checkpoints.read_card("word2vec-english")
     if card is None:
         pytest.skip("word2vec-english is not shipped")
     analogy = card["evaluation"]["analogy"]["all"]
-    note = embeddings_tab.word2vec_note()
+    note = embeddings_words.word2vec_note()
     assert f"{analogy['accuracy']:.0%} of its {analogy['questions']} analogy questions" in note
 
 
 def test_a_seeded_projection_is_the_same_for_everyone_and_says_its_settings():
-    from playground.ui import embeddings_tab as tab
+    from playground.ui import embeddings_words as tab
 
     args = ("cat dog horse cow sheep pig goat mouse lion tiger", "word2vec", "umap", 2, 7, 30, 4, 0.2)
     fig, _, _, data = tab.embed_words(*args, progress=lambda *a, **k: None)

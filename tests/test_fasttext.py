@@ -190,7 +190,7 @@ def test_the_fasttext_space_composes_an_unknown_word_and_names_its_ngrams(traine
 
 @pytest.mark.skipif("fasttext-english" not in checkpoints.available("fasttext"), reason="fasttext-english not shipped")
 def test_the_shipped_fasttext_through_the_tabs_handler():
-    from playground.ui import embeddings_tab as tab
+    from playground.ui import embeddings_words as tab
 
     card = checkpoints.read_card("fasttext-english")
     assert card["evaluation"]["analogy"]["all"]["questions"] == 756 and card["held_out"]["protocol"]

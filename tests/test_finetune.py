@@ -13,6 +13,7 @@ from playground.analysis import models
 from playground.nets import adapters, lora
 from playground.nets.llama import half_linear
 from playground.training import finetune as ft
+from playground.training import finetune_data as fd
 
 
 def tiny(method: str, **overrides) -> ft.FinetuneConfig:
@@ -39,37 +40,37 @@ def fingerprint(model: torch.nn.Module) -> dict[str, torch.Tensor]:
 def test_dpo_loss_equals_a_hand_computation():
     pi_w, pi_l = torch.tensor([-1.0, -3.0]), torch.tensor([-2.0, -1.0])
     ref_w, ref_l = torch.tensor([-1.5, -2.0]), torch.tensor([-1.5, -2.0])
-    loss, terms = ft.dpo_loss(pi_w, pi_l, ref_w, ref_l, beta=0.5)
+    loss, terms = fd.dpo_loss(pi_w, pi_l, ref_w, ref_l, beta=0.5)
     # pair 1: 0.5 * ((-1 + 1.5) - (-2 + 1.5)) = 0.5; pair 2: 0.5 * ((-3 + 2) - (-1 + 2)) = -1
     by_hand = (math.log1p(math.exp(-0.5)) + math.log1p(math.exp(1.0))) / 2
     assert loss.item() == pytest.approx(by_hand, abs=1e-6)
     assert terms["margin"] == pytest.approx((0.5 - 1.0) / 2)
     assert terms["chosen_reward"] == pytest.approx((0.25 - 0.5) / 2)
     assert terms["accuracy"] == 0.5
-    even, _ = ft.dpo_loss(pi_w, pi_l, pi_w, pi_l, beta=0.1)      # the policy is the reference: ln 2
+    even, _ = fd.dpo_loss(pi_w, pi_l, pi_w, pi_l, beta=0.1)      # the policy is the reference: ln 2
     assert even.item() == pytest.approx(math.log(2))
 
 
 def test_token_kl_is_zero_for_the_same_model_and_positive_otherwise():
     logits = torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(0))
-    labels = torch.tensor([[ft.IGNORE, 1, 2, 3, ft.IGNORE], [ft.IGNORE, ft.IGNORE, 4, 5, 6]])
-    assert ft.token_kl(logits, logits, labels) == pytest.approx(0.0, abs=1e-7)
+    labels = torch.tensor([[fd.IGNORE, 1, 2, 3, fd.IGNORE], [fd.IGNORE, fd.IGNORE, 4, 5, 6]])
+    assert fd.token_kl(logits, logits, labels) == pytest.approx(0.0, abs=1e-7)
     other = logits.clone()
     other[0, 0] += 5                                              # a masked position: not counted
-    assert ft.token_kl(logits, other, labels) == pytest.approx(0.0, abs=1e-7)
+    assert fd.token_kl(logits, other, labels) == pytest.approx(0.0, abs=1e-7)
     other[1, 3] += torch.arange(7.0)
-    assert ft.token_kl(logits, other, labels) > 0
+    assert fd.token_kl(logits, other, labels) > 0
 
 
 def test_sft_masks_every_prompt_token():
-    fmt = ft.text_format(models.get(adapters.GPT))
+    fmt = fd.text_format(models.get(adapters.GPT))
     prompt, answer = fmt.encode(fmt.prompt("What do bees make?")), fmt.encode(fmt.answer("Good friend, honey."))
-    ids, labels = ft.example(fmt, "What do bees make?", "Good friend, honey.")
+    ids, labels = fd.example(fmt, "What do bees make?", "Good friend, honey.")
     assert ids == (prompt + answer)[:-1]
-    assert labels[:len(prompt) - 1] == [ft.IGNORE] * (len(prompt) - 1)      # every prompt token predicted: masked
+    assert labels[:len(prompt) - 1] == [fd.IGNORE] * (len(prompt) - 1)      # every prompt token predicted: masked
     assert labels[len(prompt) - 1:] == answer                                 # every answer token: a target
     mask = ft.mask_view(fmt, tiny("sft"))
-    first = ft.pairs()[0]
+    first = fd.pairs()[0]
     n_answer = len(fmt.encode(fmt.answer(first["response"])))
     assert sum(mask["in_loss"]) == n_answer and not any(mask["in_loss"][:len(mask["in_loss"]) - n_answer])
     assert "".join(mask["tokens"]) == f"Q: {first['instruction']}\nA: {first['response']}\n"
@@ -77,9 +78,9 @@ def test_sft_masks_every_prompt_token():
 
 def test_response_logps_sum_only_the_answer():
     logits = torch.randn(1, 4, 5, generator=torch.Generator().manual_seed(1))
-    labels = torch.tensor([[ft.IGNORE, ft.IGNORE, 2, 4]])
+    labels = torch.tensor([[fd.IGNORE, fd.IGNORE, 2, 4]])
     logp = torch.log_softmax(logits, -1)
-    assert ft.response_logps(logits, labels).item() == pytest.approx((logp[0, 2, 2] + logp[0, 3, 4]).item(), abs=1e-6)
+    assert fd.response_logps(logits, labels).item() == pytest.approx((logp[0, 2, 2] + logp[0, 3, 4]).item(), abs=1e-6)
 
 
 @pytest.mark.parametrize("method", ft.METHODS)
@@ -124,8 +125,8 @@ def test_same_seed_same_run_and_the_global_generator_untouched():
 
 
 def test_lora_never_trains_on_its_held_out_tail():
-    fmt = ft.text_format(models.get(adapters.GPT))
-    text = ft.default_text()
+    fmt = fd.text_format(models.get(adapters.GPT))
+    text = fd.default_text()
     train, tail = ft.split_text(fmt, text)
     assert train + tail == fmt.encode(text) and len(tail) == max(2, int(len(train + tail) * ft.HELD_OUT_SHARE))
     run = start(tiny("lora"))
@@ -193,8 +194,8 @@ def test_shipped_runs_load_differ_from_the_base_and_are_small(name):
     result = ckpt.card["result"]
     assert result["steps"] and result["before"] and result["after"]
     assert all(f.stat().st_size <= 10 * 2**20 for f in ckpt.path.iterdir())
-    ids = torch.tensor([ft.probe(ft.text_format(base), ft.FinetuneConfig(
-        method=ckpt.config.method, base=ckpt.config.base), ft.default_text())])
+    ids = torch.tensor([ft.probe(fd.text_format(base), ft.FinetuneConfig(
+        method=ckpt.config.method, base=ckpt.config.base), fd.default_text())])
     with torch.no_grad():
         assert not torch.allclose(ckpt.model(ids)[0], base.model(ids)[0])
 

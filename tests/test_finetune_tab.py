@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 import pytest
 
 from playground import checkpoints
-from playground.training import finetune
+from playground.training import finetune_data
 from playground.ui import finetune_tab as ft_tab
 
 GPT = "gpt-shakespeare"
@@ -49,7 +49,7 @@ def test_the_live_lora_run_is_the_shipped_run_by_default():
     if not card:
         pytest.skip("models/lora-gpt-shakespeare is not shipped")
     shipped = card["result"]
-    data = last(ft_tab.lora_finetune(text=finetune.default_text(), progress=lambda *a, **k: None))[-1]
+    data = last(ft_tab.lora_finetune(text=finetune_data.default_text(), progress=lambda *a, **k: None))[-1]
     assert data["config"] == shipped["config"] and card["seed"] == ft_tab.SEED
     assert data["held_out"] == shipped["held_out"] == card["held_out"]    # 1.9636 for the base -> 1.173
     assert data["steps"][-1] == shipped["steps"][-1] and data["after"] == shipped["after"]

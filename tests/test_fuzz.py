@@ -69,14 +69,14 @@ def test_generate_any_input(prompt, max_new, temperature, top_k, top_p, seed, st
 
 # The Embeddings tab: any words, sentences, names and numbers
 
-from playground.ui import embeddings_tab  # noqa: E402
+from playground.ui import embeddings_context, embeddings_sentences, embeddings_words  # noqa: E402
 
 
 @FEW
 @given(words=texts, source=st.sampled_from(["word2vec", "minilm", "gpt", "bogus"]),
        method=st.sampled_from(["pca", "tsne", "bogus"]), dims=numbers)
 def test_embed_words_any_input(words, source, method, dims):
-    out = accepts(lambda *a: embeddings_tab.embed_words(*a, progress=lambda *_, **__: None), words, source, method,
+    out = accepts(lambda *a: embeddings_words.embed_words(*a, progress=lambda *_, **__: None), words, source, method,
                   dims)
     if out is not None:
         points = out[-1]["points"]
@@ -87,8 +87,8 @@ def test_embed_words_any_input(words, source, method, dims):
 @given(sentences=texts, query=texts, pooling=st.sampled_from(["mean", "max", "cls", "median"]), word=texts,
        layer=numbers)
 def test_sentence_handlers_any_input(sentences, query, pooling, word, layer):
-    accepts(embeddings_tab.embed_sentences, sentences, "minilm", pooling)
-    accepts(embeddings_tab.semantic_search, query, sentences, "minilm", pooling)
-    accepts(embeddings_tab.classic, sentences)
-    accepts(embeddings_tab.contextual, word, sentences, layer)
-    accepts(embeddings_tab.analogy, word, query, sentences, "word2vec")
+    accepts(embeddings_sentences.embed_sentences, sentences, "minilm", pooling)
+    accepts(embeddings_sentences.semantic_search, query, sentences, "minilm", pooling)
+    accepts(embeddings_sentences.classic, sentences)
+    accepts(embeddings_context.contextual, word, sentences, layer)
+    accepts(embeddings_words.analogy, word, query, sentences, "word2vec")

@@ -191,16 +191,16 @@ def test_the_embeddings_glove_space_answers_neighbours_and_names_unknown_words(t
 
 def test_glove_is_a_source_of_the_tab_and_its_score_sits_beside_word2vecs():
     from playground.analysis.embeddings import words as ws
-    from playground.ui import embeddings_tab
+    from playground.ui import embeddings_words
 
-    assert ws.SPACE_MODELS["glove"] == "glove-english" and "glove" in embeddings_tab.SOURCE_LABELS
+    assert ws.SPACE_MODELS["glove"] == "glove-english" and "glove" in embeddings_words.SOURCE_LABELS
     card = checkpoints.read_card("glove-english")
     if card is None or checkpoints.read_card("word2vec-english") is None:
         pytest.skip("glove-english or word2vec-english is not shipped")
     assert "glove" in ws.space_keys()
     analogy = card["evaluation"]["analogy"]["all"]
     assert f"our GloVe, on the same words and corpus, {analogy['accuracy']:.0%} of its {analogy['questions']}" \
-        in embeddings_tab.word2vec_note()
-    *_, data = embeddings_tab.embed_words("king queen man woman qwertyuiop", "glove", "pca", 2,
+        in embeddings_words.word2vec_note()
+    *_, data = embeddings_words.embed_words("king queen man woman qwertyuiop", "glove", "pca", 2,
                                           progress=lambda *a, **k: None)
     assert data["source"] == "glove" and data["unknown"] == ["qwertyuiop"] and len(data["neighbours"]) == 4

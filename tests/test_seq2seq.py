@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from playground import checkpoints
 from playground.nets import seq2seq as s2s
+from playground.nets import seq2seq_decoding as decoding
 from playground.training import seq2seq as task
 
 TINY = dict(src_vocab_size=len(task.SRC_VOCAB), tgt_vocab_size=len(task.TGT_VOCAB), n_embd=8, hidden_size=8,
@@ -202,7 +203,7 @@ def test_the_transformer_decoder_is_causal():
 def test_greedy_decoding_matches_the_teacher_forced_argmax(variant):
     model = tiny(variant, seed=3)
     src = task.batch(examples(5, 1))[0]
-    ids, alphas = s2s.greedy(model, src, max_len=12)
+    ids, alphas = decoding.greedy(model, src, max_len=12)
     out = ids[0].tolist()
     logits, _ = model(src, torch.tensor([[task.BOS] + out[:-1]]))
     assert logits[0].argmax(-1).tolist()[:len(out)] == out
@@ -228,29 +229,29 @@ class Toy:
 
 def test_beam_search_beats_greedy_on_a_toy_and_is_exact_when_wide():
     toy = Toy()
-    (best, score), *_ = s2s.beam_search(toy.step, torch.zeros(1, dtype=torch.long), bos=1, eos=2, beam_size=2,
+    (best, score), *_ = decoding.beam_search(toy.step, torch.zeros(1, dtype=torch.long), bos=1, eos=2, beam_size=2,
                                         max_len=5)
     assert best == [4, 2] and score == pytest.approx(np.log(0.4))
-    greedy = s2s.beam_search(toy.step, torch.zeros(1, dtype=torch.long), bos=1, eos=2, beam_size=1, max_len=5)[0]
+    greedy = decoding.beam_search(toy.step, torch.zeros(1, dtype=torch.long), bos=1, eos=2, beam_size=1, max_len=5)[0]
     assert greedy[1] == pytest.approx(np.log(0.24)) and greedy[1] < score
 
 
 def test_beam_search_finds_at_least_the_greedy_probability_and_brute_force_agrees():
     model = tiny("bahdanau", seed=5)
     src = torch.tensor([[task.SRC_ID[w] for w in ["seven", ",", "two"]]])
-    ids = s2s.greedy(model, src, max_len=3)[0][0].tolist()
+    ids = decoding.greedy(model, src, max_len=3)[0][0].tolist()
     greedy_ids = ids[:ids.index(task.EOS) + 1] if task.EOS in ids else ids
-    greedy_lp = s2s.sequence_logprob(model, src, greedy_ids)
-    beams = s2s.beam_decode(model, src, beam_size=4, max_len=3)
+    greedy_lp = decoding.sequence_logprob(model, src, greedy_ids)
+    beams = decoding.beam_decode(model, src, beam_size=4, max_len=3)
     best, best_lp = beams[0]
     assert best_lp >= greedy_lp - 1e-5
-    assert best_lp == pytest.approx(s2s.sequence_logprob(model, src, best), abs=1e-4)
+    assert best_lp == pytest.approx(decoding.sequence_logprob(model, src, best), abs=1e-4)
     # every sequence of up to 3 tokens that ends in </s>: the wide beam's best is the true best
     V, eos = len(task.TGT_VOCAB), task.EOS
     candidates = [list(p) + [eos] for n in range(3) for p in itertools.product(
         [t for t in range(V) if t != eos], repeat=n)]
-    exact = max(s2s.sequence_logprob(model, src, c) for c in candidates)
-    wide = s2s.beam_decode(model, src, beam_size=V * V, max_len=3)[0][1]
+    exact = max(decoding.sequence_logprob(model, src, c) for c in candidates)
+    wide = decoding.beam_decode(model, src, beam_size=V * V, max_len=3)[0][1]
     assert wide == pytest.approx(exact, abs=1e-4)
 
 

@@ -75,7 +75,8 @@ def _gradient_step(cell: str) -> tuple[str, str]:
     norms = np.array(data["cells"][cell]["grad_norms"], dtype=float)          # |dL_T/dh_t|, t = 1..T
     below = np.flatnonzero(norms[::-1] < THRESHOLD)                               # steps back from T
     if not len(below):
-        return "never", f"Over all 100 steps the {cell.upper()}'s gradient stays above {THRESHOLD:g} (smallest: {norms.min():.1e})."
+        return "never", (f"Over all 100 steps the {cell.upper()}'s gradient stays above {THRESHOLD:g} "
+                         f"(smallest: {norms.min():.1e}).")
     back = int(below[0])
     return str(back), (f"|∂L_T/∂h_t| of the {cell.upper()} falls below {THRESHOLD:g} {back} steps before the last "
                        f"character (t = {100 - back}); at the start it is {norms[0]:.1e}.")
@@ -117,7 +118,8 @@ def _seq2seq_limit() -> tuple[str, str]:
     for (low, high), a in zip(acc["buckets"], acc["accuracy"]):
         if a < 0.5:
             return str(low - 1), (f"Without attention, exact match falls below 50% for sources of {low}–{high} words "
-                                  f"({a:.0%}); up to {low - 1} words it is at least 50% (held-out, {card['held_out']['per_length']} "
+                                  f"({a:.0%}); up to {low - 1} words it is at least 50% (held-out, "
+                                  f"{card['held_out']['per_length']} "
                                   "sources per length).")
     return "never", "Without attention the model stays above 50% at every length measured."
 
@@ -173,7 +175,8 @@ def normalise(exercise: Exercise, value) -> str:
         try:
             number = float(text)
         except ValueError:
-            raise ValueError(f"Your answer should be a number, e.g. 4: a whole number (or 'never'), not {text!r}.") from None
+            raise ValueError("Your answer should be a number, e.g. 4: a whole number (or 'never'), not "
+                             f"{text!r}.") from None
         if not np.isfinite(number) or number != int(number) or abs(number) > 10**6:
             raise ValueError(f"Your answer should be a whole number, e.g. 4, not {text!r}.")
         text = str(int(number))

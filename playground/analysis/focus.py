@@ -61,7 +61,8 @@ def chips_html(text: str, span: tuple[int, int] | None) -> str:
         more = (f'<details class="chips-more" data-key="{len(text)}:{len(units)}"{" open" if later else ""}>'
                 f'<summary>{len(units) - CHIPS_SHOWN:,} more words</summary>'
                 f'<div class="chips-rest">{"".join(chips[CHIPS_SHOWN:])}</div></details>')
-    return f'<div class="chips"><span class="chips-label">Select a word:</span>{"".join(chips[:CHIPS_SHOWN])}{more}</div>'
+    return (f'<div class="chips"><span class="chips-label">Select a word:</span>{"".join(chips[:CHIPS_SHOWN])}'
+            f'{more}</div>')
 
 
 # A click on a chip selects its word. A long text's other words (chips_html) stay open while the text is the same

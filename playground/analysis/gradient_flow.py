@@ -68,7 +68,8 @@ def prepare_ids(tokenizer, text: str, length: int) -> Steps:
     else:
         text_repeated = text
         if len(text) > need:
-            notices.append(f"The text has {len(text):,} characters; using the first {need} ({length} steps + the target).")
+            notices.append(f"The text has {len(text):,} characters; "
+                           f"using the first {need} ({length} steps + the target).")
     chars = list(text_repeated[:need])
     spans = [(t % period, t % period + 1) if t % period < len(text) else (-1, -1) for t in range(length)]
     vocab = tokenizer.get_vocab()

@@ -75,7 +75,8 @@ def apply(text: str, steps: list[str] | tuple[str, ...]) -> dict:
             drop = is_punctuation if step == "punctuation" else (lambda t: t.lower().replace("’", "'") in STOP_WORDS)
             removed = [t for t in tokens if drop(t)]
             tokens = [t for t in tokens if not drop(t)]
-            stages.append({"step": step, "label": STEP_LABELS[step], "tokens": tokens, "changed": [], "removed": removed})
+            stages.append({"step": step, "label": STEP_LABELS[step], "tokens": tokens, "changed": [],
+                           "removed": removed})
             continue
         changed = [i for i, (a, b) in enumerate(zip(tokens, new)) if a != b]
         tokens = new

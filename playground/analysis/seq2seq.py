@@ -19,6 +19,7 @@ import torch
 
 from playground.analysis import models
 from playground.nets import seq2seq as s2s
+from playground.nets import seq2seq_decoding as decoding
 from playground.training import seq2seq as task
 
 LABELS = {"none": "no attention (fixed context)", "bahdanau": "Bahdanau (additive)", "dot": "Luong dot",
@@ -48,9 +49,9 @@ def _decode(model, ids: list[int], beam: int) -> dict:
     max_len = task.max_output(len(ids))
     with torch.inference_mode():
         if beam > 1:
-            out = s2s.beam_decode(model, src, beam, max_len)[0][0]
+            out = decoding.beam_decode(model, src, beam, max_len)[0][0]
         else:
-            out = s2s.greedy(model, src, max_len)[0][0].tolist()
+            out = decoding.greedy(model, src, max_len)[0][0].tolist()
             if task.EOS in out:
                 out = out[:out.index(task.EOS) + 1]
         tgt_in = torch.tensor([[task.BOS] + out[:-1]])

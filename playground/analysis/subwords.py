@@ -49,7 +49,8 @@ def parse_word_counts(table: str | None) -> list[tuple[str, int]]:
             raise ValueError(f"line {number}: {line[:40]!r} should be one word and its count, like 'lower 2'")
         word, count = fields
         if not count.isdigit() or int(count) < 1 or int(count) > 10**9:
-            raise ValueError(f"line {number}: the count {count[:20]!r} should be a whole number from 1 to 1,000,000,000")
+            raise ValueError(f"line {number}: the count {count[:20]!r} should be a whole number "
+                             "from 1 to 1,000,000,000")
         if len(word) > MAX_WORD_CHARS:
             raise ValueError(f"line {number}: words are at most {MAX_WORD_CHARS} characters long")
         if END_OF_WORD in word:
@@ -110,7 +111,8 @@ def bpe_trace(word_counts: list[tuple[str, int]], num_merges: int, top_pairs: in
 
     def snapshot() -> dict:
         return {
-            "corpus": [{"word": w, "symbols": list(s), "count": c} for (w, _), (s, c) in zip(word_counts, corpus.items())],
+            "corpus": [{"word": w, "symbols": list(s), "count": c}
+                       for (w, _), (s, c) in zip(word_counts, corpus.items())],
             "symbol_counts": symbol_counts(corpus),
         }
 
@@ -212,7 +214,8 @@ def wordpiece_explain(tok: Tokenizer, text: str, max_words: int = 40, shown_reje
                     break
                 rejected.append(candidate)
                 end -= 1
-            steps.append({"start": start, "match": match, "n_rejected": len(rejected), "rejected": rejected[:shown_rejects]})
+            steps.append({"start": start, "match": match, "n_rejected": len(rejected),
+                          "rejected": rejected[:shown_rejects]})
             if match is None:
                 unknown = True
                 break

@@ -144,7 +144,8 @@ def _byte_decoder() -> dict[str, int]:
 
 def _bytes_to_unicode() -> list[str]:
     # Radford et al. 2019: printable bytes stand for themselves, the rest are shifted past 255
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1))
+                 + list(range(ord("®"), ord("ÿ") + 1)))
     table, shift = [], 0
     for b in range(256):
         if b in printable:

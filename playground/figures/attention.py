@@ -237,7 +237,8 @@ def heatmap_figure(tokens: list[str], M: np.ndarray, title: str, factor: int = 1
     return fig
 
 
-def steps_figure(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray, steps: dict, scale_text: str) -> go.Figure:
+def steps_figure(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray, steps: dict,
+                 scale_text: str) -> go.Figure:
     """Inside one head: Q, K, V and the output on the first row; Q K^T, scaled (and masked), softmax
     and its gradient σ(1 − σ) on the second."""
     from plotly.subplots import make_subplots  # imported on first use: 0.25 s of the app's startup
@@ -251,7 +252,8 @@ def steps_figure(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray,
     panels = [
         (1, 1, q, dims, "RdBu", None), (1, 2, k, dims, "RdBu", None), (1, 3, v, dims, "RdBu", None),
         (1, 4, steps["out"], dims, "RdBu", None),
-        (2, 1, steps["raw"], names, "RdBu", None), (2, 2, np.where(np.isfinite(steps["masked"]), steps["masked"], np.nan),
+        (2, 1, steps["raw"], names, "RdBu", None),
+        (2, 2, np.where(np.isfinite(steps["masked"]), steps["masked"], np.nan),
                                                     names, "RdBu", None),
         (2, 3, steps["probs"], names, "Blues", (0, 1)), (2, 4, steps["grad"], names, "Oranges", (0, 0.25)),
     ]
@@ -334,7 +336,8 @@ def positional_figure(pe: np.ndarray, dots: np.ndarray, learned: np.ndarray | No
     return fig
 
 
-def head_summary_figure(summary: dict[str, list[list[float]]], titles: dict[str, str], kv_heads: list[int]) -> go.Figure:
+def head_summary_figure(summary: dict[str, list[list[float]]], titles: dict[str, str],
+                        kv_heads: list[int]) -> go.Figure:
     """One small heatmap per score (layers down, heads across): a head's role at a glance (a bright cell in
     "previous" is a previous-token head). With grouped key/value heads the head labels say their group."""
     from plotly.subplots import make_subplots

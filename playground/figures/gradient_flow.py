@@ -99,7 +99,8 @@ def gradient_status_html(cells: dict[str, dict], labels: dict[str, str], notices
         if rates.get("naive") is not None:
             extra += f"{'; ' if extra else ''}naive estimate (a random direction at every step): {num(rates['naive'])}"
         rows.append(
-            f'<tr><td><span class="gf-badge gf-{r["status"]}">{r["status"]}</span></td><td>{html.escape(labels[key])}</td>'
+            f'<tr><td><span class="gf-badge gf-{r["status"]}">{r["status"]}</span></td>'
+            f'<td>{html.escape(labels[key])}</td>'
             f"<td>{num(rates['measured'])}</td><td>{num(rates.get('predicted'))}</td>"
             f"<td>{html.escape(rates.get('theory', ''))}</td><td>{extra}</td>"
             f"<td>{html.escape(r['message'])}</td></tr>"
@@ -137,7 +138,8 @@ def gates_figure(gates: dict[str, list], chars: list[str], label: str) -> go.Fig
             colorscale="RdBu" if is_cell else "Viridis", zmid=0 if is_cell else None,
             zmin=None if is_cell else 0, zmax=None if is_cell else 1, showscale=k == 0 or is_cell,
             colorbar=dict(len=height, y=1 - k * (height + gap) - height / 2, yanchor="middle", thickness=12),
-            hovertemplate=f"{GATE_TITLES[name]}<br>t=%{{x}} ('%{{customdata}}'), unit %{{y}}: %{{z:.3f}}<extra></extra>",
+            hovertemplate=(f"{GATE_TITLES[name]}<br>t=%{{x}} ('%{{customdata}}'), unit %{{y}}: "
+                           "%{z:.3f}<extra></extra>"),
         ))
         top = 1 - k * (height + gap)
         axes[f"yaxis{suffix}"] = dict(domain=[max(0.0, top - height), min(1.0, top)], title=dict(text="unit"),

@@ -111,7 +111,8 @@ def heads_figure(source: list[str], rnn_target: list[str], rnn_alpha: np.ndarray
                                  hovertemplate=f"head {h}<br>output %{{y}}<br>source %{{x}}<br>weight %{{z:.3f}}"
                                                "<extra></extra>"), row=1, col=2 + h)
     n = max(len(rnn_target), len(tr_target))
-    fig.update_layout(**layout(title=dict(text=f"Left: {rnn_title}; then the Transformer's layer {layer}, head by head"),
+    title = f"Left: {rnn_title}; then the Transformer's layer {layer}, head by head"
+    fig.update_layout(**layout(title=dict(text=title),
                                height=max(420, min(940, 240 + 22 * n)), margin=dict(l=10, r=10, t=90, b=10)))
     fig.update_yaxes(autorange="reversed", type="category", showticklabels=False, showgrid=False, dtick=1)
     fig.update_yaxes(showticklabels=True, col=1)

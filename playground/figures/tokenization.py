@@ -254,7 +254,8 @@ def wordpiece_html(explained: list[dict]) -> str:
                      else '<span class="warn">no match: the whole word becomes [UNK]</span>')
             steps.append(f"<li>at character {step['start']}: {tried_text}{match}</li>")
         reason = f' <span class="warn">({html.escape(item["reason"])})</span>' if item.get("reason") else ""
-        rows.append(f'<div class="seg-row"><b>{html.escape(item["word"])}</b> → {chips(item["pieces"], classes="chip final")}'
+        rows.append(f'<div class="seg-row"><b>{html.escape(item["word"])}</b> → '
+                    f'{chips(item["pieces"], classes="chip final")}'
                     f"{reason}<ol>{''.join(steps)}</ol></div>")
     return "".join(rows) or '<div class="notice">No words to explain.</div>'
 
@@ -272,7 +273,8 @@ def unigram_html(explained: list[dict]) -> str:
                 f'<span class="chip{" unk" if unk else ""}">{html.escape(p)}<sub>{lp:.2f}</sub></span>'
                 for p, lp, unk in zip(seg["pieces"], seg["log_probs"], seg["unknown"])
             )
-            delta = "best: the tokenizer's output" if rank == 0 else f"{seg['total'] - best:+.2f} (× {pow(2.718281828, seg['total'] - best):.2g} as probable)"
+            delta = ("best: the tokenizer's output" if rank == 0 else
+                     f"{seg['total'] - best:+.2f} (× {pow(2.718281828, seg['total'] - best):.2g} as probable)")
             body.append(f"<tr class='{'best' if rank == 0 else ''}'><td>{pieces}</td><td>{seg['total']:.2f}</td>"
                         f"<td>{delta}</td></tr>")
         rows.append(
@@ -292,7 +294,8 @@ def normalize_html(stages: list[dict]) -> str:
     for stage in stages:
         changed = set(stage["changed"])
         tokens = "".join(
-            f'<span class="chip{" new" if i in changed else ""}">{html.escape(t)}</span>' for i, t in enumerate(stage["tokens"])
+            f'<span class="chip{" new" if i in changed else ""}">{html.escape(t)}</span>'
+            for i, t in enumerate(stage["tokens"])
         )
         removed = "".join(f'<span class="chip removed">{html.escape(t)}</span>' for t in stage["removed"])
         removed = f'<div class="norm-removed">removed: {removed}</div>' if removed else ""

@@ -69,7 +69,8 @@ class SelfAttention(nn.Module):
         q = self.query(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
         k = self.key(x).view(B, T, nh, hs).transpose(1, 2)    # (B, nh, T, hs)
         v = self.value(x).view(B, T, nh, hs).transpose(1, 2)  # (B, nh, T, hs)
-        allowed = None if key_mask is None else key_mask[:, None, None, :]  # (B, 1, 1, T): broadcast over heads, queries
+        # (B, 1, 1, T): broadcast over heads, queries
+        allowed = None if key_mask is None else key_mask[:, None, None, :]
         dropout_p = self.dropout if self.training else 0.0
         layer = None
         if not return_internals:
@@ -226,7 +227,8 @@ class BertForPreTraining(nn.Module):
         next_sentence_label (B,) is given. With `return_internals`, a third element: the encoder's
         internals (see `BertEncoder.forward`) and `nsp_logits` (B, 2), None without an NSP head.
         """
-        h, pooled, *internals = self.bert(idx, token_type_ids, attention_mask, return_internals)  # internals: [] or [dict]
+        # internals: [] or [dict]
+        h, pooled, *internals = self.bert(idx, token_type_ids, attention_mask, return_internals)
         logits = self.mlm(h, self.bert.embeddings.tok.weight)  # (B, T, V)
         nsp_logits = None if self.nsp is None else self.nsp(pooled)  # (B, 2)
         loss = None

@@ -145,7 +145,8 @@ class GPTConfig:
         assert self.n_embd % self.n_head == 0, f"n_embd ({self.n_embd}) must divide by n_head ({self.n_head})"
         assert self.vocab_size > 0 and self.n_positions > 0, "vocab_size and n_positions must be positive"
         assert 0.0 <= self.dropout < 1.0, f"dropout must be in [0, 1), not {self.dropout}"
-        assert self.gelu_approximate in ("tanh", "none"), f"gelu_approximate is 'tanh' or 'none', not {self.gelu_approximate!r}"
+        assert self.gelu_approximate in ("tanh", "none"), \
+            f"gelu_approximate is 'tanh' or 'none', not {self.gelu_approximate!r}"
 
 
 class GPT(nn.Module):

@@ -174,7 +174,8 @@ def bert_config_from_hf(hf_config: dict) -> BertConfig:
                       type_vocab_size=hf_config.get("type_vocab_size", 2), n_layer=hf_config["num_hidden_layers"],
                       n_head=hf_config["num_attention_heads"], n_embd=hf_config["hidden_size"],
                       n_inner=hf_config["intermediate_size"], dropout=0.0,
-                      layer_norm_eps=hf_config.get("layer_norm_eps", 1e-12), pad_token_id=hf_config.get("pad_token_id", 0))
+                      layer_norm_eps=hf_config.get("layer_norm_eps", 1e-12),
+                      pad_token_id=hf_config.get("pad_token_id", 0))
 
 
 def bert_from_state(config: BertConfig, source: dict[str, torch.Tensor], heads: bool | None = None,

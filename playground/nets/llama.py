@@ -127,7 +127,8 @@ class Attention(nn.Module):
         T_all = k.size(2)
         T_past = T_all - T
         group = nh // nkv
-        k = k.repeat_interleave(group, dim=1)                   # query head j reads kv head j // group: (B, nh, T_all, hs)
+        # query head j reads kv head j // group: (B, nh, T_all, hs)
+        k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
         allowed = torch.ones(T, T_all, dtype=torch.bool, device=x.device).tril(diagonal=T_past)  # query i at T_past + i
         layer = None

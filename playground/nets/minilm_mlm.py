@@ -176,7 +176,8 @@ def load_adapted(config: MiniLMMLMConfig, state: dict[str, torch.Tensor]) -> Ber
                      for p in ("weight", "bias")}
     missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
     if missing or unexpected:
-        raise ValueError(f"adapter checkpoint does not fit its config: missing {missing[:4]}, unexpected {unexpected[:4]}")
+        raise ValueError(f"adapter checkpoint does not fit its config: missing {missing[:4]}, unexpected "
+                         f"{unexpected[:4]}")
     model.load_state_dict(state, strict=False, assign=True)  # new tensors: the base's are never written
     lora.merge_lora(model)
     for p in model.parameters():

@@ -206,7 +206,8 @@ class RecurrentEncoder(nn.Module):
         self.kind, self.hidden_size, self.num_layers = cell, hidden_size, num_layers
         self.D = 2 if bidirectional else 1
         self.cells = nn.ModuleList(
-            make_cell(cell, input_size if l == 0 else self.D * hidden_size, hidden_size, nonlinearity, peephole, coupled)
+            make_cell(cell, input_size if l == 0 else self.D * hidden_size, hidden_size, nonlinearity, peephole,
+                      coupled)
             for l in range(num_layers) for _ in range(self.D)
         )
         # torch's fused kernels compute exactly the plain cells; used for speed when no one looks inside
@@ -293,7 +294,8 @@ class RecurrentEncoder(nn.Module):
     def _fused(self, x, state):
         """torch.nn's kernel over our parameters (same layout): identical results, several times faster."""
         weights = [p for cell in self.cells for p in (cell.weight_ih, cell.weight_hh, cell.bias_ih, cell.bias_hh)]
-        args = (weights, True, self.num_layers, 0.0, self.training, self.D == 2, True)  # bias, L, dropout, train, bidir, batch_first
+        # bias, L, dropout, train, bidir, batch_first
+        args = (weights, True, self.num_layers, 0.0, self.training, self.D == 2, True)
         if self.kind == "lstm":
             out, h, c = torch.lstm(x, state, *args)
             return out, (h, c)

@@ -102,7 +102,8 @@ def read_config(reader) -> LlamaConfig:
                        n_positions=int(get("context_length")), n_layer=int(get("block_count")),
                        n_head=int(get("attention.head_count")), n_kv_head=int(get("attention.head_count_kv")),
                        n_embd=int(get("embedding_length")), n_inner=int(get("feed_forward_length")),
-                       rope_theta=float(get("rope.freq_base")), rms_norm_eps=float(get("attention.layer_norm_rms_epsilon")),
+                       rope_theta=float(get("rope.freq_base")),
+                       rms_norm_eps=float(get("attention.layer_norm_rms_epsilon")),
                        tie_word_embeddings="output.weight" not in tensors)
 
 
@@ -267,7 +268,8 @@ def load_folder(folder: str | Path, half: bool = False) -> SmolLM2:
     template = settings.get("chat_template") or ""
     if not template and (folder / "chat_template.jinja").is_file():  # where transformers 5 saves it
         template = (folder / "chat_template.jinja").read_text(encoding="utf-8")
-    token = lambda key: settings.get(key) if not isinstance(settings.get(key), dict) else settings[key]["content"]  # noqa: E731
+    token = lambda key: (settings.get(key) if not isinstance(settings.get(key), dict)  # noqa: E731
+                         else settings[key]["content"])
     tokenizer = read_hf_tokenizer(folder)
     eos = token("eos_token") or ""
     eos_id = tokenizer.token_to_id(eos) if eos else None

@@ -165,7 +165,8 @@ class BertTrainConfig:
     whole_word: bool = False         # select whole words, then all their pieces (BERT's 2019 option)
     nsp: bool = True                 # next-sentence prediction as the second task (RoBERTa drops it)
     val_fraction: float = 0.02       # the last 2% of each file's sentences, never trained on
-    eval_pairs: int = 512            # held-out pairs per evaluation, the same each time (and half as many training ones)
+    # held-out pairs per evaluation, the same each time (and half as many training ones)
+    eval_pairs: int = 512
     max_iters: int = 100_000         # optimizer steps (max_seconds usually stops the run first)
     batch_size: int = 32             # sentence pairs per step
     learning_rate: float = 1e-3      # peak, after warmup

@@ -50,7 +50,8 @@ class LMTrainConfig:
         assert self.batch_size >= 1 and self.block_size >= 1, "batch_size and block_size must be positive"
         assert 0 <= self.min_lr <= self.learning_rate, f"min_lr={self.min_lr} must lie in [0, learning_rate]"
         assert self.eval_interval >= 1 and self.eval_iters >= 1, "eval_interval and eval_iters must be positive"
-        assert self.dtype in ("auto", "float32", "bfloat16"), f"dtype must be auto, float32 or bfloat16, not {self.dtype!r}"
+        assert self.dtype in ("auto", "float32", "bfloat16"), \
+            f"dtype must be auto, float32 or bfloat16, not {self.dtype!r}"
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,8 @@ HELD_OUT_PROTOCOL = ("the whole held-out split (the last 10% of the corpus) in n
                      "mean next-token loss over every predicted token, in nats")
 
 
-def held_out_loss(model, ids: torch.Tensor, block_size: int, device: str = "cpu", windows_per_forward: int = 64) -> dict:
+def held_out_loss(model, ids: torch.Tensor, block_size: int, device: str = "cpu",
+                  windows_per_forward: int = 64) -> dict:
     """The loss over the whole held-out split, as cards report it beside the training-time estimate (which
     reads `eval_iters` random batches): HELD_OUT_PROTOCOL."""
     n = (len(ids) - 1) // block_size
@@ -170,7 +172,8 @@ def train_lm(model, data, cfg: LMTrainConfig, run, *, kind: str, model_config: A
     model.train()
     settings = loop.Loop(cfg.max_iters, cfg.eval_interval, cfg.grad_clip, cfg.max_seconds,
                          bf16=dtype == "bfloat16", desc=name)
-    loop.fit(model, optimizer, step, settings, evaluate=evaluate, save=save, lr=lambda it, _: loop.learning_rate(it, cfg),
+    loop.fit(model, optimizer, step, settings, evaluate=evaluate, save=save,
+             lr=lambda it, _: loop.learning_rate(it, cfg),
              stop_when=lambda _: cfg.target_val_loss > 0 and losses["val"] <= cfg.target_val_loss,
              state=state, resume_dir=run.out / f".{name}.resume", resume=run.resume, rngs=[generator],
              device=device, dist_info=dist_info)

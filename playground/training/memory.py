@@ -91,8 +91,8 @@ def _loss(model: RecurrentLM, x, y, n_keys: int):
 
 def _train_cell(cfg: MemoryConfig, cell: str, distance: int, device: str,
                 progress: Callable[[float, str], None]) -> tuple[RecurrentLM, list]:
-    """One cell trained on the task at distances up to `distance` with training/loop.py; returns the model and its loss curve
-    [[step, loss], ...] (every log_every steps and the last). The app calls this while serving, so
+    """One cell trained on the task at distances up to `distance` with training/loop.py; returns the model and its loss
+    curve [[step, loss], ...] (every log_every steps and the last). The app calls this while serving, so
     no global random state is touched: the weights and the batches come from the experiment's own
     generators (the weights are those that seeding the global generator would give)."""
     config = RecurrentConfig(cell=cell, vocab_size=vocab_size(cfg), n_embd=cfg.n_embd,

@@ -133,7 +133,8 @@ def mask_batch(data: MLMData, windows: torch.Tensor, cfg: MiniLMMLMTrainConfig, 
         starts = ~cont.view_as(windows) & ~special
         word_ids = torch.where(special, torch.tensor(-1), starts.long().cumsum(dim=1))
     return mask_tokens(windows, mask_id=data.mask_id, vocab_size=data.vocab_size, special=special,
-                       prob=cfg.mask_prob if prob is None else prob, word_ids=word_ids, random_low=data.random_low, generator=generator)
+                       prob=cfg.mask_prob if prob is None else prob, word_ids=word_ids, random_low=data.random_low,
+                       generator=generator)
 
 
 @torch.no_grad()

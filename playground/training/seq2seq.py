@@ -1,4 +1,5 @@
-"""A synthetic translation task for the encoder-decoders of playground/nets/seq2seq.py: numbers in English words into digits.
+"""A synthetic translation task for the encoder-decoders of playground/nets/seq2seq.py: numbers in English words into
+digits.
 
     source  "three hundred forty two , seven , ninety"     (words: a word-level vocabulary, 31 symbols)
     target  "342,7,90"                                     (characters: digits and the comma)
@@ -228,7 +229,7 @@ def check_vocab(card: dict) -> None:
 def exact_match(model, examples: list[tuple[list[str], str]], max_len: int | None = None) -> float:
     """Fraction of examples whose greedy translation equals the reference exactly. Batched by source length;
     the model is only read (the caller puts it in eval mode: the app's models are shared)."""
-    from playground.nets.seq2seq import greedy
+    from playground.nets.seq2seq_decoding import greedy
 
     by_len: dict[int, list] = {}
     for ex in examples:

@@ -47,7 +47,8 @@ def new_tokenizer(algorithm: str, vocab_size: int, min_frequency: int = 0) -> tu
         tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
         tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")  # one "word" per character
         tok.decoder = decoders.Fuse()  # join the characters back without spaces
-        trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=["[UNK]"])
+        trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                            special_tokens=["[UNK]"])
     elif algorithm == "word":
         tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
         tok.pre_tokenizer = pre_tokenizers.Whitespace()  # \w+ | [^\w\s]+: words and runs of punctuation
@@ -58,7 +59,8 @@ def new_tokenizer(algorithm: str, vocab_size: int, min_frequency: int = 0) -> tu
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         tok.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
-            vocab_size=vocab_size, special_tokens=["<|endoftext|>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            vocab_size=vocab_size, special_tokens=["<|endoftext|>"],
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
         )
     elif algorithm == "wordpiece":
         # BERT uncased: clean, lowercase and strip accents, split on whitespace and punctuation
@@ -78,7 +80,8 @@ def new_tokenizer(algorithm: str, vocab_size: int, min_frequency: int = 0) -> tu
     return tok, trainer
 
 
-def train(algorithm: str, texts: Iterable[str], vocab_size: int, min_frequency: int = 0, progress: bool = False) -> Tokenizer:
+def train(algorithm: str, texts: Iterable[str], vocab_size: int, min_frequency: int = 0,
+          progress: bool = False) -> Tokenizer:
     tok, trainer = new_tokenizer(algorithm, vocab_size, min_frequency)
     trainer.show_progress = progress
     tok.train_from_iterator(texts, trainer=trainer)

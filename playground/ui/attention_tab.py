@@ -165,8 +165,8 @@ def positional_encoding(n_positions=64, d_model=128):
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
-INTRO_MD = r"""**Self-attention** (Vaswani et al. 2017): every token $i$ makes a query $q_i = x_i W^Q$, a key $k_i = x_i W^K$
-and a value $v_i = x_i W^V$; its output is a weighted average of all values,
+INTRO_MD = r"""**Self-attention** (Vaswani et al. 2017): every token $i$ makes a query $q_i = x_i W^Q$, a key
+$k_i = x_i W^K$ and a value $v_i = x_i W^V$; its output is a weighted average of all values,
 $$\mathrm{Attention}(Q, K, V) = \mathrm{softmax}\!\left(\frac{QK^\top}{\sqrt{d_k}} + M\right) V,$$
 where row $i$ of the softmax holds the weights token $i$ gives to every token (they sum to 1), and $M$ is $0$ where
 looking is allowed and $-\infty$ where it is not (padding; and, in a GPT, every later token: causal attention).
@@ -198,11 +198,12 @@ your text (most weight on one other word); pick any head by number."""
 
 PE_MD = r"""**Where is each token?** Attention itself ignores order: permute the tokens and every weight moves with
 them. The Transformer adds a position vector to each token embedding. Vaswani et al. (2017) use fixed sinusoids,
-$PE_{(pos,\,2i)} = \sin(pos / 10000^{2i/d_\text{model}})$ and $PE_{(pos,\,2i+1)} = \cos(pos / 10000^{2i/d_\text{model}})$:
-each pair of dimensions turns at its own frequency, from one turn every $2\pi$ positions to one every $2\pi \cdot 10000$,
-so the dot product of two positions depends only on their distance (the bands parallel to the diagonal) and a shift
-by $k$ is the same rotation everywhere. BERT and GPT-2 instead *learn* one vector per position (MiniLM: 512 of
-them); the third panel shows how similar MiniLM's learned vectors are to each other: neighbours look alike there too.
+$PE_{(pos,\,2i)} = \sin(pos / 10000^{2i/d_\text{model}})$ and
+$PE_{(pos,\,2i+1)} = \cos(pos / 10000^{2i/d_\text{model}})$: each pair of dimensions turns at its own frequency, from
+one turn every $2\pi$ positions to one every $2\pi \cdot 10000$, so the dot product of two positions depends only on
+their distance (the bands parallel to the diagonal) and a shift by $k$ is the same rotation everywhere. BERT and GPT-2
+instead *learn* one vector per position (MiniLM: 512 of them); the third panel shows how similar MiniLM's learned
+vectors are to each other: neighbours look alike there too.
 **Below, position inside attention.** RoPE (Su et al. 2021; Llama, Mistral, SmolLM2) adds nothing to the input: it
 rotates each pair of query and key dimensions by $m\theta_i$ at position $m$, so
 $\langle R_m q, R_n k\rangle = \langle q, R_{n-m} k\rangle$ depends only on the distance $n - m$, exactly: the panel's
@@ -274,8 +275,9 @@ def _wire_model(demo: gr.Blocks, shared: Shared, model: gr.Dropdown, bounds: lis
 
 TRY = [("a pronoun", ["The animal didn't cross the street because it was too tired.", ""]),
        ("a pair (BERT)", ["The man went to the store.", "He bought a gallon of milk."]),
-       ("a long sentence", [" ".join(["The committee that the board appointed last spring, after months of debate about "
-                                      "budgets, finally published the report which everyone had been waiting for."] * 3), ""]),
+       ("a long sentence", [" ".join(["The committee that the board appointed last spring, after months of debate "
+                                      "about budgets, finally published the report which everyone had been "
+                                      "waiting for."] * 3), ""]),
        ("repeated words", ["the cat saw the cat and the dog saw the dog", ""])]
 
 
@@ -340,8 +342,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
 
     shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
     _wire_model(demo, shared, model, [layer, head, s_layer, s_head, text_b, hide, chat])
-    gr.on([demo.load, shared.changed("restored"), shared.changed("text"), text_b.submit, model.change, layer.release, head.change,
-           hide.change, detail.change, chat.change], attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
+    gr.on([demo.load, shared.changed("restored"), shared.changed("text"), text_b.submit, model.change, layer.release,
+           head.change, hide.change, detail.change, chat.change], attention,
+          inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",
           trigger_mode="always_last", concurrency_limit=2, show_progress="minimal").then(
         reading, inputs=[sentence, text_b, model, chat], outputs=patterns, api_visibility="private",

@@ -125,7 +125,9 @@ def _type_problem(component, value) -> str | None:
     if isinstance(component, (gr.Dropdown, gr.Radio)):
         return None if isinstance(value, _SCALAR) else "one of its choices"
     if isinstance(component, (gr.Number, gr.Slider, gr.Checkbox)):
-        return None if isinstance(value, _SCALAR) else "a number" if not isinstance(component, gr.Checkbox) else "true or false"
+        if isinstance(value, _SCALAR):
+            return None
+        return "a number" if not isinstance(component, gr.Checkbox) else "true or false"
     if isinstance(component, gr.Textbox):
         return None if isinstance(value, (str, type(None))) else "text"
     return None
@@ -149,7 +151,8 @@ def as_int(value, name: str, low: int, high: int, notices: list[str]) -> int:
     number = as_number(value, name)
     clamped = min(max(number, low), high)
     if clamped != number:
-        notices.append(f"{name} {_shown(value)} is out of range; using {int(clamped):,} (allowed: {low:,} to {high:,}).")
+        notices.append(f"{name} {_shown(value)} is out of range; using {int(clamped):,} (allowed: {low:,} to "
+                       f"{high:,}).")
     return int(round(clamped))
 
 

@@ -93,7 +93,8 @@ def fill_mask(text, model_name=DEFAULT_MODEL, top_k=5):
     data = core.pipeline_format(ckpt.tokenizer, pred)
     rows = data if len(pred.masks) > 1 else [data]
     masks = [{"title": f"[MASK] {i + 1}" if len(rows) > 1 else "[MASK]",
-              "tokens": [r["token_str"] for r in row], "scores": [r["score"] for r in row]} for i, row in enumerate(rows)]
+              "tokens": [r["token_str"] for r in row], "scores": [r["score"] for r in row]}
+              for i, row in enumerate(rows)]
     warn(notices)
     return _filled(text, rows, notices), fm.predictions_figure(masks), json_file(data, "fill_mask"), data
 
@@ -221,7 +222,8 @@ def model_cards():
     for m in models:
         base = m["baseline"]
         if isinstance(base, dict) and {"top1", "top5"} <= set(base):
-            lines.append(f"\n{m['name']}: always guessing the most frequent tokens would give top-1 {base['top1']:.1%}, "
+            lines.append(f"\n{m['name']}: always guessing the most frequent tokens would give top-1 "
+                         f"{base['top1']:.1%}, "
                          f"top-5 {base['top5']:.1%} on the same held-out text.")
     return fm.cards_figure(models), "\n".join(lines), {"models": models}
 
@@ -242,9 +244,9 @@ position. Why not always `[MASK]`? Fine-tuning never shows `[MASK]`, and since a
 the model has to keep a good representation of *every* token. **Whole-word masking** selects words, so every piece
 of a selected word (`un ##believ ##able`) is hidden together. Change the seed to draw again."""
 
-PAIR_MD = r"""**Input representation** (Devlin et al. 2019, Fig. 2): `[CLS] A [SEP] B [SEP]`, and each position's input is the
-sum $E_\text{tok}[x_t] + E_\text{seg}[s_t] + E_\text{pos}[t]$ of three learned embeddings (then a LayerNorm): the token, the
-segment (A = 0, B = 1) and the position. The heatmaps are those vectors from the chosen model's own tables.
+PAIR_MD = r"""**Input representation** (Devlin et al. 2019, Fig. 2): `[CLS] A [SEP] B [SEP]`, and each position's input
+is the sum $E_\text{tok}[x_t] + E_\text{seg}[s_t] + E_\text{pos}[t]$ of three learned embeddings (then a LayerNorm): the
+token, the segment (A = 0, B = 1) and the position. The heatmaps are those vectors from the chosen model's own tables.
 **Next-sentence prediction**: a classifier on the final `[CLS]` state says whether B really followed A (IsNext) or was
 drawn from elsewhere (NotNext); only a model pre-trained with NSP has that head."""
 
@@ -403,7 +405,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     outputs = [filled, plot, fm_file, fm_json]
     on_load = [demo.load] if names() else []  # nothing to predict with before a checkpoint is shipped
     gr.on(on_load + [shared.changed("restored"), run.click, text.submit, model.change, top_k.release], fill_mask,
-          inputs=inputs, outputs=outputs, api_name="fill_mask", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
+          inputs=inputs, outputs=outputs, api_name="fill_mask", trigger_mode="always_last", concurrency_limit=4,
+          show_progress="minimal")
     text.change(show_words, inputs=text, outputs=words, api_visibility="private", queue=False, show_progress="hidden")
     words.select(click_word, inputs=text, outputs=text, api_visibility="private", queue=False).then(
         fill_mask, inputs=inputs, outputs=outputs, api_visibility="private", show_progress="minimal")
@@ -417,7 +420,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
 
     gr.on([shared.changed("focus"), shared.changed("text"), follow.change], follow_sentence,
           inputs=[sentence, shared.focus, follow], outputs=text, api_visibility="private", queue=False,
-          show_progress="hidden", trigger_mode=FOLLOW).then(fill_mask, inputs=inputs, outputs=outputs, api_visibility="private",
+          show_progress="hidden", trigger_mode=FOLLOW).then(fill_mask, inputs=inputs, outputs=outputs,
+                                                            api_visibility="private",
                                        show_progress="minimal")
 
     _how_bert_was_trained_events(panels, model)

@@ -11,7 +11,7 @@ import gradio as gr
 
 from playground.analysis import models
 from playground.figures import finetune as ff
-from playground.training import finetune
+from playground.training import finetune, finetune_data
 from playground.training.finetune import BASES, GPT, SMOLLM2, TARGET_CHOICES, FinetuneConfig, targets_for
 from playground.ui.common import Shared, as_float, as_int, json_file, text_input, warn
 
@@ -29,10 +29,10 @@ SHIPPED = {"lora": "lora-gpt-shakespeare", "sft": "sft-smollm2", "dpo": "dpo-smo
 STREAM_EVERY = 0.5                                           # seconds between redraws of a live run's curve
 TEXT_CHARS = 20_000                                          # a LoRA text longer than this is cut, with a notice
 
-INTRO_MD = r"""**From a pretrained model to an assistant.** Pre-training teaches a model text; **supervised fine-tuning**
-(SFT) teaches it to answer instructions; **preference optimisation** (DPO, in place of RLHF) teaches it which of two
-answers people prefer. Each sub-tab trains **LoRA** adapters (Hu et al. 2021): each chosen matrix W stays frozen
-and learns a low-rank update, $h = Wx + \frac{\alpha}{r} BAx$ with $B = 0$ at the start, so training starts at
+INTRO_MD = r"""**From a pretrained model to an assistant.** Pre-training teaches a model text; **supervised
+fine-tuning** (SFT) teaches it to answer instructions; **preference optimisation** (DPO, in place of RLHF) teaches it
+which of two answers people prefer. Each sub-tab trains **LoRA** adapters (Hu et al. 2021): each chosen matrix W stays
+frozen and learns a low-rank update, $h = Wx + \frac{\alpha}{r} BAx$ with $B = 0$ at the start, so training starts at
 exactly the pretrained model. Press *Train live* (a minute at most), or read the shipped run shown below."""
 
 LORA_MD = """**LoRA on a text**: the next-token loss on your text, as in pre-training. The default text gives our
@@ -127,7 +127,7 @@ def lora_finetune(model=GPT, targets="qv", rank=8, alpha=16, steps=STEPS[GPT][0]
     notices: list[str] = []
     cfg = _config("lora", model, targets, rank, alpha, steps, learning_rate, seed, notices)
     text = text_input(text, notices, TEXT_CHARS)
-    text = text if text.strip() else finetune.default_text()   # as typed: stripping moved the held-out tenth
+    text = text if text.strip() else finetune_data.default_text()   # as typed: stripping moved the held-out tenth
     if model == GPT:
         vocab = models.tokenizer(GPT).get_vocab()
         unknown = sorted({c for c in text if c not in vocab})
@@ -220,7 +220,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Tab("LoRA", id="lora"):
             gr.Markdown(LORA_MD)
             model, targets, rank, alpha, steps, rate, seed = _controls("lora", GPT)
-            text = gr.Textbox(finetune.default_text(), label="Text to train on", lines=6, max_lines=12)
+            text = gr.Textbox(finetune_data.default_text(), label="Text to train on", lines=6, max_lines=12)
             run, stop, outputs = _outputs("lora")
             _wire(run, stop, lora_finetune, [model, targets, rank, alpha, steps, rate, text, seed], outputs,
                   "lora_finetune")

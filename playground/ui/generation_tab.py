@@ -40,7 +40,8 @@ def _label(name: str) -> str:
     c = models.get(name)
     loss = c.card.get("held_out", {}).get("loss", "?")  # the whole held-out split's (checkpoints.CARD)
     if c.kind == "ngram":
-        return f"{name} ({c.config.n}-gram, {c.config.smoothing}, {c.card.get('n_params', 0):,} counts, held-out loss {loss})"
+        return (f"{name} ({c.config.n}-gram, {c.config.smoothing}, {c.card.get('n_params', 0):,} counts, "
+                f"held-out loss {loss})")
     return f"{name} ({c.kind}, {c.card.get('n_params', 0) / 1e6:.2f}M parameters, held-out loss {loss})"
 
 
@@ -235,7 +236,8 @@ def logit_lens(text, model_name):
     notices: list[str] = []
     ckpt = _model(model_name)
     if not generation.has_logit_lens(ckpt.model):
-        raise gr.Error(f"{ckpt.name} is a recurrent model: it has no stack of residual layers. Choose a GPT or SmolLM2.")
+        raise gr.Error(f"{ckpt.name} is a recurrent model: it has no stack of residual layers. "
+                       "Choose a GPT or SmolLM2.")
     _, ids = encode_prompt(ckpt, text, notices)
     data = generation.logit_lens(ckpt.model, ckpt.tokenizer, ids, notices)
     warn(notices)
@@ -246,9 +248,9 @@ def logit_lens(text, model_name):
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
-LENS_MD = """**Logit lens** (nostalgebraist 2020): apply the model's final normalisation and output layer to the residual
-stream after each block, as if the model stopped there. Rows are layers (the embedding at the bottom), columns the
-input tokens; each cell is the token that layer would predict next, shaded by its probability. In SmolLM2 the right
+LENS_MD = """**Logit lens** (nostalgebraist 2020): apply the model's final normalisation and output layer to the
+residual stream after each block, as if the model stopped there. Rows are layers (the embedding at the bottom), columns
+the input tokens; each cell is the token that layer would predict next, shaded by its probability. In SmolLM2 the right
 answer often appears only in the last few of its 30 blocks; hover a cell for the probability of the final choice."""
 
 INTRO_MD = """A causal language model predicts a distribution over the next token, $p(x_t \\mid x_{<t})$; decoding
@@ -272,7 +274,8 @@ def perplexity_md() -> str:
     window = ngram.card["held_out"]["block_size"]
     rows = [f"| {r['n']}-gram, {r['smoothing']} | counts | {r['n'] - 1} of {window} | {r['loss']:.3f} | "
             f"{r['perplexity']:.2f} |" for r in ngram.card["held_out_table"]]
-    rows += [f"| {name} | {c.card.get('n_params', 0) / 1e6:.2f}M parameters | all of {c.card['held_out']['block_size']} | "
+    rows += [f"| {name} | {c.card.get('n_params', 0) / 1e6:.2f}M parameters | all of "
+             f"{c.card['held_out']['block_size']} | "
              f"{c.card['held_out']['loss']:.3f} | {math.exp(c.card['held_out']['loss']):.2f} |"
              for name, c in shipped.items() if c.kind != "ngram" and "loss" in c.card.get("held_out", {})]
     return ("**n-grams against the networks**, each on the whole held-out tenth of Tiny Shakespeare (windows read from "
@@ -315,7 +318,8 @@ def _logit_lens_panel() -> None:
         lens_plot = gr.Plot(elem_id="gen-lens")
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             lens_json = gr.JSON(label="logit_lens")
-    gr.on([lens_run.click, lens_text.submit], logit_lens, inputs=[lens_text, lens_model], outputs=[lens_plot, lens_json],
+    gr.on([lens_run.click, lens_text.submit], logit_lens, inputs=[lens_text, lens_model],
+          outputs=[lens_plot, lens_json],
           api_name="logit_lens", trigger_mode="always_last")
     _mark_when_changed(lens_plot, "gen-lens", [lens_text, lens_model], "the text or the model", "Show the logit lens")
 
@@ -353,12 +357,14 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         with gr.Column(scale=1):
             prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=3, max_lines=10, elem_id="gen-prompt")
-            follow = gr.Checkbox(True, label="Follow the sentence above (up to the word selected there: what comes next?)",
+            follow = gr.Checkbox(True,
+                                 label="Follow the sentence above (up to the word selected there: what comes next?)",
                                  elem_id="gen-follow")
         with gr.Column(scale=1):  # as wide as the prompt: the models' labels are long
             model = gr.Dropdown(choices, value=DEFAULT_MODEL, label="Model", **ALIASED)
             strategy = gr.Radio(STRATEGIES, value="top-k", label="Strategy")
-            chat = gr.Checkbox(False, label="Chat: the prompt is the user's turn (SmolLM2's template)", elem_id="gen-chat",
+            chat = gr.Checkbox(False, label="Chat: the prompt is the user's turn (SmolLM2's template)",
+                               elem_id="gen-chat",
                                visible=SMOLLM2 in LISTED)
     with gr.Row():
         max_new = gr.Number(200, label=f"New tokens (at most {MAX_NEW_TOKENS:,})", precision=0, elem_id="gen-max")

@@ -77,7 +77,8 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
 def _memory_views(result: dict, live: bool):
     acc, loss = fg.memory_figures(result, CELLS)
     made = result["made"]
-    how = ("computed just now" if live else f"a cached run of `{made.get('command', 'python -m playground.training.memory')}`"
+    how = ("computed just now" if live
+           else f"a cached run of `{made.get('command', 'python -m playground.training.memory')}`"
            f" ({made.get('date', '')}); press *Run live* to train the networks again")
     cfg = result["config"]
     ks = result["k"]
@@ -121,22 +122,23 @@ def models_md() -> str:
                     f"{model['held_out_loss']:.3f} | {model['held_out_bits']:.2f} | {model['steps']:,} |")
     return ("The trained weights: character-level language models on Tiny Shakespeare, sized to about the same "
             f"number of parameters (input m = {m}, a learned embedding; hidden n per cell).\n\n"
-            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count | held-out loss (nats/char) "
-            "| bits/char | steps |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) +
-            "\n\nThe lecture counts four gates of weight $[(m+n) \\times n]$ and one bias each: $4(mn + n^2 + n)$ for the "
-            "LSTM (three gates for the GRU, one for the Elman RNN). `torch.nn` (and our cells, which share its layout) "
-            "keep two bias vectors per gate, $b_{i\\ast}$ and $b_{h\\ast}$, whose sum acts as the one bias, so they count "
-            "$4n$ more per LSTM layer.")
+            "| cell | n | parameters (all) | lecture formula, recurrent part | torch.nn count "
+            "| held-out loss (nats/char) | bits/char | steps |\n|---|---|---|---|---|---|---|---|\n" + "\n".join(rows) +
+            "\n\nThe lecture counts four gates of weight $[(m+n) \\times n]$ and one bias each: $4(mn + n^2 + n)$ "
+            "for the LSTM (three gates for the GRU, one for the Elman RNN). `torch.nn` (and our cells, which share its "
+            "layout) keep two bias vectors per gate, $b_{i\\ast}$ and $b_{h\\ast}$, whose sum acts as the one bias, "
+            "so they count $4n$ more per LSTM layer.")
 
 
 FLOW_LEAD_MD = r"""**How far back does the training signal reach?** The loss at the last character is back-propagated
 through time; the plot shows how much of it arrives at each earlier step, in an Elman RNN, an LSTM and a GRU. The
 mathematics is under the plot."""
 
-FLOW_MD = r"""The loss at the last character, $L_T = -\log p(x_{T+1} \mid x_1, \dots, x_T)$, is back-propagated through
+FLOW_MD = (r"""The loss at the last character, $L_T = -\log p(x_{T+1} \mid x_1, \dots, x_T)$, is back-propagated through
 time. In the Elman RNN, $h_t = \phi(a_t)$ with $a_t = W_{ih} x_t + W_{hh} h_{t-1} + b$, so
 each step back multiplies the gradient by one Jacobian:
-$$\frac{\partial L_T}{\partial h_{t-1}} = W_{hh}^\top \,\mathrm{diag}\big(\phi'(a_t)\big)\, \frac{\partial L_T}{\partial h_t}.$$
+$$\frac{\partial L_T}{\partial h_{t-1}} = W_{hh}^\top \,\mathrm{diag}\big(\phi'(a_t)\big)\, """
+r"""\frac{\partial L_T}{\partial h_t}.$$
 After $T - t$ steps the signal has gone through $T - t$ of these factors. None can stretch a vector by more than
 $\max \phi' \cdot \sigma_{\max}(W_{hh})$: when that is below 1 the gradient dies off geometrically (vanishing); it can
 only blow up (exploding) when $\sigma_{\max}(W_{hh})$ is large enough, above $1/\max\phi'$ (Bengio et al. 1994;
@@ -158,13 +160,13 @@ $\partial h_t/\partial h_{t-1}$ contains $\mathrm{diag}(z_t)$ directly (predicte
 other term of the Jacobian is left out, so the prediction is a little low).
 Some lecture notes write the same cell with $z_t$ and $1 - z_t$ swapped, which just renames the gate.
 
-**Controls.** *Fresh* weights use PyTorch's initialisation, $U(-1/\sqrt n, 1/\sqrt n)$. *Rescale* sets the largest singular value of
-every recurrent block $W_{h\ast}$ to $\sigma_{\max}$. The activation applies to the Elman cell only (gated cells
-keep their sigmoids and tanh). *Clipping* with threshold $\theta > 0$ rescales the gradient sent back into $h_t$
-(and $c_t$) at every step, $g \leftarrow \theta\, g / \lVert g \rVert$ when $\lVert g \rVert > \theta$. That is the
-lecture's rule applied to the back-propagated error; Pascanu et al. clip the whole parameter gradient once per update
-instead. Everything is computed in float64, so a norm can reach about $10^{308}$ before it overflows; an overflow is
-flagged in red, never shown as a silent NaN."""
+**Controls.** *Fresh* weights use PyTorch's initialisation, $U(-1/\sqrt n, 1/\sqrt n)$. *Rescale* sets the largest
+singular value of every recurrent block $W_{h\ast}$ to $\sigma_{\max}$. The activation applies to the Elman cell only
+(gated cells keep their sigmoids and tanh). *Clipping* with threshold $\theta > 0$ rescales the gradient sent back into
+$h_t$ (and $c_t$) at every step, $g \leftarrow \theta\, g / \lVert g \rVert$ when $\lVert g \rVert > \theta$. That is
+the lecture's rule applied to the back-propagated error; Pascanu et al. clip the whole parameter gradient once per
+update instead. Everything is computed in float64, so a norm can reach about $10^{308}$ before it overflows; an overflow
+is flagged in red, never shown as a silent NaN.""")
 
 STRIP_MD = r"""**Which characters does the last prediction's loss depend on?** Each input character is shaded by
 $\lVert \partial L_T / \partial x_t \rVert$, the gradient with respect to its embedding (log scale, per network;
@@ -175,8 +177,8 @@ $o_t$ (all in $[0, 1]$, from a sigmoid) and the cell $c_t$ (unbounded; red negat
 (1 = keep the old state) and reset $r_t$ (0 = ignore $h_{t-1}$ when proposing $n_t$)."""
 
 
-MEMORY_MD = r"""**Who can learn to remember a token k steps back?** Each sequence is a random string of 4 *key* symbols and
-4 noise symbols; a *marker* stands just before the key to remember, k steps before the end, and after the last token
+MEMORY_MD = r"""**Who can learn to remember a token k steps back?** Each sequence is a random string of 4 *key* symbols
+and 4 noise symbols; a *marker* stands just before the key to remember, k steps before the end, and after the last token
 the network must name that key (chance: 25%). The keys after it are distractors, so the network has to hold the
 marked one. The only training signal is the loss at the last step, which must travel k steps back through time to
 reach the key: the gradient flow of the other view, now deciding what can be learned. For each distance k on the
@@ -190,7 +192,8 @@ CPU."""
 
 
 TRY = [("a short sentence", ["To be, or not to be."]),
-       ("a long one", ["Now is the winter of our discontent made glorious summer by this sun of York, and all the clouds "
+       ("a long one",
+        ["Now is the winter of our discontent made glorious summer by this sun of York, and all the clouds "
                        "that lowered upon our house in the deep bosom of the ocean buried; now are our brows bound."]),
        ("one letter again and again", ["a" * 120])]
 
@@ -261,6 +264,7 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
                     activation=activation, clip=clip)
     inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip]
     gr.on([demo.load, shared.changed("restored"), run.click, shared.changed("text"), cells.change, weights.change,
-           rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow, inputs=inputs,
+           rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow,
+           inputs=inputs,
           outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
           api_name="gradient_flow", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")

@@ -106,7 +106,8 @@ def exercise(exercise_id="", answer=""):
         return f"**{e.question}** Commit a guess, then check it: the answer stays hidden until then.", question
     result = ex.check(e.id, _answer(e, answer))
     verdict = "✓ Right" if result["correct"] else "✗ Not quite"
-    return f"**{verdict}.** You said **{result['given']}**; the answer is **{result['answer']}**. {result['why']}", result
+    return (f"**{verdict}.** You said **{result['given']}**; the answer is **{result['answer']}**. "
+            f"{result['why']}"), result
 
 
 def _revealed_view(data: dict, e: ex.Exercise):
@@ -170,7 +171,8 @@ def poll_tally(room="", exercise_id="", key="", reveal=False, seat=None):
         key = seat.get("key", "")      # only to reveal: the lecturer's own "show" must not show the answer early
     data = _room(polls.tally, room, e.id, key, reveal)
     if not data["revealed"]:
-        return f"{data['answers']} answer(s) in room {data['room']}; the lecturer has not revealed them yet.", None, data
+        return (f"{data['answers']} answer(s) in room {data['room']}; the lecturer has not revealed them yet.", None,
+                data)
     return _revealed_view(data, e)
 
 
@@ -270,12 +272,14 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     timer = gr.Timer(TICK_SECONDS, active=False)            # runs while this page is in a room
     question = gr.Dropdown(CHOICES, value=first.id, label="Question", elem_id="quiz-question")
     with gr.Row():
-        choice = gr.Radio(list(first.choices), label="Your guess", visible=first.kind == "choice", elem_id="quiz-choice")
+        choice = gr.Radio(list(first.choices), label="Your guess", visible=first.kind == "choice",
+                          elem_id="quiz-choice")
         number = gr.Textbox("", label="Your guess (a number, or 'never')", visible=first.kind == "number",
                             elem_id="quiz-number")
     guess = gr.Textbox(visible=False)                       # the committed guess, whichever box it came from
     with gr.Row():
-        room = gr.Textbox("", label="Room code", placeholder="from the lecturer's screen, then Join", elem_id="quiz-room",
+        room = gr.Textbox("", label="Room code", placeholder="from the lecturer's screen, then Join",
+                          elem_id="quiz-room",
                           scale=2)
         join = gr.Button("Join", elem_id="quiz-join", scale=1)
     status = gr.Markdown(elem_id="quiz-status")             # which room this page is in

@@ -164,9 +164,9 @@ def evaluate(per_length=20, seed=0):
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
-INTRO_MD = r"""**The bottleneck and the fix.** An encoder reads the source, a decoder writes the translation one token at a
-time. The task (generated in code, `playground/training/seq2seq.py`): numbers from 0 to 999 in English words, separated
-by commas, into digits: *three hundred forty two , seven* → `342,7`. The encoder is a bidirectional GRU; its
+INTRO_MD = r"""**The bottleneck and the fix.** An encoder reads the source, a decoder writes the translation one token
+at a time. The task (generated in code, `playground/training/seq2seq.py`): numbers from 0 to 999 in English words,
+separated by commas, into digits: *three hundred forty two , seven* → `342,7`. The encoder is a bidirectional GRU; its
 annotation of word $j$ is $h_j = [\overrightarrow{h}_j ; \overleftarrow{h}_j]$. **Without attention** (Cho et al.
 2014; Sutskever et al. 2014) the decoder gets one fixed vector $c = [\overrightarrow{h}_T ; \overleftarrow{h}_1]$ and
 must keep the whole source in it: a bottleneck that hurts more as the source grows. **With attention** (Bahdanau et
@@ -174,27 +174,31 @@ al. 2015) step $i$ gets its own context $c_i = \sum_j \alpha_{ij} h_j$, a weight
 $\sum_j \alpha_{ij} = 1$; the weights form the alignment below. The Transformer (Vaswani et al. 2017) keeps the
 attention and drops the recurrence."""
 
-SCORES_MD = r"""**Score functions** (as `playground/nets/seq2seq.py` computes them; $s$ is the decoder state, $e_{ij}$ the score,
-$\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$):
+SCORES_MD = (r"""**Score functions** (as `playground/nets/seq2seq.py` computes them; $s$ is the decoder state, $e_{ij}$
+the score, $\alpha_{ij} = \exp(e_{ij}) / \sum_k \exp(e_{ik})$):
 
 | model | score $e_{ij}$ | decoder step |
 |---|---|---|
 | no attention | none | $s_i = \mathrm{GRU}([E y_{i-1} ; c], s_{i-1})$, the same $c$ every step |
-| Bahdanau (additive) | $v_a^\top \tanh(W_a s_{i-1} + U_a h_j)$ | $c_i = \sum_j \alpha_{ij} h_j$, then $s_i = \mathrm{GRU}([E y_{i-1} ; c_i], s_{i-1})$ |
-| Luong dot | $s_i^\top h_j$ | $s_i = \mathrm{GRU}([E y_{i-1} ; \tilde h_{i-1}], s_{i-1})$ first, then $c_i$, $\tilde h_i = \tanh(W_c [c_i ; s_i])$ |
+| Bahdanau (additive) | $v_a^\top \tanh(W_a s_{i-1} + U_a h_j)$ | $c_i = \sum_j \alpha_{ij} h_j$, """
+r"""then $s_i = \mathrm{GRU}([E y_{i-1} ; c_i], s_{i-1})$ |
+| Luong dot | $s_i^\top h_j$ | $s_i = \mathrm{GRU}([E y_{i-1} ; \tilde h_{i-1}], s_{i-1})$ first, """
+r"""then $c_i$, $\tilde h_i = \tanh(W_c [c_i ; s_i])$ |
 | Luong general | $s_i^\top W_a h_j$ | as Luong dot |
-| Transformer | $\frac{q_i \cdot k_j}{\sqrt{d_k}}$ per head, $q_i = \mathrm{LN}(u_i) W^Q + b^Q$, $k_j = m_j W^K + b^K$ ($m$: the encoder output) | cross-attention in every decoder layer, after causal self-attention |
+| Transformer | $\frac{q_i \cdot k_j}{\sqrt{d_k}}$ per head, $q_i = \mathrm{LN}(u_i) W^Q + b^Q$, """
+r"""$k_j = m_j W^K + b^K$ ($m$: the encoder output) | """
+r"""cross-attention in every decoder layer, after causal self-attention |
 
 Bahdanau scores with the *previous* state $s_{i-1}$ (attention before the recurrent step), Luong with the *current*
-$s_i$ (after it). Our Bahdanau output layer is $\tanh(W_t [s_i ; c_i ; E y_{i-1}])$ rather than the paper's maxout."""
+$s_i$ (after it). Our Bahdanau output layer is $\tanh(W_t [s_i ; c_i ; E y_{i-1}])$ rather than the paper's maxout.""")
 
-STEP_MD = r"""**One decoder step.** Move the slider: the bars are $\alpha_{i1}, \dots, \alpha_{iT}$ for output token $i$, the
-weights of the context vector $c_i = \sum_j \alpha_{ij} h_j$ (they sum to 1). A digit usually looks at the word that
-spells it; a zero that no word spells (the 0 of *three hundred seven*) looks at *hundred*."""
+STEP_MD = r"""**One decoder step.** Move the slider: the bars are $\alpha_{i1}, \dots, \alpha_{iT}$ for output token
+$i$, the weights of the context vector $c_i = \sum_j \alpha_{ij} h_j$ (they sum to 1). A digit usually looks at the word
+that spells it; a zero that no word spells (the 0 of *three hundred seven*) looks at *hundred*."""
 
-BOTTLENECK_MD = r"""**The bottleneck experiment.** Exact match (the whole digit string right) on held-out sources, by source
-length. Every recurrent model has the same encoder and a decoder of the same size; only the context differs. Sources
-longer than 32 words were never seen in training (shaded)."""
+BOTTLENECK_MD = r"""**The bottleneck experiment.** Exact match (the whole digit string right) on held-out sources, by
+source length. Every recurrent model has the same encoder and a decoder of the same size; only the context differs.
+Sources longer than 32 words were never seen in training (shaded)."""
 
 COMPARE_MD = r"""**The Transformer's cross-attention**, one panel per head of one decoder layer
 ($\mathrm{softmax}(QK^\top/\sqrt{d_k})$ with queries from the output prefix, keys from the encoded source), beside a
@@ -266,9 +270,11 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         compare_json = gr.JSON(label="seq2seq_compare")
 
     shared.remember("s2s", source=source, model=model, beam=beam)
-    translation = dict(inputs=[source, model, beam], outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
+    translation = dict(inputs=[source, model, beam],
+                       outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
                        trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
-    gr.on([demo.load, shared.changed("restored"), go_button.click, source.submit, model.change, beam.release], translate,
+    gr.on([demo.load, shared.changed("restored"), go_button.click, source.submit, model.change, beam.release],
+          translate,
           api_name="seq2seq", **translation)
     for click in tries:
         click.then(translate, api_visibility="private", **translation)

@@ -119,20 +119,20 @@ character). **WordPiece** lowercases, strips accents and marks word-inner pieces
 pre-tokenizer drops. **Unigram** keeps the space as `▁` inside the next piece, so decoding gives the text back."""
 
 BPE_MD = """**Byte-pair encoding** (Sennrich et al. 2016, Algorithm 1). Split each word into characters plus the
-end-of-word marker `</w>`; then repeat: count every adjacent pair of symbols, weighted by the word's count, and merge the
-most frequent pair everywhere into a new symbol. **Ties** go to the pair counted first, reading the table top to bottom
-and each word left to right (what `max()` does over the insertion-ordered dictionary of the paper's reference code).
-A new word is segmented by applying the learned merges in the order they were learned."""
+end-of-word marker `</w>`; then repeat: count every adjacent pair of symbols, weighted by the word's count, and merge
+the most frequent pair everywhere into a new symbol. **Ties** go to the pair counted first, reading the table top to
+bottom and each word left to right (what `max()` does over the insertion-ordered dictionary of the paper's reference
+code). A new word is segmented by applying the learned merges in the order they were learned."""
 
-SPLIT_MD = """**WordPiece** splits a word greedily: at each position it takes the *longest* vocabulary entry that matches
-(`##` marks a piece inside a word) and moves on; if some position matches nothing, the whole word is `[UNK]`.
+SPLIT_MD = """**WordPiece** splits a word greedily: at each position it takes the *longest* vocabulary entry that
+matches (`##` marks a piece inside a word) and moves on; if some position matches nothing, the whole word is `[UNK]`.
 **Unigram** scores every way to cut the word into vocabulary pieces by $\\log P(\\mathbf{x}) = \\sum_i \\log p(x_i)$ and
-outputs the best, $\\mathbf{x}^* = \\arg\\max_{\\mathbf{x} \\in S(w)} \\log P(\\mathbf{x})$ (Kudo 2018), found by dynamic
-programming over the lattice of pieces. Below, the five most probable segmentations of each word."""
+outputs the best, $\\mathbf{x}^* = \\arg\\max_{\\mathbf{x} \\in S(w)} \\log P(\\mathbf{x})$ (Kudo 2018), found by
+dynamic programming over the lattice of pieces. Below, the five most probable segmentations of each word."""
 
-NORMALIZE_MD = """Classic preprocessing for bag-of-words models, applied in this order. It shrinks the vocabulary (compare
-*distinct*), but it throws information away: stop-word lists drop *not*, stemming conflates words, lowercasing merges
-*US* and *us*. Neural tokenizers keep the raw text instead (WordPiece uncased still lowercases)."""
+NORMALIZE_MD = """Classic preprocessing for bag-of-words models, applied in this order. It shrinks the vocabulary
+(compare *distinct*), but it throws information away: stop-word lists drop *not*, stemming conflates words, lowercasing
+merges *US* and *us*. Neural tokenizers keep the raw text instead (WordPiece uncased still lowercases)."""
 
 
 TRY = [("a typo", ["I recieved teh pacakge yesterdya, thnaks!"]),
@@ -174,7 +174,8 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
         tokens_file = gr.DownloadButton("Download JSON", size="sm")
         tokens_json = gr.JSON(label="tokenize")
     shared.remember("tok", names=names, retrain=retrain, vocab=vocab)
-    gr.on([demo.load, shared.changed("restored"), shared.changed("text"), names.change, retrain.change, vocab.release], tokenize,
+    gr.on([demo.load, shared.changed("restored"), shared.changed("text"), names.change, retrain.change, vocab.release],
+          tokenize,
           inputs=[sentence, names, retrain, vocab], outputs=[tokens_view, counts_plot, table, tokens_file, tokens_json],
           api_name="tokenize", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
 
@@ -182,7 +183,8 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
 def _classic_bpe(demo: gr.Blocks) -> None:
     gr.Markdown(BPE_MD)
     with gr.Row():
-        bpe_table = gr.Textbox(DEFAULT_BPE_TABLE, label="Word frequencies: 'word count' per line", lines=8, max_lines=20)
+        bpe_table = gr.Textbox(DEFAULT_BPE_TABLE, label="Word frequencies: 'word count' per line", lines=8,
+                               max_lines=20)
         with gr.Column():
             bpe_merges = gr.Slider(0, 100, value=10, step=1, label="Number of merges")
             bpe_run = gr.Button("Learn merges", variant="primary")

@@ -1,7 +1,7 @@
 """Links that restore a view, and lecture mode.
 
-The view is the tab ("top", or "top/sub" for a tab's own sub-tab), the shared sentence and every control a tab registers with
-`shared.remember(key, component)`. It lives in the page's URL: a change to any of them rewrites the
+The view is the tab ("top", or "top/sub" for a tab's own sub-tab), the shared sentence and every control a tab registers
+with `shared.remember(key, component)`. It lives in the page's URL: a change to any of them rewrites the
 query string in the browser (assets/view.js, no server round trip), keeping only what differs from the
 defaults, so links stay short. Opening a link runs `restore` on page load: each parameter is checked
 against its component (numbers clamped to the slider, choices among the choices, unknown keys ignored,
@@ -35,7 +35,8 @@ def tab_ids(tabs: gr.Tabs) -> list[str]:
 
 
 def sub_id(label: str) -> str:
-    """A sub-tab's name in links (as assets/view.js makes it): "Classic BPE, step by step" -> "classic-bpe-step-by-step"."""
+    """A sub-tab's name in links (as assets/view.js makes it):
+    "Classic BPE, step by step" -> "classic-bpe-step-by-step"."""
     return re.sub(r"[^a-z0-9]+", "-", label.strip().lower()).strip("-")
 
 

@@ -1,7 +1,7 @@
 """What the Embeddings tab shows, as plain data: text in, dicts and numpy arrays out; no gradio, no plotly.
 
-    words.py        word spaces (our word2vec and GloVe, MiniLM's and our BERT's input embeddings, our GPT's characters),
-                    lookup, neighbours, analogies, and the word-space view (points and neighbours)
+    words.py        word spaces (our word2vec and GloVe, MiniLM's and our BERT's input embeddings, our GPT's
+                    characters), lookup, neighbours, analogies, and the word-space view (points and neighbours)
     projection.py   PCA, t-SNE, UMAP to 2D or 3D
     encoders.py     the BERT encoders the contextual and sentence views run, their batches and SBERT pooling
     contextual.py   one word's vector in several sentences at one layer; how well each layer separates senses
