@@ -182,3 +182,12 @@ def test_checkpoint_kinds_name_model_modules_only():
 
     for kind, (module, _, _) in checkpoints.KINDS.items():
         assert layer(module) in ("nets", "base"), f"checkpoint kind {kind!r} loads from {module}, not from nets/"
+
+
+def test_no_event_names_a_concurrency_limit_that_does_nothing():
+    """ui/demo.set_queues gives every queued event its own concurrency id and no limit: the model workers
+    (ui/workers.py) are what limit computations, so a `concurrency_limit=` on an event would read as a limit it is not
+    (the Fine-tuning tab's `concurrency_limit=1` was really the training pool's one worker)."""
+    named = [f"{path.relative_to(PACKAGE.parent)}:{n}" for path in sorted(PACKAGE.rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "concurrency_limit=" in line]
+    assert not named, f"set_queues overrides these: {named}"

@@ -346,18 +346,18 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
            head.change, hide.change, detail.change, chat.change], attention,
           inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
           outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",
-          trigger_mode="always_last", concurrency_limit=2, show_progress="minimal").then(
+          trigger_mode="always_last", show_progress="minimal").then(
         reading, inputs=[sentence, text_b, model, chat], outputs=patterns, api_visibility="private",
         trigger_mode="always_last", show_progress="hidden")  # the attention is kept: this does not run the model
     model_view.select(pick_head, outputs=[layer, head], api_visibility="private", queue=False).then(
         attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
         outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_visibility="private",
-        trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+        trigger_mode="always_last", show_progress="minimal")
     gr.on([steps_tab.select, shared.changed("text"), text_b.submit, model.change, s_layer.release, s_head.change,
            scale.change, chat.change],
           attention_steps, inputs=[sentence, text_b, model, s_layer, s_head, scale, chat],
           outputs=[steps_summary, steps_plot, sat_plot, steps_json], api_name="attention_steps",
-          trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+          trigger_mode="always_last", show_progress="minimal")
     gr.on([pe_tab.select, pe_n.release, pe_d.release], positional_encoding, inputs=[pe_n, pe_d],
           outputs=[pe_plot, pe_json], api_name="positional_encoding", trigger_mode="always_last",
           show_progress="minimal")

@@ -157,7 +157,7 @@ def build(demo: gr.Blocks) -> None:
             file = gr.DownloadButton("Download JSON", size="sm")
             data = gr.JSON(label="embedding_bias")
     event = dict(fn=embedding_bias, inputs=[source, pairs, jobs, x, y, a, b, seed],
-                 outputs=[bars, alt, table, words, file, data], trigger_mode="always_last", concurrency_limit=2,
+                 outputs=[bars, alt, table, words, file, data], trigger_mode="always_last",
                  show_progress="minimal")
     gr.on([tab.select, run.click, source.change, seed.submit], api_name="embedding_bias", **event)
     test.input(weat_lists, inputs=test, outputs=[x, y, a, b], api_visibility="private", queue=False).then(

@@ -151,10 +151,10 @@ def build() -> None:
     inputs, outputs = [word, sentences, layer, model, mix, gamma, *weights], [md, plot, heat, data]
     gr.on([tab.select, word.submit, layer.release, sentences.blur, mix.change, gamma.release,
            *[w.release for w in weights]], contextual, inputs=inputs, outputs=outputs,
-          api_name="contextual", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+          api_name="contextual", trigger_mode="always_last", show_progress="minimal")
     model.change(model_changed, inputs=[model, layer], outputs=[layer, elmo_box], api_visibility="private",
                  queue=False).then(contextual, inputs=inputs, outputs=outputs, api_name="contextual_new_encoder",
-                                   api_visibility="private", concurrency_limit=2, show_progress="minimal")
+                                   api_visibility="private", show_progress="minimal")
 
 
 def _elmo_controls():

@@ -136,9 +136,9 @@ def build(shared: Shared) -> gr.Textbox:
             search_data = gr.JSON(label="semantic_search")
     gr.on([tab.select, run.click, model.change, pooling.change], embed_sentences,
           inputs=[sentences, model, pooling], outputs=[plot, heat, file, data], api_name="embed_sentences",
-          trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+          trigger_mode="always_last", show_progress="minimal")
     gr.on([tab.select, search.click, query.submit], semantic_search, inputs=[query, sentences, model, pooling],
-          outputs=[hits, search_data], api_name="semantic_search", trigger_mode="always_last", concurrency_limit=2,
+          outputs=[hits, search_data], api_name="semantic_search", trigger_mode="always_last",
           show_progress="minimal")
     add.click(lambda s, text: (text.rstrip("\n") + "\n" + (s or "").strip()).strip("\n") if (s or "").strip() else text,
               inputs=[shared.text, sentences], outputs=sentences, api_visibility="private", queue=False)

@@ -276,7 +276,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     presets.input(fill_presets, inputs=presets, outputs=words, api_visibility="private", queue=False)
     settings = [knobs.seed, knobs.perplexity, knobs.n_neighbors, knobs.min_dist]
     word_events = dict(fn=embed_words, inputs=[words, source, method, dims, *settings],
-                       outputs=[plot, neighbours, file, data], trigger_mode="always_last", concurrency_limit=2,
+                       outputs=[plot, neighbours, file, data], trigger_mode="always_last",
                        show_progress="minimal")
     shared.remember("emb", source=source, method=method, dims=dims, follow=follow, seed=knobs.seed,
                     perplexity=knobs.perplexity, neighbors=knobs.n_neighbors, min_dist=knobs.min_dist)
@@ -309,7 +309,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
 
     gr.on([other.change, run.click], compare, inputs=[words, other, method, dims, *settings],
           outputs=[other_plot, other_json],
-          api_visibility="private", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+          api_visibility="private", trigger_mode="always_last", show_progress="minimal")
 
 
 def _neighbours_of(demo: gr.Blocks, words: gr.Textbox, source: gr.Dropdown) -> gr.Dropdown:

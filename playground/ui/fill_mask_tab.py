@@ -405,7 +405,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     outputs = [filled, plot, fm_file, fm_json]
     on_load = [demo.load] if names() else []  # nothing to predict with before a checkpoint is shipped
     gr.on(on_load + [shared.changed("restored"), run.click, text.submit, model.change, top_k.release], fill_mask,
-          inputs=inputs, outputs=outputs, api_name="fill_mask", trigger_mode="always_last", concurrency_limit=4,
+          inputs=inputs, outputs=outputs, api_name="fill_mask", trigger_mode="always_last",
           show_progress="minimal")
     text.change(show_words, inputs=text, outputs=words, api_visibility="private", queue=False, show_progress="hidden")
     words.select(click_word, inputs=text, outputs=text, api_visibility="private", queue=False).then(

@@ -203,7 +203,7 @@ def _outputs(method: str):
 
 
 def _wire(run, stop, fn, inputs, outputs, api_name: str) -> None:
-    event = run.click(fn, inputs=inputs, outputs=outputs, api_name=api_name, concurrency_limit=1,
+    event = run.click(fn, inputs=inputs, outputs=outputs, api_name=api_name,
                       show_progress="full")
     stop.click(None, cancels=[event], api_visibility="private")
 

@@ -412,7 +412,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     generation = dict(inputs=[prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat],
                       outputs=[text_view, step_chart, steps_state, gen_file, gen_json], show_progress="hidden")
     event = gr.on([demo.load, run.click, prompt.submit], generate,  # on load: the tab is never empty
-                  api_name="generate", concurrency_limit=4, **generation)
+                  api_name="generate", **generation)
     event.then(lambda data: data.get("text", "") if data else gr.skip(), inputs=gen_json, outputs=att_text,
                api_visibility="private")
     examples = [click.then(generate, api_visibility="private", **generation) for click in tries]  # as Generate
@@ -420,7 +420,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     text_view.click(show_step, inputs=[steps_state, strategy], outputs=step_chart, api_visibility="private",
                     show_progress="hidden")
     compare_run.click(compare, inputs=[prompt, model_a, model_b, max_new, strategy, temperature, top_k, top_p, seed],
-                      outputs=[view_a, view_b, compare_json], api_name="compare_generate", concurrency_limit=2)
+                      outputs=[view_a, view_b, compare_json], api_name="compare_generate")
     # A view whose inputs changed (a word selected above rewrites the prompt) is dimmed under a note, in the browser
     stale_inputs = [prompt, model, max_new, strategy, temperature, top_k, top_p, seed, beam_width, chat, model_a,
                     model_b]  # in STALE_JS's order

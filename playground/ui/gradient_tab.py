@@ -224,7 +224,7 @@ def _build_memory() -> None:
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         mem_json = gr.JSON(MEMORY_CACHED, label="memory_experiment")
     run.click(memory_experiment, inputs=[max_k, steps, hidden, seed], outputs=[acc_plot, loss_plot, about, mem_json],
-              api_name="memory_experiment", concurrency_limit=1, show_progress="full")
+              api_name="memory_experiment", show_progress="full")
 
 
 def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
@@ -267,4 +267,4 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
            rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow,
            inputs=inputs,
           outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
-          api_name="gradient_flow", trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+          api_name="gradient_flow", trigger_mode="always_last", show_progress="minimal")

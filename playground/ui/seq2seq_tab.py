@@ -272,7 +272,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     shared.remember("s2s", source=source, model=model, beam=beam)
     translation = dict(inputs=[source, model, beam],
                        outputs=[summary, heatmap, step, step_plot, state, s2s_file, s2s_json],
-                       trigger_mode="always_last", concurrency_limit=2, show_progress="minimal")
+                       trigger_mode="always_last", show_progress="minimal")
     gr.on([demo.load, shared.changed("restored"), go_button.click, source.submit, model.change, beam.release],
           translate,
           api_name="seq2seq", **translation)
@@ -287,8 +287,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
           show_progress="hidden")
     # every panel drawn on load (the re-evaluation and the cross-attention used to wait, empty, for their button)
     gr.on([demo.load, eval_button.click], evaluate, inputs=[per_length, seed], outputs=[eval_plot, eval_json],
-          api_name="seq2seq_evaluate", concurrency_limit=1)
+          api_name="seq2seq_evaluate")
     gr.on([demo.load, shared.changed("restored"), compare_button.click, rnn_model.change, layer.release], compare,
           inputs=[source, rnn_model, layer],
           outputs=[compare_plot, compare_json], api_name="seq2seq_compare", trigger_mode="always_last",
-          concurrency_limit=2, show_progress="minimal")
+          show_progress="minimal")

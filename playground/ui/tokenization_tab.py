@@ -177,7 +177,7 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
     gr.on([demo.load, shared.changed("restored"), shared.changed("text"), names.change, retrain.change, vocab.release],
           tokenize,
           inputs=[sentence, names, retrain, vocab], outputs=[tokens_view, counts_plot, table, tokens_file, tokens_json],
-          api_name="tokenize", trigger_mode="always_last", concurrency_limit=4, show_progress="minimal")
+          api_name="tokenize", trigger_mode="always_last", show_progress="minimal")
 
 
 def _classic_bpe(demo: gr.Blocks) -> None:
