@@ -173,3 +173,24 @@ def test_when_the_child_dies_the_waiting_computation_fails_and_the_next_runs_her
             break
         time.sleep(0.1)
     assert gone.call("pid", pid, (), {}, CpuMeter()) == os.getpid()
+
+
+def test_the_lanes_end_when_the_server_is_stopped():
+    """A Space or a terminal stops the server with SIGTERM, which ends it without its exit handlers: each lane sees its
+    pipe close and ends too, leaving no process behind."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    code = ("import time; from playground.ui.compute import Lanes; lanes = Lanes({}).start(); "
+            "print(*lanes.pids, flush=True); time.sleep(120)")
+    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    lanes = [psutil.Process(int(pid)) for pid in server.stdout.readline().split()]
+    assert len(lanes) == 2 and all(lane.is_running() for lane in lanes)
+    server.send_signal(signal.SIGTERM)
+    server.wait(10)
+    gone, alive = psutil.wait_procs(lanes, timeout=10)
+    assert not alive, f"lanes left running after the server stopped: {[p.pid for p in alive]}"
