@@ -286,3 +286,22 @@ def test_a_quick_miss_never_waits_behind_a_slow_one(cache):
     begun = time.perf_counter()
     assert quick("new") == "new" and time.perf_counter() - begun < 0.1  # did not wait for the slow one
     thread.join()
+
+
+def test_a_generator_that_waits_for_a_worker_says_how_many_are_ahead(cache):
+    """A class's new prompts queue for the slow pool: the page shows the waiting view first, then the steps."""
+    workers = Workers(1)
+
+    def steps(x):
+        yield f"{x} step 1"
+        yield f"{x} step 2"
+
+    wrapped = cache.wrap(steps, 1, (), workers, waiting=lambda ahead: f"{ahead} ahead")
+    assert list(wrapped("alone")) == ["alone step 1", "alone step 2"]  # a free worker: no waiting view
+    seen, done = [], threading.Event()
+    with workers.take("someone else's"):  # the only worker is taken
+        threading.Thread(target=lambda: (seen.extend(wrapped("queued")), done.set()), daemon=True).start()
+        time.sleep(0.3)
+        assert seen == ["1 ahead"]
+    assert done.wait(5) and seen == ["1 ahead", "queued step 1", "queued step 2"]
+    assert list(wrapped("queued")) == ["queued step 2"]  # the kept answer: its last step, never the waiting view

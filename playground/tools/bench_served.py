@@ -217,8 +217,8 @@ def _hall_rows(protocol: str, students: int, think: float, seconds: float, resul
                   ms(_p95(sorted(result.load_events))), "", None)]
     if getattr(result, "first_update", None):
         first = sorted(result.first_update)
-        rows.append((f"  {name}: streamed actions, first step shown ({len(first)})", ms(statistics.median(first)),
-                     ms(_p95(first)), "", None))
+        rows.append((f"  {name}: streamed actions, first update shown (a step, or how many wait ahead) ({len(first)})",
+                     ms(statistics.median(first)), ms(_p95(first)), "", None))
     rows += [(f"  {name}: CPU of the server / of this driver, on the same cores (s per s of the class)",
               f"{result.server_cpu / result.wall:.2f} / {result.driver_cpu / result.wall:.2f}", "", "", None),
              (f"  {name}: server resident memory at the end", f"{rss:,.0f} MB", "", "≤ 1,536 MB", rss <= 1536),

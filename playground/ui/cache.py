@@ -140,11 +140,13 @@ class AnswerCache:
         """Where a miss computes: inputs that are plain data (they have a key) may cross to the compute process."""
         return self.compute if key is not None else HERE
 
-    def wrap(self, fn, n_outputs: int, state: tuple[int, ...], workers: Workers, cacheable: bool = True):
+    def wrap(self, fn, n_outputs: int, state: tuple[int, ...], workers: Workers, cacheable: bool = True,
+             waiting=None):
         """`fn` answering from the cache when it can and otherwise computing under one of `workers`; the
         same signature (gradio reads it, e.g. for gr.Progress) and the same kind (function or generator).
         Not `cacheable` (it reads per-session state): always computed, under a worker all the same, in this process.
-        A miss whose inputs are plain data (it has a key) computes where `self.compute` says."""
+        A miss whose inputs are plain data (it has a key) computes where `self.compute` says. `waiting(ahead)`: for a
+        generator, the outputs it shows first when its computation has to wait for a worker (ahead of it: how many)."""
         handler = f"{fn.__module__}.{fn.__qualname__}@{id(fn)}"  # events that share a handler share its answers
         self.functions[handler] = fn  # what the compute process may run, by this name
         self.workers[id(workers)] = workers
@@ -173,6 +175,9 @@ class AnswerCache:
 
             def computed(args, kwargs, key):
                 notices, last = [], _DONE
+                ahead = workers.ahead(handler)
+                if waiting is not None and ahead:  # a class's new prompts queue for the slow pool: say so
+                    yield waiting(ahead)
                 with workers.take(handler) as meter, \
                         contextlib.closing(self._where(key).iterate(handler, fn, args, kwargs, meter)) as steps:
                     while True:  # closed when the caller stops reading (a Stop): so is the computation

@@ -174,6 +174,8 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # Measured with `python -m playground.bench --students 200`: see docs/performance.md.
 WORKERS, THREADS, QUEUE_SIZE = (2, 2), 160, 256
 LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo"}
+# What an event shows while its computation waits for a model worker (a class's new prompts queue for the slow pool)
+WAITING = {"generate": generation_tab.waiting}
 ANSWER_BYTES = 48 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB): a
 # repeated one is mostly answered from the kept bytes of ui/queuepath.py and ui/fastpath.py before it reaches them
 
@@ -189,7 +191,8 @@ def set_queues(demo: gr.Blocks) -> None:
         state = tuple(i for i, block in enumerate(fn.outputs) if isinstance(block, gr.State))
         reads_state = any(isinstance(block, gr.State) for block in fn.inputs)
         workers = training if fn.api_name in LONG_RUNNING else models
-        fn.fn = answers.wrap(checked(fn.fn, fn.inputs), len(fn.outputs), state, workers, cacheable=not reads_state)
+        fn.fn = answers.wrap(checked(fn.fn, fn.inputs), len(fn.outputs), state, workers, cacheable=not reads_state,
+                             waiting=WAITING.get(fn.api_name))
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
     demo.queue(max_size=QUEUE_SIZE)
     demo.answers = answers  # hits and misses, for the bench and the tests

@@ -171,6 +171,13 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
             shown = time.perf_counter()
 
 
+def waiting(ahead: int) -> tuple:
+    """What Generation shows while its computation waits for a model worker: how many are ahead of it."""
+    notice = (f"Waiting for a free model: {ahead} generation{'s' if ahead != 1 else ''} ahead of yours (a class's new "
+              "prompts take turns)…")
+    return fgen.generated_html("", [], notices=[notice], running=True), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+
+
 def kept(steps: list[dict]) -> bytes:
     """The steps as the session keeps them for a click on a token (a gr.State): as JSON, which a session's copy
     copies at once; as 200 steps of dicts, each new page's copy took 13 ms (deep-copying ~4,000 small objects)."""

@@ -55,6 +55,8 @@ class Workers:
                        True: threading.BoundedSemaphore(slow) if slow else None}
         self._recent: dict[str, deque[float]] = {}  # handler -> CPU seconds of its last computations
         self._lock = threading.Lock()
+        self._size = {False: quick, True: slow}
+        self._asking = {False: 0, True: 0}  # computations computing or waiting, per pool
         self.spent: dict[str, list[float]] = {}  # handler -> computations, seconds waiting, computing, of CPU
 
     def is_slow(self, handler: str) -> bool:
@@ -63,11 +65,20 @@ class Workers:
             recent = list(self._recent.get(handler, ()))
         return self._pools[True] is not None and bool(recent) and statistics.median(recent) > self.threshold
 
+    def ahead(self, handler: str) -> int:
+        """How many computations a new one of `handler` would wait behind: those waiting for its pool, plus one when
+        every worker of the pool is taken (0: it computes at once)."""
+        slow = self.is_slow(handler)
+        with self._lock:
+            return max(0, self._asking[slow] - self._size[slow] + 1)
+
     @contextlib.contextmanager
     def take(self, handler: str):
         """A worker for one computation of `handler`; what it yields counts the computation's CPU time."""
         meter, asked, slow = CpuMeter(), time.perf_counter(), self.is_slow(handler)
         meter.slow = slow or self.long
+        with self._lock:
+            self._asking[slow] += 1
         try:
             with self._pools[slow]:
                 started = time.perf_counter()
@@ -80,6 +91,8 @@ class Workers:
                         for i, x in enumerate((1, started - asked, time.perf_counter() - started, meter.seconds)):
                             spent[i] += x
         finally:  # what the computation freed goes back to the system (playground/heap.py), the worker already free
+            with self._lock:
+                self._asking[slow] -= 1
             heap.trim()
 
 
