@@ -33,6 +33,7 @@ import plotly.graph_objects as go
 from gradio.components.plot import PlotData
 
 from playground import heap
+from playground.analysis import models
 from playground.ui import common
 from playground.ui.workers import use_threads
 
@@ -54,8 +55,6 @@ FORKS = "fork" in multiprocessing.get_all_start_methods()  # not on Windows: the
 class Here:
     """Computations in the server's own process: `call` a function, `iterate` a generator function's steps, each
     step's CPU counted in `meter` (ui/workers.py)."""
-
-    running = False
 
     def call(self, name: str, fn: Callable, args: tuple, kwargs: dict, meter):
         with meter:
@@ -239,10 +238,6 @@ class Lanes(Here):
         self.slow = Child(functions, threads, nice=SLOW_NICE, name="slow")
 
     @property
-    def running(self) -> bool:
-        return self.quick.running or self.slow.running
-
-    @property
     def pids(self) -> list[int]:
         return [child.pid for child in (self.quick, self.slow) if child.pid is not None]
 
@@ -267,8 +262,6 @@ class Lanes(Here):
         return self._lane(args, kwargs, meter).iterate(name, fn, args, kwargs, meter)
 
     def _lane(self, args: tuple, kwargs: dict, meter) -> Child:
-        from playground.analysis import models
-
         slow = getattr(meter, "slow", False) or any(models.large(v) for v in (*args, *kwargs.values()))
         first, other = (self.slow, self.quick) if slow else (self.quick, self.slow)
         return first if first.running or not other.running else other
