@@ -5,19 +5,12 @@ lecture hall's main views on a new sentence too, through the served app against 
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
-
 import orjson
 import psutil
 import pytest
 
-from tests.conftest import free_port
+from playground.tools.bench_served import served_app
 
-ROOT = Path(__file__).resolve().parent.parent
 NEW = "A sentence nobody has asked about before, 42 times."
 OWN = {"/tokenize": {"text": NEW}, "/attention": {"text": NEW}, "/fill_mask": {"text": "A [MASK] nobody has seen."},
        "/gradient_flow": {"text": NEW}, "/generate": {"prompt": NEW[:30]}, "/contextual": {"sentences": NEW}}
@@ -28,22 +21,8 @@ def served():
     """`python app.py`'s serve() on a free port, its compute processes started."""
     from gradio_client import Client
 
-    port = free_port()
-    code = f"import app; app.serve(server_name='127.0.0.1', server_port={port}, quiet=True)"
-    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(url + "config", timeout=1)
-                break
-            except OSError:
-                assert child.poll() is None, "the app did not start"
-                time.sleep(0.2)
-        yield Client(url, verbose=False), child.pid
-    finally:
-        child.terminate()
-        child.wait(30)
+    with served_app() as (url, pid):
+        yield Client(url, verbose=False), pid
 
 
 def test_the_served_app_computes_in_two_processes_of_its_own(served):

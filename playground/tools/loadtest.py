@@ -391,15 +391,19 @@ async def open_page(client, page: Page, session: str, result: BrowserHallResult)
         result.load_events.append(time.perf_counter() - started)
 
 
-async def queue_events(client, events: list[tuple[int, list]], session: str) -> str | None:
-    """Several events joined at once by one session, then its stream read until every one has completed."""
-    bodies = [{"data": data, "event_data": None, "fn_index": fn_index, "trigger_id": None, "session_hash": session}
-              for fn_index, data in events]
+async def queue_events(client, events: list[tuple[int, list]], session: str, event_data: dict | None = None,
+                       took: dict[int, float] | None = None) -> str | None:
+    """Several events joined at once by one session, then its stream read until every one has completed, as a page
+    sends the listeners of one trigger (one stream per session: Gradio 6.31 fails a second stream of a session that
+    is open at once). `took`, if given, gets each event's seconds from the joins to its answer, by fn_index."""
+    bodies = [{"data": data, "event_data": event_data, "fn_index": fn_index, "trigger_id": None,
+               "session_hash": session} for fn_index, data in events]
+    started = time.perf_counter()
     joined = await asyncio.gather(*(client.post("gradio_api/queue/join", json=body) for body in bodies))
     refused = next((j for j in joined if j.status_code != 200), None)
     if refused is not None:
         return f"join {refused.status_code}: {refused.text[:200]}"
-    pending = {j.json()["event_id"] for j in joined}
+    pending = {j.json()["event_id"]: fn_index for j, (fn_index, _) in zip(joined, events)}
     for _ in range(5):  # the stream ends when the session has nothing pending; reopened if it ended early
         if not pending:
             return None
@@ -408,7 +412,9 @@ async def queue_events(client, events: list[tuple[int, list]], session: str) -> 
                 if kind == "process_completed" and about in pending:
                     if (error := _failure(message)) is not None:
                         return error
-                    pending.discard(about)
+                    fn_index = pending.pop(about)
+                    if took is not None:
+                        took[fn_index] = time.perf_counter() - started
             if pending and stream.status_code != 200:
                 return f"queue/data {stream.status_code}"
     return f"{len(pending)} events never completed" if pending else None

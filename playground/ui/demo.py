@@ -226,9 +226,14 @@ SESSIONS = 200
 # The app has no upload component, yet Gradio's /gradio_api/upload route takes any file by default: a small
 # cap stops a large POST from filling the disk or the memory.
 MAX_UPLOAD = "1mb"
+# Gradio 6's run history writes every event's inputs and outputs (figures included) into the browser's
+# localStorage, re-reading and rewriting the whole history each time: 1.7 s of the page's main thread for one
+# sentence applied to every tab (Chrome's profiler, issue #31), while the view on screen waited. It would also keep
+# what students typed on a shared lab computer. Off: nothing is recorded and old records are deleted.
+RUN_HISTORY = False
 LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], head=HEAD, ssr_mode=False,
               footer_links=["api", "settings"], show_error=True, state_session_capacity=SESSIONS,
-              max_file_size=MAX_UPLOAD, max_threads=THREADS)
+              max_file_size=MAX_UPLOAD, max_threads=THREADS, run_history=RUN_HISTORY)
 
 
 def launch_settings(**overrides) -> dict:

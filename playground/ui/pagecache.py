@@ -14,7 +14,8 @@ The page then loads about 95 scripts and style sheets of Gradio's frontend (`/as
 their content, and `/static/`), which Gradio serves from disk and Brotli-compresses again for every request, with no
 caching headers, so every visitor asks for every file again. They are kept compressed too (Brotli and gzip, once
 each), and sent with headers that let the browser keep them: a file under `/assets/` for a year (its name changes
-with its content), the rest for an hour.
+with its content), the rest for an hour. Gradio's main bundle is sent with the app's fix of its event dispatch
+(ui/patches.FRONTEND_FIXES).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gradio import route_utils
 from starlette.requests import Request
 
 from playground.lru import Bounded
+from playground.ui.patches import fix_frontend
 
 PAGES = 48 << 20  # the pages (one per address the app is reached through: ~2.5 MB each) and the frontend's files
 IMMUTABLE = (b"cache-control", b"public, max-age=31536000, immutable")  # /assets/: a new content is a new name
@@ -117,7 +119,7 @@ class CachedPage:
             await send(start)  # not a page to share: as Gradio answered it
             await send({"type": "http.response.body", "body": bytes(body)})
             return None
-        plain = bytes(body)
+        plain = fix_frontend(scope["path"], bytes(body))
         return KeptPage((*headers, *extra), plain, gzip.compress(plain, compresslevel=6, mtime=0),
                         brotli.compress(plain, quality=5) if len(plain) > 400 else None)
 

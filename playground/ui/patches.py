@@ -28,6 +28,63 @@ def apply() -> None:
     _hand_the_lock_over_sooner()
 
 
+# Gradio 6.31's frontend (its main bundle, /assets/Blocks-<hash>.js), fixed where it is served (ui/pagecache.py).
+# Its `dispatch(e)` runs the dependencies that listen to an event. Three faults, each measured on a page that opens a
+# lecturer's link (a sentence and a selected word, whose change each view follows):
+# - It runs them one after another, each waiting for the one before to end: the view on screen waited for the
+#   views of every hidden tab listed before it (a single page settled 15 s after opening the link).
+# - A dependency with trigger_mode "always_last" (Gradio's default for change events, and every model view's)
+#   that is triggered while it runs waits, and when it ends the page dispatches the *whole event* again, so every
+#   other listener of that trigger runs again too. Listeners that take different times then keep deferring and
+#   re-sending each other: under load, pages re-sent fill-mask, embeddings, tokenize, gradient flow and attention
+#   every few seconds, for ever (issue #31).
+# - After every status of every event (pending, each streamed step, complete) it hands each component's loading
+#   status to its component again, each found by a walk of the page's tree: a page with ~500 components spent
+#   1.3 s of its main thread in it for one sentence applied to every tab.
+# Fixed, the listeners of an event run at once, one that waited runs again alone, with the event's data, and a
+# component is handed its loading status only when it changed.
+_DISPATCH = b"async dispatch(e){"
+_EACH_LISTENER = b"for(let n=0;n<(t?.length||0);n++){let r=t?t[n]:void 0;if(r){"
+_ALL_LISTENERS = b"await Promise.all((t||[]).map(async r=>{if(r){"
+_AGAIN_WHOLE, _AGAIN_ALONE = (b"this.queue.delete(r.id),this.dispatch(e)",
+                              b"this.queue.delete(r.id),this.dispatch({...e,type:`fn`,fn_index:r.id})")
+_EVERY_STATUS = b"Object.entries(this.loading_stati.current).map("
+_CHANGED_STATUS = (b"Object.entries(this.loading_stati.current).filter(([e,t])=>{let s=JSON.stringify(t),m=this._sent||"
+                   b"(this._sent=new Map);return m.get(e)!==s&&(m.set(e,s),!0)}).map(")
+
+
+def fix_frontend(path: str, body: bytes) -> bytes:
+    """`body` of the frontend's file at `path`, with Gradio's dispatch fixed (above) if `path` is the bundle that
+    holds it in the form fixed here; any other file, or another form of it, unchanged (tests/test_pagecache.py
+    checks that the bundle Gradio serves is fixed)."""
+    if not (path.startswith("/assets/Blocks-") and path.endswith(".js")) or body.count(_DISPATCH) != 1:
+        return body
+    start = body.index(_DISPATCH)
+    end = _closing_brace(body, start + len(_DISPATCH) - 1)
+    dispatch = body[start:end]
+    if dispatch.count(_EACH_LISTENER) != 1 or not dispatch.endswith(b"}}}"):
+        return body
+    # the loop's body becomes a function of the listener: its `continue`s (on to the next listener) become
+    # `return`s, and its closing brace closes the function and the wait for all of them
+    dispatch = dispatch.replace(_EACH_LISTENER, _ALL_LISTENERS).replace(b"continue", b"return")[:-3] + b"}}))}"
+    dispatch = dispatch.replace(_AGAIN_WHOLE, _AGAIN_ALONE)
+    return (body[:start] + dispatch + body[end:]).replace(_EVERY_STATUS, _CHANGED_STATUS)
+
+
+def _closing_brace(text: bytes, opening: int) -> int:
+    """The index just past the brace that closes the one at `opening` (minified code: no braces in its strings
+    but balanced ones in template literals)."""
+    depth = 0
+    for i in range(opening, len(text)):
+        if text[i] == 0x7B:  # {
+            depth += 1
+        elif text[i] == 0x7D:  # }
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    raise ValueError("unbalanced braces")
+
+
 def _skip_gradio_stub_rewrite() -> None:
     """gradio 6 regenerates the .pyi type stubs of every component class at each import, parsing the
     component's source file with `ast` each time: 2.5 s of CPU of a 6 s import here, for files only
