@@ -113,16 +113,16 @@ def normalize_text(text, steps):
 # Layout and events
 
 
-class TokenizerChoice(gr.CheckboxGroup):
-    """The tokenizers' checkboxes, which also take a tokenizer's registry model id (`tok-bpe`,
-    `smollm2-135m-instruct`) from an API caller, as an alias of its key: gradio's CheckboxGroup refuses any value
-    not among its choices before the handler sees it. A template of CheckboxGroup (`is_template`): the page, the
-    config and /gradio_api/info see a CheckboxGroup with the same choices."""
-    is_template = True
+def by_key(preprocess):
+    """The tokenizers' CheckboxGroup's preprocess, reading a tokenizer's registry model id (`tok-bpe`,
+    `smollm2-135m-instruct`) from an API caller as an alias of its key first: gradio refuses any value not among the
+    choices before the handler sees it. The page, the config and /gradio_api/info still show the keys alone. (An
+    instance's method, not a subclass: gradio writes a .pyi file beside any module that defines a component class.)"""
+    def aliased(payload):
+        return preprocess([tokenization.key(name) for name in payload] if isinstance(payload, list) else payload)
 
-    def preprocess(self, payload):
-        names = [tokenization.key(name) for name in payload] if isinstance(payload, list) else payload
-        return super().preprocess(names)
+    return aliased
+
 
 TOKENIZERS_MD = """The first five were trained on the same 24.5 MB of English (Austen, the World English Bible, WordNet
 glosses, the Jargon File, Shakespeare); then two real vocabularies: all-MiniLM-L6-v2's (bert-base-uncased) and
@@ -174,8 +174,9 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
     sentence = shared.text  # the committed sentence, shared by every tab (see Shared)
     gr.Markdown(TOKENIZERS_MD)
     with gr.Row():
-        names = TokenizerChoice([(tokenization.SPECS[key].label, key) for key in TOKENIZERS],
-                                value=list(TOKENIZERS), label="Tokenizers", scale=3)
+        names = gr.CheckboxGroup([(tokenization.SPECS[key].label, key) for key in TOKENIZERS],
+                                 value=list(TOKENIZERS), label="Tokenizers", scale=3)
+        names.preprocess = by_key(names.preprocess)
         with gr.Column(scale=2):
             retrain = gr.Checkbox(False, label="Retrain BPE, WordPiece and Unigram on a 430 kB corpus "
                                   "sample at this vocabulary size")
