@@ -27,6 +27,15 @@ def test_tokenize_returns_the_contract(client):
     assert data["tokenizers"]["char"]["n_tokens"] == len("Hello world, again!")
 
 
+def test_tokenize_takes_registry_model_ids_as_aliases(client):
+    """A tokenizer's registry id (its checkpoint's name) names it as its key does: the same answer, under the key."""
+    by_id = tokenize(client, "Hello world", ["tok-bpe", "tok-wordpiece", "char", "tok-char"])
+    assert list(by_id["tokenizers"]) == ["bpe", "wordpiece", "char"]
+    assert by_id == tokenize(client, "Hello world", ["bpe", "wordpiece", "char"])
+    with pytest.raises(AppError, match="nope"):
+        tokenize(client, "Hello world", ["nope"])
+
+
 def test_tokenize_outputs_view_table_and_download(client):
     html, plot, table, path, data = client.predict("a b", ["char"], False, 2000, api_name="/tokenize")
     assert 'class="tok' in html and len(table["data"]) == 3

@@ -55,7 +55,7 @@ def two_listeners():
         button.click(listener("slow", 1.2), count, slow, trigger_mode="always_last")
     port = free_port()
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
-                app_kwargs={"middleware": [Middleware(CachedPage)]})
+                app_kwargs={"middleware": [Middleware(CachedPage, blocks=demo)]})
     yield f"http://127.0.0.1:{port}/", calls
     demo.close()
 

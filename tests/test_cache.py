@@ -205,9 +205,9 @@ def test_prewarm_answers_the_pages_initial_values():
 
     normalize = next(fn for fn in app.demo.fns.values() if fn.api_name == "normalize")
     prewarm(app.demo, skip={fn.api_name for fn in app.demo.fns.values() if fn.api_name != "normalize"}).join(120)
-    hits = app.demo.answers.hits
+    hits = app.demo.serving.answers.hits
     normalize.fn(*[block.preprocess(block.postprocess(block.value)) for block in normalize.inputs])
-    assert app.demo.answers.hits == hits + 1
+    assert app.demo.serving.answers.hits == hits + 1
 
 
 def test_a_load_event_whose_answer_the_page_starts_with_no_longer_fires_on_load():

@@ -146,8 +146,8 @@ def test_visitors_who_come_while_the_page_is_built_wait_for_that_one_build():
         await send({"type": "http.response.body", "body": b"<html>" + b"x" * 5000 + b"</html>"})
 
     blocks = SimpleNamespace(config={})
-    app = SimpleNamespace(get_blocks=lambda: blocks, root_path="")
-    cached = CachedPage(gradio)
+    app = SimpleNamespace(root_path="")
+    cached = CachedPage(gradio, blocks=blocks)
 
     async def visit() -> bytes:
         scope = {"type": "http", "method": "GET", "path": "/", "query_string": b"", "root_path": "", "app": app,

@@ -274,3 +274,12 @@ def test_sample_batches_are_the_sample_and_train_the_same_bpe():
     assert all(b.endswith("\n") for b in batches[:-1])  # whole lines: no word is cut in two
     one, batched = tokenizers.train("bpe", [T.sample_text()], 500), tokenizers.train("bpe", batches, 500)
     assert one.to_str() == batched.to_str()
+
+
+def test_a_tokenizers_registry_model_id_names_it_too():
+    """/tokenize's names: a key, or the registry's id (or alias) of the tokenizer's model; anything else unchanged."""
+    from playground.analysis import models
+
+    assert T.key("tok-bpe") == "bpe" and T.key("bpe") == "bpe" and T.key(models.MINILM) == "minilm"
+    assert T.key(models.SMOLLM2) == "smollm2" and T.key("smollm2") == "smollm2"
+    assert T.key("gpt-shakespeare") == "gpt-shakespeare" and T.key("nope") == "nope" and T.key(3) == 3

@@ -109,6 +109,16 @@ def load(key: str) -> Tokenizer:
     return models.tokenizer(SPECS[key].model)
 
 
+def key(name):
+    """A tokenizer's key in SPECS for `name`: a key as it is, and the registry's id or alias of a tokenizer's model
+    (`tok-bpe`, `smollm2-135m-instruct`, `minilm`) as that tokenizer's key, so an API caller may name either.
+    Anything else comes back as it is, for the caller to refuse."""
+    if not isinstance(name, str) or name in SPECS:
+        return name
+    model = models.resolve(name)
+    return next((k for k, spec in SPECS.items() if model is not None and spec.model == model), name)
+
+
 class Tokenizers(Mapping):
     """The shipped tokenizers by key, each read from the registry on its first use (`load`)."""
 

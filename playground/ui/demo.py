@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass, field
 
 import gradio as gr
 from gradio.events import Dependency
@@ -83,7 +84,7 @@ def build_demo() -> gr.Blocks:
         view.wire(demo, shared, lecture, copy, link_notice)
         tour.wire(shared, *tour_panel)
         clear_on_failure(demo)
-    set_queues(demo)
+    demo.serving = set_queues(demo)  # what the middleware and the prewarm are handed (launch_settings, app.serve)
     demo.view = shared.view  # the components a link restores, by URL key (for the tests)
     return demo
 
@@ -180,12 +181,29 @@ ANSWER_BYTES = 48 << 20  # the shared answers, together (most are under 100 kB; 
 # repeated one is mostly answered from the kept bytes of ui/queuepath.py and ui/fastpath.py before it reaches them
 
 
-def set_queues(demo: gr.Blocks) -> None:
+@dataclass(frozen=True)
+class Serving:
+    """What serving the app shares between its parts, made once by set_queues: the answer cache, the events whose
+    answers are shared (those that read no per-session state: ui/queuepath.py and ui/fastpath.py give their kept
+    bytes again too), and whether the page's defaults are answered yet (fastpath.prewarm; GET
+    /gradio_api/answer-cache reports it). launch_settings() hands it to the middleware."""
+    answers: AnswerCache
+    cacheable: frozenset[int]   # the fn indexes of the shared events
+    api_names: frozenset[str]   # their api_names
+    names: frozenset[str]       # every api_name of the app (a call naming another is the caller's mistake: 404)
+    warming: threading.Event = field(default_factory=threading.Event)  # set when the prewarm starts (app.serve)
+    ready: threading.Event = field(default_factory=threading.Event)    # set when the page's defaults are answered
+
+
+def set_queues(demo: gr.Blocks) -> Serving:
+    """Every queued event's handler behind the answer cache and a model worker; the queue's size. Returns what the
+    middleware and the prewarm need to know of it."""
     answers = AnswerCache(ANSWER_BYTES)
+    cacheable = set()
     models, training = Workers(*WORKERS), Workers(1, long=True)
     # where misses compute: here until app.serve() starts the compute processes (ui/compute.py), then there
     answers.compute = Lanes(answers.functions, threads=share_cores(sum(WORKERS)))
-    for fn in demo.fns.values():
+    for index, fn in demo.fns.items():
         if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
             continue
         state = tuple(i for i, block in enumerate(fn.outputs) if isinstance(block, gr.State))
@@ -194,8 +212,12 @@ def set_queues(demo: gr.Blocks) -> None:
         fn.fn = answers.wrap(checked(fn.fn, fn.inputs), len(fn.outputs), state, workers, cacheable=not reads_state,
                              waiting=WAITING.get(fn.api_name))
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
+        if not reads_state:
+            cacheable.add(index)
     demo.queue(max_size=QUEUE_SIZE)
-    demo.answers = answers  # hits and misses, for the bench and the tests
+    return Serving(answers, frozenset(cacheable),
+                   api_names=frozenset(demo.fns[i].api_name for i in cacheable if demo.fns[i].api_name),
+                   names=frozenset(fn.api_name for fn in demo.fns.values() if fn.api_name))
 
 
 def preload() -> None:
@@ -236,10 +258,13 @@ LAUNCH = dict(theme=THEME, css_paths=[ASSETS / "style.css"], head=HEAD, ssr_mode
               max_file_size=MAX_UPLOAD, max_threads=THREADS, run_history=RUN_HISTORY)
 
 
-def launch_settings(**overrides) -> dict:
-    """gradio's launch() keywords: LAUNCH, the middleware that serves what is the same for every visitor without
-    Gradio's per-request work (the page: ui/pagecache.py; answers through the page's protocol: ui/queuepath.py;
-    through the plain HTTP API: ui/fastpath.py), and `overrides`. A new dict each time: launch() writes into its
-    app_kwargs."""
-    middleware = [Middleware(CachedPage), Middleware(CachedEvents), Middleware(CachedCalls)]
+def launch_settings(demo: gr.Blocks, **overrides) -> dict:
+    """gradio's launch() keywords for `demo` (a build_demo()): LAUNCH, the middleware that serves what is the same
+    for every visitor without Gradio's per-request work (the page: ui/pagecache.py; answers through the page's
+    protocol: ui/queuepath.py; through the plain HTTP API: ui/fastpath.py), each handed the Blocks and its Serving
+    (set_queues) rather than finding them in the app it wraps, and `overrides`. A new dict each time: launch() writes
+    into its app_kwargs."""
+    serving = demo.serving
+    middleware = [Middleware(CachedPage, blocks=demo), Middleware(CachedEvents, blocks=demo, serving=serving),
+                  Middleware(CachedCalls, serving=serving)]
     return {**LAUNCH, "app_kwargs": {"middleware": middleware}, **overrides}

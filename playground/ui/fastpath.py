@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 import uuid
 from collections import OrderedDict
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,25 +62,28 @@ class Kept:
 
 
 class CachedCalls:
-    """ASGI middleware in front of Gradio's routes (launch(app_kwargs={"middleware": [...]})). `cacheable`:
-    the api_names whose answers may be kept; by default the served Blocks' events the answer cache shares."""
+    """ASGI middleware in front of Gradio's routes (launch(app_kwargs={"middleware": [...]})). `serving`: the
+    app's ui/demo.Serving (its events' names, the ones whose answers may be kept, the answer cache and the
+    prewarm's progress, which GET /gradio_api/answer-cache reports); `cacheable` instead of it: the api_names whose
+    answers may be kept, in front of a stand-in for Gradio that answers any other name itself."""
 
-    def __init__(self, app, max_bytes: int = MAX_BYTES, cacheable: frozenset[str] | None = None):
+    def __init__(self, app, max_bytes: int = MAX_BYTES, cacheable: frozenset[str] | None = None, serving=None):
         self.app = app
         self.kept: Bounded[Kept] = Bounded(max_bytes, size=len, valid=lambda k: all(p.is_file() for p in k.files))
         self._ready: OrderedDict[str, bytes] = OrderedDict()    # event id handed out for a kept answer
         self._following: OrderedDict[str, tuple[bytes, bytes]] = OrderedDict()  # computed call: (key, root)
         self._lock = threading.Lock()
-        self._cacheable = cacheable  # None: read from the served Blocks at the first call
-        self._names: frozenset[str] | None = None  # every api_name of the served Blocks
+        self.serving = serving
+        self._cacheable = cacheable if cacheable is not None else serving.api_names if serving else frozenset()
+        self._names: frozenset[str] | None = serving.names if serving else None  # None: any name is the app's
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
             path, method = scope["path"], scope["method"]
-            if method == "POST" and (match := CALL.fullmatch(path)) and not self._exists(scope, match["api"]):
+            if method == "POST" and (match := CALL.fullmatch(path)) and not self._exists(match["api"]):
                 return await _respond(send, 404, b"application/json", orjson.dumps(
                     {"error": f"This app has no endpoint named {match['api']!r}; GET /gradio_api/info lists them."}))
-            if method == "POST" and match and self._may_keep(scope, match["api"]):
+            if method == "POST" and match and match["api"] in self._cacheable:
                 return await self._post(scope, receive, send, match["api"])
             if method == "GET" and (match := RESULT.fullmatch(path)):
                 return await self._get(scope, receive, send, match["event"])
@@ -88,21 +91,9 @@ class CachedCalls:
                 return await _respond(send, 200, b"application/json", orjson.dumps(self.status(scope)))
         await self.app(scope, receive, send)
 
-    def _exists(self, scope, api: str) -> bool:
-        """Whether the served Blocks has an event named `api` (Gradio itself answers an unknown one with a 500)."""
-        if "app" not in scope:  # not in front of a Gradio app (a stand-in): it answers for itself
-            return True
-        if self._names is None:
-            self._names = frozenset(fn.api_name for fn in scope["app"].get_blocks().fns.values() if fn.api_name)
-        return api in self._names
-
-    def _may_keep(self, scope, api: str) -> bool:
-        """Events the answer cache shares (read from the served Blocks once): no per-session state in."""
-        if self._cacheable is None:
-            blocks = scope["app"].get_blocks()
-            self._cacheable = frozenset(fn.api_name for fn in blocks.fns.values()
-                                        if fn.api_name and getattr(fn.fn, "cacheable", False))
-        return api in self._cacheable
+    def _exists(self, api: str) -> bool:
+        """Whether the app has an event named `api` (Gradio itself answers an unknown one with a 500)."""
+        return self._names is None or api in self._names
 
     # -- POST /gradio_api/call/<api>: a kept answer gets an event id of its own; anything else goes to Gradio
 
@@ -163,12 +154,11 @@ class CachedCalls:
     def status(self, scope) -> dict:
         """What the caches hold and have done, and whether the page's defaults are answered yet (`prewarm`):
         the plain API's kept answers at the top level, the page protocol's (ui/queuepath.py) under "queue"."""
-        app = scope.get("app")
-        blocks = app.get_blocks() if app is not None else None
-        prewarmed = getattr(blocks, "prewarmed", None)
-        answers = getattr(blocks, "answers", None)
-        events = getattr(getattr(app, "state", None), "cached_events", None)
-        return {"defaults_ready": prewarmed.is_set() if prewarmed else None, "answers": len(self.kept),
+        serving = self.serving
+        warming = serving is not None and serving.warming.is_set()  # None: no prewarm (the tests' in-process app)
+        answers = serving.answers if serving is not None else None
+        events = getattr(getattr(scope.get("app"), "state", None), "cached_events", None)  # ui/queuepath.py's
+        return {"defaults_ready": serving.ready.is_set() if warming else None, "answers": len(self.kept),
                 "bytes": self.kept.bytes, "hits": self.kept.hits, "misses": self.kept.misses,
                 "queue": events.status() if events is not None else None,
                 "handlers": {"answers": len(answers), "bytes": answers.bytes, "hits": answers.hits,
@@ -281,24 +271,23 @@ def find(app) -> CachedCalls | None:
     return layer
 
 
-def prewarm(demo, skip: frozenset[str] = frozenset()) -> threading.Thread:
+def prewarm(demo, serving, served_at: Future, skip: frozenset[str] = frozenset()) -> threading.Thread:
     """The answers to the page's defaults, computed when the app starts serving: in-process for every event
     (ui/cache.prewarm, what a browser's page load asks), then once through the plain HTTP API for each named
-    one, so that their first callers are answered by this middleware too. `demo.prewarmed` is set when done
-    (GET /gradio_api/answer-cache says so: the bench starts a lecture hall after it, as a lecturer starts the
-    app before the class)."""
+    one the answer cache shares (`serving`: ui/demo.Serving), so that their first callers are answered by this
+    middleware too. The second part waits for `served_at`, the server's address, which app.serve() sets once
+    launch() has started the server. `serving.ready` is set when done (GET /gradio_api/answer-cache says so: the
+    bench starts a lecture hall after it, as a lecturer starts the app before the class)."""
     import httpx
 
     from playground.ui import cache
 
-    demo.prewarmed = threading.Event()
+    serving.warming.set()
 
     def run() -> None:
         cache.prewarm(demo, skip).join()
-        while not demo.local_url:  # launch() has not bound its port yet
-            time.sleep(0.2)
-        names = {fn.api_name for fn in demo.fns.values() if getattr(fn.fn, "cacheable", False)} - set(skip)
-        with httpx.Client(base_url=demo.local_url, timeout=600) as client:
+        names = serving.api_names - set(skip)
+        with httpx.Client(base_url=served_at.result(), timeout=600) as client:
             client.get("", headers={"accept-encoding": "gzip, br"})  # the page with its painted defaults, built once
             endpoints = client.get("gradio_api/info").json()["named_endpoints"]
             for name in sorted(names & {path.lstrip("/") for path in endpoints}):
@@ -311,7 +300,7 @@ def prewarm(demo, skip: frozenset[str] = frozenset()) -> threading.Thread:
                     client.get(f"gradio_api/call/{name}/{posted.json()['event_id']}")
                 except (httpx.HTTPError, ValueError, KeyError):
                     continue  # answered when asked
-        demo.prewarmed.set()
+        serving.ready.set()
 
     thread = threading.Thread(target=run, name="prewarm", daemon=True)
     thread.start()

@@ -57,10 +57,12 @@ class KeptPage:
 
 
 class CachedPage:
-    """ASGI middleware: `GET /` from the kept page, gzip-compressed for a client that accepts it."""
+    """ASGI middleware: `GET /` from the kept page, gzip-compressed for a client that accepts it. `blocks`: the
+    served Blocks, whose config the page embeds."""
 
-    def __init__(self, app):
+    def __init__(self, app, blocks):
         self.app = app
+        self.blocks = blocks
         self.pages: Bounded[KeptPage] = Bounded(PAGES, size=len)
         self._building: dict[tuple, asyncio.Future] = {}  # key -> the page being built for it (KeptPage or None)
 
@@ -69,7 +71,7 @@ class CachedPage:
             return await self.app(scope, receive, send)
         path = scope["path"]
         if path == "/" and not _special(scope):
-            key = ("page", _root(scope), id(scope["app"].get_blocks().config))  # the page embeds both
+            key = ("page", _root(scope), id(self.blocks.config))  # the page embeds both
         elif path.startswith(("/assets/", "/static/")) and not scope.get("query_string"):
             key = ("file", path)
         else:

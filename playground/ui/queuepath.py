@@ -75,14 +75,16 @@ class KeptCompletion(ProcessCompletedMessage):
 
 
 class CachedEvents:
-    """ASGI middleware in front of Gradio's queue routes (launch(app_kwargs={"middleware": [...]}))."""
+    """ASGI middleware in front of Gradio's queue routes (launch(app_kwargs={"middleware": [...]})), handed the
+    served Blocks (its events, its sessions' state, its queue) and its ui/demo.Serving (which events are shared)."""
 
-    def __init__(self, app, max_bytes: int = MAX_BYTES):
+    def __init__(self, app, blocks, serving, max_bytes: int = MAX_BYTES):
         self.app = app
+        self.blocks = blocks
         self.kept: Bounded[KeptEvent] = Bounded(max_bytes, size=len, valid=lambda k: all(p.is_file() for p in k.files))
         self._following: Bounded[tuple[bytes, bytes, int]] = Bounded(1 << 20, max_items=10_000, size=lambda _: 1)
         self._recent: dict[tuple[str, bytes], deque] = {}  # (session, event and inputs) -> when it was joined
-        self._cacheable: dict[int, object] | None = None   # fn_index -> the BlockFunction, for cacheable events
+        self._cacheable: dict[int, object] = {i: blocks.fns[i] for i in serving.cacheable}  # fn_index -> its event
         self.refused = 0
 
     async def __call__(self, scope, receive, send):
@@ -97,12 +99,6 @@ class CachedEvents:
                 return await self._data(scope, receive, send)
         await self.app(scope, receive, send)
 
-    def _events(self, scope) -> tuple[object, dict]:
-        blocks = scope["app"].get_blocks()
-        if self._cacheable is None:
-            self._cacheable = {i: fn for i, fn in blocks.fns.items() if getattr(fn.fn, "cacheable", False)}
-        return blocks, self._cacheable
-
     # -- POST queue/join: a kept answer straight into the session's stream; anything else goes to Gradio
 
     async def _join(self, scope, receive, send) -> None:
@@ -110,7 +106,7 @@ class CachedEvents:
         posted = _posted(body) if complete else None
         if posted is None:  # not a join this middleware understands: Gradio answers it
             return await self.app(scope, _replay(body, complete, receive), send)
-        blocks, cacheable = self._events(scope)
+        blocks, cacheable = self.blocks, self._cacheable
         fn_index, session = posted["fn_index"], posted["session_hash"]
         if fn_index not in blocks.fns:
             return await _respond(send, 404, b"application/json", orjson.dumps(
@@ -189,13 +185,13 @@ class CachedEvents:
             if message["type"] == "http.response.body":
                 buffer.extend(message.get("body", b""))
                 while (end := buffer.find(b"\n\n")) >= 0:
-                    self._read(scope, session, bytes(buffer[:end]), notices)
+                    self._read(session, bytes(buffer[:end]), notices)
                     del buffer[:end + 2]
             await send(message)
 
         await self.app(scope, receive, tee)
 
-    def _read(self, scope, session: str, chunk: bytes, notices: dict) -> None:
+    def _read(self, session: str, chunk: bytes, notices: dict) -> None:
         """One message of the stream: a followed event's notice is noted, its successful completion kept."""
         head = chunk[:160]
         if not chunk.startswith(b"data: ") or not (b'"process_completed"' in head or b'"log"' in head):
@@ -215,8 +211,7 @@ class CachedEvents:
         if not message.get("success"):
             return
         key, root, fn_index = following
-        blocks, cacheable = self._events(scope)
-        fn = cacheable[fn_index]
+        blocks, fn = self.blocks, self._cacheable[fn_index]
         output = message["output"]
         if output.get("is_generating") or output.get("render_config"):
             return

@@ -26,7 +26,9 @@ def tokenize(text, names, retrain=False, vocab_size=2_000):
     has to train follows the others (see tokenization.compare)."""
     notices: list[str] = []
     text = text_input(text, notices)
-    names = chosen(names, TOKENIZERS, "tokenizer")
+    names = [names] if isinstance(names, str) else list(names or [])
+    keys = [tokenization.key(name) for name in names]  # a registry model's id names its tokenizer too
+    names = chosen([k for i, k in enumerate(keys) if k not in keys[:i]], TOKENIZERS, "tokenizer")
     size = as_int(vocab_size, "Vocabulary size", VOCAB_MIN, VOCAB_MAX, notices) if retrain else None
     warn(notices)
     for data in tokenization.compare(TOKENIZERS, text, names, size, notices):
@@ -110,6 +112,18 @@ def normalize_text(text, steps):
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
+
+def by_key(preprocess):
+    """The tokenizers' CheckboxGroup's preprocess, reading a tokenizer's registry model id (`tok-bpe`,
+    `smollm2-135m-instruct`) from an API caller as an alias of its key first: gradio refuses any value not among the
+    choices before the handler sees it. The page, the config and /gradio_api/info still show the keys alone. (An
+    instance's method, not a subclass: gradio writes a .pyi file beside any module that defines a component class.)"""
+    def aliased(payload):
+        return preprocess([tokenization.key(name) for name in payload] if isinstance(payload, list) else payload)
+
+    return aliased
+
+
 TOKENIZERS_MD = """The first five were trained on the same 24.5 MB of English (Austen, the World English Bible, WordNet
 glosses, the Jargon File, Shakespeare); then two real vocabularies: all-MiniLM-L6-v2's (bert-base-uncased) and
 SmolLM2-135M's (a byte-level BPE of 49,152 tokens, which puts every digit in a token of its own).
@@ -162,6 +176,7 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         names = gr.CheckboxGroup([(tokenization.SPECS[key].label, key) for key in TOKENIZERS],
                                  value=list(TOKENIZERS), label="Tokenizers", scale=3)
+        names.preprocess = by_key(names.preprocess)
         with gr.Column(scale=2):
             retrain = gr.Checkbox(False, label="Retrain BPE, WordPiece and Unigram on a 430 kB corpus "
                                   "sample at this vocabulary size")
