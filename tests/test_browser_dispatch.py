@@ -1,6 +1,5 @@
-"""Gradio's frontend as the app serves it (ui/patches.fix_frontend): the listeners of one event run at once, and
-one triggered again while it runs runs once more, alone (and a component's loading status is handed over only when
-it changed). Gradio 6.31's own bundle ran them one after another, and
+"""Gradio's frontend as the app serves it (ui/patches.fix_frontend): a listener triggered again while it runs runs
+once more, alone (and a component's loading status is handed over only when it changed). Gradio 6.31's own bundle
 re-sent the whole event after a listener that had waited, so two listeners that take different times re-sent each
 other for ever (issue #31: a page that opened a link with a selected word never stopped computing)."""
 
@@ -24,11 +23,9 @@ BUNDLE = next((Path(gr.__file__).parent / "templates" / "frontend" / "assets").g
 def test_gradios_bundle_is_served_with_its_fixes():
     """A new Gradio whose bundle no longer has the fixed form fails here (then check the dispatch again)."""
     served = patches.fix_frontend(f"/assets/{BUNDLE.name}", BUNDLE.read_bytes())
-    assert served.count(patches._ALL_LISTENERS) == 1
     assert patches._AGAIN_WHOLE not in served and served.count(patches._AGAIN_ALONE) == 2
     assert patches._EVERY_STATUS not in served and served.count(patches._CHANGED_STATUS) == 1
-    assert b"continue" not in served[served.index(patches._DISPATCH):served.index(patches._ALL_LISTENERS) + 4000]
-    other = b"for(let n=0;n<(t?.length||0);n++){continue}"
+    other = b"this.queue.delete(r.id),this.dispatch(e)"
     assert patches.fix_frontend("/assets/Other-abc.js", other) == other
 
 
@@ -60,21 +57,18 @@ def two_listeners():
     demo.close()
 
 
-def test_listeners_of_one_event_run_at_once_and_a_waiting_one_runs_once_more_alone(browser, two_listeners):
+def test_a_listener_that_waited_runs_once_more_alone(browser, two_listeners):
     url, calls = two_listeners
     context = browser.new_context()
     try:
         page = context.new_page()
         page.goto(url)
         page.wait_for_selector("#go")
-        clicked = time.monotonic()
         page.click("#go")
         page.wait_for_timeout(150)
-        page.click("#go")  # while both run: each runs once more when it ends
+        page.click("#go")  # while the first click's listeners run: each runs once more, when it ends
         page.wait_for_timeout(6000)
     finally:
         context.close()
     names = [name for name, _ in calls]
     assert sorted(names) == ["quick", "quick", "slow", "slow"], names  # Gradio's own: quick, slow, quick, ... for ever
-    first = {name: started - clicked for name, started in reversed(calls)}
-    assert first["slow"] < 0.5, f"the slow listener waited for the quick one: started {first['slow']:.2f} s after"

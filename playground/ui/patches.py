@@ -15,8 +15,30 @@ def before_gradio() -> None:
     full effect before gradio (and huggingface_hub) is imported; afterwards the stub patch is skipped."""
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _files_of_this_process()
     if "gradio" not in sys.modules:
         _skip_gradio_stub_rewrite()
+
+
+def _files_of_this_process() -> None:
+    """Gradio writes a view's files (a CSV, a PNG) into one folder shared by every app on the machine, each named by
+    a hash of its content, and an app deletes the files it made when it stops (ui/demo.py: delete_cache). Copies of
+    this app on one machine (docs/deploying.md: several behind nginx) make the same files under the same names, so a
+    copy that stopped deleted the files the others' kept answers still named: their downloads were gone. Each process
+    gets a folder of its own in Gradio's, removed when it exits, unless GRADIO_TEMP_DIR says where."""
+    import atexit
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    if "GRADIO_TEMP_DIR" in os.environ:
+        return
+    shared = Path(tempfile.gettempdir()) / "gradio"
+    shared.mkdir(exist_ok=True)
+    own = tempfile.mkdtemp(prefix=f"nlp-playground-{os.getpid()}-", dir=shared)
+    os.environ["GRADIO_TEMP_DIR"] = own
+    pid = os.getpid()
+    atexit.register(lambda: shutil.rmtree(own, ignore_errors=True) if os.getpid() == pid else None)
 
 
 def apply() -> None:
@@ -29,10 +51,9 @@ def apply() -> None:
 
 
 # Gradio 6.31's frontend (its main bundle, /assets/Blocks-<hash>.js), fixed where it is served (ui/pagecache.py).
-# Its `dispatch(e)` runs the dependencies that listen to an event. Three faults, each measured on a page that opens a
-# lecturer's link (a sentence and a selected word, whose change each view follows):
-# - It runs them one after another, each waiting for the one before to end: the view on screen waited for the
-#   views of every hidden tab listed before it (a single page settled 15 s after opening the link).
+# Its `dispatch(e)` runs the dependencies that listen to an event, one after another in the order they were wired
+# (the app relies on it: a model's new slider bounds are set before its view reads the sliders). Two faults, each
+# measured on a page that opens a lecturer's link (a sentence and a selected word, whose change each view follows):
 # - A dependency with trigger_mode "always_last" (Gradio's default for change events, and every model view's)
 #   that is triggered while it runs waits, and when it ends the page dispatches the *whole event* again, so every
 #   other listener of that trigger runs again too. Listeners that take different times then keep deferring and
@@ -41,11 +62,8 @@ def apply() -> None:
 # - After every status of every event (pending, each streamed step, complete) it hands each component's loading
 #   status to its component again, each found by a walk of the page's tree: a page with ~500 components spent
 #   1.3 s of its main thread in it for one sentence applied to every tab.
-# Fixed, the listeners of an event run at once, one that waited runs again alone, with the event's data, and a
-# component is handed its loading status only when it changed.
-_DISPATCH = b"async dispatch(e){"
-_EACH_LISTENER = b"for(let n=0;n<(t?.length||0);n++){let r=t?t[n]:void 0;if(r){"
-_ALL_LISTENERS = b"await Promise.all((t||[]).map(async r=>{if(r){"
+# Fixed, a dependency that waited runs again alone, with the event's data, and a component is handed its loading
+# status only when it changed.
 _AGAIN_WHOLE, _AGAIN_ALONE = (b"this.queue.delete(r.id),this.dispatch(e)",
                               b"this.queue.delete(r.id),this.dispatch({...e,type:`fn`,fn_index:r.id})")
 _EVERY_STATUS = b"Object.entries(this.loading_stati.current).map("
@@ -54,35 +72,11 @@ _CHANGED_STATUS = (b"Object.entries(this.loading_stati.current).filter(([e,t])=>
 
 
 def fix_frontend(path: str, body: bytes) -> bytes:
-    """`body` of the frontend's file at `path`, with Gradio's dispatch fixed (above) if `path` is the bundle that
-    holds it in the form fixed here; any other file, or another form of it, unchanged (tests/test_pagecache.py
-    checks that the bundle Gradio serves is fixed)."""
-    if not (path.startswith("/assets/Blocks-") and path.endswith(".js")) or body.count(_DISPATCH) != 1:
+    """`body` of the frontend's file at `path`, with Gradio's dispatch fixed (above) if `path` is its main bundle;
+    any other file unchanged (tests/test_browser_dispatch.py checks that the bundle Gradio serves is fixed)."""
+    if not (path.startswith("/assets/Blocks-") and path.endswith(".js")):
         return body
-    start = body.index(_DISPATCH)
-    end = _closing_brace(body, start + len(_DISPATCH) - 1)
-    dispatch = body[start:end]
-    if dispatch.count(_EACH_LISTENER) != 1 or not dispatch.endswith(b"}}}"):
-        return body
-    # the loop's body becomes a function of the listener: its `continue`s (on to the next listener) become
-    # `return`s, and its closing brace closes the function and the wait for all of them
-    dispatch = dispatch.replace(_EACH_LISTENER, _ALL_LISTENERS).replace(b"continue", b"return")[:-3] + b"}}))}"
-    dispatch = dispatch.replace(_AGAIN_WHOLE, _AGAIN_ALONE)
-    return (body[:start] + dispatch + body[end:]).replace(_EVERY_STATUS, _CHANGED_STATUS)
-
-
-def _closing_brace(text: bytes, opening: int) -> int:
-    """The index just past the brace that closes the one at `opening` (minified code: no braces in its strings
-    but balanced ones in template literals)."""
-    depth = 0
-    for i in range(opening, len(text)):
-        if text[i] == 0x7B:  # {
-            depth += 1
-        elif text[i] == 0x7D:  # }
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    raise ValueError("unbalanced braces")
+    return body.replace(_AGAIN_WHOLE, _AGAIN_ALONE).replace(_EVERY_STATUS, _CHANGED_STATUS)
 
 
 def _skip_gradio_stub_rewrite() -> None:
