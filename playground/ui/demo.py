@@ -193,6 +193,8 @@ class Serving:
     names: frozenset[str]       # every api_name of the app (a call naming another is the caller's mistake: 404)
     warming: threading.Event = field(default_factory=threading.Event)  # set when the prewarm starts (app.serve)
     ready: threading.Event = field(default_factory=threading.Event)    # set when the page's defaults are answered
+    parts: dict[str, object] = field(default_factory=dict)  # the middleware that keeps answers, by the path it serves
+    #                                                         ("queue": ui/queuepath.py), for the status report
 
 
 def set_queues(demo: gr.Blocks) -> Serving:

@@ -88,7 +88,7 @@ class CachedCalls:
             if method == "GET" and (match := RESULT.fullmatch(path)):
                 return await self._get(scope, receive, send, match["event"])
             if method == "GET" and STATUS.fullmatch(path):
-                return await _respond(send, 200, b"application/json", orjson.dumps(self.status(scope)))
+                return await _respond(send, 200, b"application/json", orjson.dumps(self.status()))
         await self.app(scope, receive, send)
 
     def _exists(self, api: str) -> bool:
@@ -151,13 +151,13 @@ class CachedCalls:
         if status == 200 and len(stream) <= MAX_ANSWER:
             self._keep(*following, bytes(stream))
 
-    def status(self, scope) -> dict:
+    def status(self) -> dict:
         """What the caches hold and have done, and whether the page's defaults are answered yet (`prewarm`):
         the plain API's kept answers at the top level, the page protocol's (ui/queuepath.py) under "queue"."""
         serving = self.serving
         warming = serving is not None and serving.warming.is_set()  # None: no prewarm (the tests' in-process app)
         answers = serving.answers if serving is not None else None
-        events = getattr(getattr(scope.get("app"), "state", None), "cached_events", None)  # ui/queuepath.py's
+        events = serving.parts.get("queue") if serving is not None else None  # ui/queuepath.py's
         return {"defaults_ready": serving.ready.is_set() if warming else None, "answers": len(self.kept),
                 "bytes": self.kept.bytes, "hits": self.kept.hits, "misses": self.kept.misses,
                 "queue": events.status() if events is not None else None,

@@ -86,12 +86,10 @@ class CachedEvents:
         self._recent: dict[tuple[str, bytes], deque] = {}  # (session, event and inputs) -> when it was joined
         self._cacheable: dict[int, object] = {i: blocks.fns[i] for i in serving.cacheable}  # fn_index -> its event
         self.refused = 0
+        serving.parts["queue"] = self  # GET /gradio_api/answer-cache reports it (ui/fastpath.py)
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
-            state = scope["app"].state
-            if getattr(state, "cached_events", None) is not self:  # GET /gradio_api/answer-cache reports it
-                state.cached_events = self                          # (ui/fastpath.py)
             path, method = scope["path"], scope["method"]
             if method == "POST" and path.endswith("/gradio_api/queue/join"):
                 return await self._join(scope, receive, send)
