@@ -10,11 +10,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-import shutil
 import statistics
 import time
 import uuid
-from pathlib import Path
 from urllib.parse import quote
 
 import httpx
@@ -22,18 +20,11 @@ import pytest
 
 from playground.tools import loadtest
 from playground.tools.bench_served import served_app
-from tests.conftest import ARGS, CHROMIUM
+from tests.conftest import ARGS, CHROMIUM, need_chromium
 
 PAGES = int(os.environ.get("HALL_PAGES", 3))  # each page holds 1-2 GB once its views are drawn (issue #31 asks for 10)
 QUIET_S, LIMIT_S = 5.0, 60.0   # a page has settled after QUIET_S without a request; it must within LIMIT_S
 TABS = ("Generation", "Tokenization")  # clicked through in every page
-
-
-def _chromium() -> None:
-    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
-        if os.environ.get("CI"):
-            pytest.fail("Chromium is missing: apt-get install -y chromium")
-        pytest.skip("Chromium is not installed (apt-get install -y chromium)")
 
 
 class Heard:
@@ -173,7 +164,7 @@ def _run(coroutine):
 
 @pytest.mark.timeout(900)  # several Chromium pages drawing every view at once, on two cores
 def test_browsers_open_a_link_with_a_selected_word_settle_and_match_the_driver():
-    _chromium()
+    need_chromium()
     with served_app(warm=True) as (app_url, _):  # as `python app.py` serves it, started before the class comes
         found = _run(_hall(app_url))
         driver = statistics.median(_run(_driver(app_url)))

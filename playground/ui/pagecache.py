@@ -15,7 +15,7 @@ their content, and `/static/`), which Gradio serves from disk and Brotli-compres
 caching headers, so every visitor asks for every file again. They are kept compressed too (Brotli and gzip, once
 each), and sent with headers that let the browser keep them: a file under `/assets/` for a year (its name changes
 with its content), the rest for an hour. Gradio's main bundle is sent with the app's fix of its event dispatch
-(ui/patches.FRONTEND_FIXES).
+(ui/patches.fix_frontend).
 """
 
 from __future__ import annotations
