@@ -26,7 +26,7 @@ ALLOWED = {
     "tools": {"base", "nets", "training", "analysis", "figures", "ui", "cli"},
 }
 TOP_LEVEL = {
-    "checkpoints": "base", "text": "base", "polls": "base", "heap": "base", "lru": "base",
+    "checkpoints": "base", "text": "base", "polls": "base", "heap": "base", "lru": "base", "hub": "base",
     "train": "cli", "bench": "tools",
 }
 # The house's sizes (issue #33): a file is read in one sitting, a function on one screen, a line without scrolling

@@ -196,7 +196,8 @@ def smollm2_card_markdown(card: dict, shape: tuple[int, int, int], reason: str) 
     measured here (`reason` says why not)."""
     layers, heads, kv = shape
     lines = [f"**Weights:** {html.escape(str(card.get('source', '?')))}",
-             f"**Shape:** {layers} layers × {heads} query heads sharing {kv} key/value heads (grouped-query attention)."]
+             f"**Shape:** {layers} layers × {heads} query heads sharing {kv} key/value heads "
+             "(grouped-query attention)."]
     if "n_params" in card:
         lines.append(f"**Parameters:** {card['n_params']:,}; loaded in {card.get('load_seconds', '?')} s.")
     lines.append("**The 4-bit file against the original:** " + (html.escape(reason) if reason else
@@ -211,7 +212,8 @@ def quant_gap_markdown(result: dict) -> str:
             for name, key in ((f"original: {result['original']}", "original"), (f"4-bit: {result['other']}", "other"))]
     return (f"**Measured {result['date']}** on {', '.join(result['text'])} ({result['tokens']:,} predicted tokens in "
             f"{result['windows']} windows of at most {result['block']}), in {result['seconds']} s.\n\n"
-            "| model | held-out loss (nats/token) | perplexity |\n|---|---|---|\n" + "\n".join(html.escape(r) for r in rows)
+            "| model | held-out loss (nats/token) | perplexity |\n|---|---|---|\n"
+            + "\n".join(html.escape(r) for r in rows)
             + f"\n\nLoss increase {result['loss_increase']:+.4f} nats/token; mean KL(original ‖ 4-bit) "
             f"{result['kl']:.4g} nats per position; top-1 agreement {result['top1_agreement']:.2%}; largest logit "
             f"difference {result['max_logit_diff']:.3f}.\n\n*Protocol:* {html.escape(result['protocol'])}.")

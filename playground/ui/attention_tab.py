@@ -18,7 +18,8 @@ from playground.ui.common import (FIGURE, LATEX, Shared, as_int, json_file, mode
                                   warn)
 
 # The registry's models with attention (analysis/models.py), each loaded on its first use, read-only: MiniLM, our GPT
-# and BERT when their checkpoints are shipped, SmolLM2 when its package is installed or the Hub may be used (the Generation tab's one copy)
+# and BERT when their checkpoints are shipped, SmolLM2 when its package is installed or the Hub may be used
+# (the Generation tab's one copy)
 LISTED = models.ids("bert", "gpt", "llama")
 DEFAULT_MODEL = "minilm"
 
