@@ -98,6 +98,14 @@ def every_tab_answers(client, app, result: dict) -> None:
     result["answered"], result["failed"] = answered, failed
 
 
+def cached_files() -> list[str]:
+    """The files of the Hub's cache (HF_HOME) by name: what the Space has downloaded so far."""
+    import os
+
+    home = Path(os.environ.get("HF_HOME", Path.home() / ".cache" / "huggingface"))
+    return sorted(p.name for p in home.glob("hub/models--*/snapshots/*/*"))
+
+
 def main() -> int:
     guard_the_network()
     sys.path.insert(0, str(ROOT))
@@ -112,7 +120,8 @@ def main() -> int:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     app.serve(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    result: dict = {"source": smollm2.source(), "ready_s": round(time.perf_counter() - started, 2)}
+    result: dict = {"source": smollm2.source(), "ready_s": round(time.perf_counter() - started, 2),
+                    "cached_at_start": cached_files()}
     client = Client(app.demo.local_url, verbose=False)
     try:
         smollm2_answers(client, result)
