@@ -42,6 +42,7 @@ def run_as_a_space(python: str, server: HubStandin, home: Path, *args: str, time
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, done.stdout[-3000:] + done.stderr[-5000:]
     result = json.loads(lines[-1][len("RESULT "):])
+    print(json.dumps(result))  # the figures docs/deploying.md quotes (pytest -s shows them)
     assert done.returncode == 0, json.dumps(result, indent=1)[:5000] + done.stderr[-3000:]
     return result
 

@@ -76,8 +76,9 @@ def label(name: str) -> str:
     if key == models.MINILM:
         return f"MiniLM-L6 (all-MiniLM-L6-v2: a pretrained BERT encoder, {s.layers} × {s.heads} heads)"
     if key == SMOLLM2:
+        hub = "; downloaded from the Hub on first use, 270 MB" if models.smollm2_source() == "hub" else ""
         return (f"SmolLM2-135M-Instruct (Llama family, {s.layers} × {s.heads} heads sharing {s.heads // s.kv_group} "
-                "key/value heads)")
+                f"key/value heads{hub})")
     family = models.family(key)
     what = "characters, causal" if family == "gpt" else "pre-trained here from scratch"
     return f"our {family.upper()} ({key}: {what}, {s.layers} × {s.heads} heads)"
