@@ -55,8 +55,8 @@ def cached(patterns: list[str] | None = None) -> Path | None:
         folder = _download(patterns, local_only=True)
     except Exception:  # noqa: BLE001 -- not in the cache, in whichever way huggingface_hub says it
         return None
-    needed = [p for p in patterns if "*" not in p and p in (*CONFIG, "tokenizer.json", "model.safetensors")]
-    has_weights = any(folder.glob("*.safetensors")) or not set(patterns) & set(WEIGHTS)
+    needed = [name for name in ("config.json", "tokenizer.json") if name in patterns]
+    has_weights = any(folder.glob("*.safetensors")) or not set(patterns) & set(WEIGHTS)  # one file, or shards
     return folder if has_weights and all((folder / name).is_file() for name in needed) else None
 
 

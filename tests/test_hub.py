@@ -103,6 +103,11 @@ def test_the_original_is_downloaded_through_the_file_api_and_loads_into_our_llam
     ids = torch.tensor([lm.tokenizer.encode("The capital of France is Paris").ids])
     with torch.no_grad():
         assert torch.allclose(lm.model(ids)[0], reference(ids).logits, atol=1e-4)
+    from playground import checkpoints
+    from playground.analysis import models
+
+    card = models._smollm2().card                              # the registry's record of the app's one copy
+    assert card["source"] == models.HUB_SOURCE and card["commit"] == COMMIT and set(card) <= set(checkpoints.CARD)
     before = len(standin.requests)
     assert hub.cached() == lm.path and hub.fetch() == lm.path   # read again from the cache, no request
     assert len(standin.requests) == before
