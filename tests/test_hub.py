@@ -26,6 +26,7 @@ CHATS = [[{"role": "user", "content": "What is the capital of France?"}],
 def clear_caches():
     """What nets/smollm2 keeps per process (where it reads SmolLM2 from, its tokenizer, its shape, its one copy)."""
     smollm2._hub_cached.cache_clear()
+    smollm2._hub_answers.cache_clear()
     smollm2.load_tokenizer.cache_clear()
     smollm2.shape.cache_clear()
     smollm2._shared.clear()
@@ -143,6 +144,11 @@ def test_a_hub_that_does_not_answer_is_a_message_not_a_traceback(standin, monkey
                                                                   "{filename}")
     with pytest.raises(smollm2.Missing, match="could not be downloaded from the Hub"):
         smollm2.load_hub()
+    assert smollm2.source() is None  # a Space whose Hub does not answer starts without SmolLM2, and says why not
+    from playground.analysis import models
+
+    assert models.resolve("smollm2") is None and models.ids("llama") == []
+    assert "did not answer" in models.missing()
 
 
 @pytest.fixture()

@@ -66,13 +66,25 @@ def _hub_cached() -> bool:
     return hub.cached() is not None
 
 
+@lru_cache(maxsize=1)
+def _hub_answers() -> bool:
+    """Whether the original's config.json can be had (from the cache, or the Hub), asked once per process: a Space
+    whose Hub does not answer at start still starts, without SmolLM2 (until it restarts)."""
+    try:
+        hub.fetch(hub.CONFIG)
+    except hub.Unreachable:
+        return False
+    return True
+
+
 def source() -> str | None:
     """Where this process reads SmolLM2 from: "gguf" (the package's file), "hub" (the original checkpoint, from the
-    Hub's cache or downloaded: the package is absent and the Hub may be used, or the original is cached), or None
-    (neither: the model is not offered). Cheap: the registry asks it for every request naming a model."""
+    Hub's cache or downloaded: the package is absent and the Hub may be used and answers, or the original is
+    cached), or None (neither: the model is not offered). Cheap after its first call: the registry asks it for
+    every request naming a model."""
     if _gguf_file() is not None:
         return "gguf"
-    return "hub" if hub.enabled() or _hub_cached() else None
+    return "hub" if hub.enabled() and _hub_answers() or _hub_cached() else None
 
 
 def available() -> bool:

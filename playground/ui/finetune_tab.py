@@ -56,7 +56,7 @@ def _config(method: str, model, targets, rank, alpha, steps, learning_rate, seed
     if model not in BASES:
         raise gr.Error(f"Unknown model {model!r}; choose from {', '.join(BASES)}.")
     if model == SMOLLM2 and models.resolve(SMOLLM2) is None:
-        raise gr.Error(models.MISSING)
+        raise gr.Error(models.missing())
     if targets not in TARGET_CHOICES:
         raise gr.Error(f"Unknown targets {targets!r}; choose from {', '.join(TARGET_CHOICES)}.")
     rate, b = as_float(learning_rate, "Learning rate", 1e-5, 0.1, notices), as_float(beta, "β", 0.01, 5.0, notices)
