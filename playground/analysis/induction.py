@@ -98,3 +98,21 @@ def induction(model: torch.nn.Module, tokenizer, family: str, n: int = DEFAULT_N
     return {"ids": ids, "prefix": p, "n": n, "seed": seed, "losses": losses,
             "first_copy_loss": float(first.mean()), "second_copy_loss": float(second.mean()),
             "chance_loss": float(np.log(len(ordinary_ids(tokenizer)))), **scores(A, p, n)}
+
+
+def limit(tokenizer, family: str, positions: int) -> int:
+    """The longest copy the model can read twice (its positions, the document start) and draw distinct tokens for."""
+    start = 1 if DOCUMENT_START.get(family) else 0
+    return max(N_MIN, min(N_MAX, (positions - start) // 2, len(ordinary_ids(tokenizer))))
+
+
+def view(m, n: int, seed: int, run: Run | None = None) -> dict:
+    """The induction view's JSON for a model of the Attention tab (analysis/attention.AttentionModel): the sequence
+    as tokens, each token's loss, both copies' means, and per head (layer × head) the three scores, rounded."""
+    r = induction(m.model, m.tokenizer, m.family, n, seed, run)
+    tokens = [m.tokenizer.decode([i], skip_special_tokens=False) for i in r["ids"]]
+    return {"model": m.key, "label": m.label.split(" (")[0], "n": n, "seed": seed, "prefix": r["prefix"],
+            "ids": r["ids"], "tokens": tokens, "vocabulary": len(ordinary_ids(m.tokenizer)),
+            "losses": np.round(r["losses"], 4).tolist(), "loss_of": "token i + 1 for losses[i]",
+            **{k: round(r[k], 4) for k in ("first_copy_loss", "second_copy_loss", "chance_loss")},
+            **{k: np.round(r[k], 4).tolist() for k in ("induction", "previous", "duplicate")}}
