@@ -301,8 +301,8 @@ def heads_rows(runs: int) -> list[tuple]:
         median, p95 = time_calls(call, runs)
         rows.append(("induction: all 270 SmolLM2 heads on 2 × 40 random tokens: handler", f"{median:.2f} s",
                      f"{p95:.2f} s", "≤ 3 s", median <= 3))
-        rows.append(("  the same: CPU time of the process (every thread), not wall time", f"{statistics.median(cpu):.2f} s",
-                     "", "", None))
+        rows.append(("  the same: CPU time of the process (every thread), not wall time",
+                     f"{statistics.median(cpu):.2f} s", "", "", None))
     median, p95 = time_calls(lambda: attention_heads.induction("gpt-shakespeare", 40, 0), runs)
     rows.append(("induction: our GPT's 24 heads on 2 × 40 random characters: handler", ms(median), ms(p95), "", None))
     median, p95 = time_calls(lambda: attention_heads.head_finder(TEXT_32, "minilm", "text", "previous"), runs)

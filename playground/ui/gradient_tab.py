@@ -221,7 +221,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
 
 KNOCKOUT_CHOICES = {"none": "none", "forget-0": "LSTM forget gate held at 0 (forgets at once)",
                     "forget-1": "LSTM forget gate held at 1 (never forgets)",
-                    "update-0": "GRU update gate held at 0 (h_t = n_t)", "update-1": "GRU update gate held at 1 (h_t = h_{t−1})"}
+                    "update-0": "GRU update gate held at 0 (h_t = n_t)",
+                    "update-1": "GRU update gate held at 1 (h_t = h_{t−1})"}
 
 
 def knockout_radio() -> gr.Radio:
@@ -245,7 +246,8 @@ def _build_memory() -> None:
         loss_plot = gr.Plot(cached[1], label="Loss curves", elem_id="mem-loss")
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         mem_json = gr.JSON(MEMORY_CACHED, label="memory_experiment")
-    run.click(memory_experiment, inputs=[max_k, steps, hidden, seed, knockout], outputs=[acc_plot, loss_plot, about, mem_json],
+    run.click(memory_experiment, inputs=[max_k, steps, hidden, seed, knockout],
+              outputs=[acc_plot, loss_plot, about, mem_json],
               api_name="memory_experiment", show_progress="full")
 
 
@@ -287,7 +289,7 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
                     activation=activation, clip=clip)
     inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip, knockout]
     gr.on([demo.load, shared.changed("restored"), run.click, shared.changed("text"), cells.change, weights.change,
-           rescale.change, activation.change, knockout.change, length.release, sigma.release, clip.release], gradient_flow,
-           inputs=inputs,
+           rescale.change, activation.change, knockout.change, length.release, sigma.release, clip.release],
+          gradient_flow, inputs=inputs,
           outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
           api_name="gradient_flow", trigger_mode="always_last", show_progress="minimal")
