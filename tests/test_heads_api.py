@@ -83,3 +83,16 @@ def test_the_figures_and_their_text_alternatives():
     assert list(fh.scores_figure(ind).data[0].y) == [0.9, 0.1]
     md = fh.induction_md(ind, k=1)
     assert "falls by 2.05 nats" in md and "| 0 | 0 | 0.900 | 0.000 |" in md and "| 0 | 1 | 0.100 | 0.800 |" in md
+
+
+def test_a_model_without_attention_is_refused_with_the_models_that_have_it():
+    import gradio as gr
+
+    from playground.ui import attention_heads
+
+    with pytest.raises(gr.Error, match="choose from minilm"):
+        attention_heads.head_finder(REPEATED, "lstm-shakespeare", "corpus", "previous", "largest")
+    with pytest.raises(gr.Error, match="choose from gpt-shakespeare"):
+        attention_heads.induction("lstm-shakespeare", 10, 0)
+    with pytest.raises(gr.Error, match="Rank the heads first"):
+        attention_heads.open_head(None, "minilm")
