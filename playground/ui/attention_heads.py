@@ -19,7 +19,7 @@ from playground.figures import heads as fh
 from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
 HEAD_VIEW_TAB = "head-view"                                 # the id of the head view's sub-tab (attention_tab)
-CAUSAL = [key for key in models.ids("gpt", "llama")]       # the models induction runs on: our GPT, SmolLM2
+CAUSAL = models.ids("gpt", "llama")                    # the models induction runs on: our GPT, SmolLM2
 DEFAULT_CAUSAL = CAUSAL[0] if CAUSAL else ""
 SEED_MAX = 2**31 - 1
 
