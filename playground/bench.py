@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--think", type=float, default=10.0, help="the students' mean think time in seconds")
     parser.add_argument("--class-seconds", type=float, default=120.0, help="how long the lecture hall lasts")
     parser.add_argument("--hall-only", action="store_true", help="only the lecture hall rows (with --students)")
+    parser.add_argument("--hall-model", choices=["smollm2"], help="the browsers' hall with attention and generation "
+                        "on this model (with --hall-only)")
     parser.add_argument("--heads-only", action="store_true", help="only the induction and head finder rows")
     args = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
@@ -41,7 +43,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
 
     rows = []  # (metric, median, p95, budget, ok)
     if args.hall_only:
-        return _table(lecture_hall_rows(args.students or 200, args.think, args.class_seconds), args.runs)
+        return _table(lecture_hall_rows(args.students or 200, args.think, args.class_seconds, args.hall_model),
+                      args.runs)
     if args.heads_only:
         return _table(heads_rows(args.runs), args.runs)
     wall, imported, rss = app_ready()
