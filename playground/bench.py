@@ -80,9 +80,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("a new prompt's 200 tokens (Generation's handler) alone", f"{alone:.2f} s", "", "", None))
     rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
-    rows.extend(smollm2_rows())
-    rows.extend(smollm2_memory_rows())
-    rows.extend(heads_rows(args.runs))
+    rows += [*smollm2_rows(), *smollm2_memory_rows(), *heads_rows(args.runs)]  # SmolLM2, then the heads' views
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())
     rows.extend(every_tab_rows())
