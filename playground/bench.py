@@ -16,8 +16,8 @@ import platform
 import sys
 
 from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARGS, ROOT, app_ready, embeddings_rows,
-                                    endpoint_calls, finetune_rows, generation_beside_python, generation_speed, ms,
-                                    retrain_seconds_per_mb, time_calls, training_race)
+                                    endpoint_calls, finetune_rows, generation_beside_python, generation_speed,
+                                    heads_rows, ms, retrain_seconds_per_mb, time_calls, training_race)
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
                                            hub_rows, lecture_hall_rows, load_rows, serving_rows,
                                            smollm2_memory_rows, smollm2_rows, soak_rows)
@@ -34,13 +34,19 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--think", type=float, default=10.0, help="the students' mean think time in seconds")
     parser.add_argument("--class-seconds", type=float, default=120.0, help="how long the lecture hall lasts")
     parser.add_argument("--hall-only", action="store_true", help="only the lecture hall rows (with --students)")
+    parser.add_argument("--hall-model", choices=["smollm2"], help="the browsers' hall with attention and generation "
+                        "on this model (with --hall-only)")
+    parser.add_argument("--heads-only", action="store_true", help="only the induction and head finder rows")
     args = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     sys.path.insert(0, str(ROOT))
 
     rows = []  # (metric, median, p95, budget, ok)
     if args.hall_only:
-        return _table(lecture_hall_rows(args.students or 200, args.think, args.class_seconds), args.runs)
+        return _table(lecture_hall_rows(args.students or 200, args.think, args.class_seconds, args.hall_model),
+                      args.runs)
+    if args.heads_only:
+        return _table(heads_rows(args.runs), args.runs)
     wall, imported, rss = app_ready()
     rows.append(("app ready (fresh process: import, models, UI)", f"{wall:.2f} s", "", "≤ 8 s", wall <= 8))
     rows.append(("  of which `import app`", f"{imported:.2f} s", "", "", None))
@@ -74,9 +80,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("a new prompt's 200 tokens (Generation's handler) alone", f"{alone:.2f} s", "", "", None))
     rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
-    rows.extend(smollm2_rows())
-    rows.extend(hub_rows())
-    rows.extend(smollm2_memory_rows())
+    rows += [*smollm2_rows(), *hub_rows(), *smollm2_memory_rows(), *heads_rows(args.runs)]  # SmolLM2, heads
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())
     rows.extend(every_tab_rows())

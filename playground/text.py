@@ -1,4 +1,5 @@
-"""Text as every tab reads it: input hygiene (`clean_text`) and the one word splitter (`words`).
+"""Text as every tab reads it: input hygiene (`clean_text`), the one word splitter (`words`), and `Encoded`, a
+text as a model reads it (its tokens and ids).
 
 A word is a run of letters and digits with their combining marks (accents, Arabic harakat, Hebrew points)
 and inner apostrophes, or an emoji sequence (joiners, variation selectors and skin tones included), so
@@ -11,6 +12,7 @@ classic bag-of-words and TF-IDF.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 MASK = "[MASK]"
 MAX_CHARS = 5_000  # longest free text a view reads; longer input is cut with a notice
@@ -51,3 +53,17 @@ def token_label(token: str) -> str:
     spelled = {" ": "·", "\n": "↵", "\t": "→"}
     return "".join(spelled.get(ch, f"\\x{ord(ch):02x}" if ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F else ch)
                    for ch in token)
+
+
+@dataclass
+class Encoded:
+    """A text as a model reads it: its tokens, their ids, and for BERT's pairs [CLS] A [SEP] (B [SEP]) the segment of
+    each position. Every family's input in the views (attention, fill-in, generation); made by nets/bert.py's
+    `encode` for WordPiece pairs and by the analysis modules for the other tokenizers."""
+
+    tokens: list[str]             # one label per position
+    ids: list[int]
+    segments: list[int]           # 0 for [CLS], A and its [SEP]; 1 for B and its [SEP]
+    n_cut: int = 0                # tokens of A and B left out to fit max_len
+    spans: list[tuple[int, int]] = field(default_factory=list)  # characters of A per position; (-1, -1) for
+                                                                # the special tokens and sentence B

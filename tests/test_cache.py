@@ -155,15 +155,24 @@ def test_a_hit_never_waits_for_a_worker_and_a_miss_does(cache):
     workers = Workers(1)
     wrapped = cache.wrap(lambda x: x, 1, (), workers)
     wrapped("cached")
-    workers._pools[False].acquire()  # a slow computation holds the only worker
+    holding, free = threading.Event(), threading.Event()
+
+    def hold():  # another computation holds the only worker
+        with workers.take("another"):
+            holding.set()
+            free.wait(10)
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert holding.wait(5)
     try:
         assert wrapped("cached") == "cached"
         done = threading.Event()
         threading.Thread(target=lambda: (wrapped("new"), done.set()), daemon=True).start()
         time.sleep(0.2)
         assert not done.is_set(), "a miss computed without a worker"
+        assert workers.ahead("new") == 2  # it waits, and a next one would wait behind it
     finally:
-        workers._pools[False].release()
+        free.set()
     assert done.wait(5)
 
 

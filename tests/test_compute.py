@@ -194,3 +194,39 @@ def test_the_lanes_end_when_the_server_is_stopped():
     server.wait(10)
     gone, alive = psutil.wait_procs(lanes, timeout=10)
     assert not alive, f"lanes left running after the server stopped: {[p.pid for p in alive]}"
+
+
+def test_a_collection_in_a_lane_copies_none_of_the_objects_loaded_before_the_fork():
+    """What the server loads before forking is frozen out of the cycle collector, so a lane's collection does not
+    write to (and so copy) the pages of those objects: with 300,000 small lists loaded, a full collection in the lane
+    makes under 4 MB of its memory its own. Without the freeze it made 124 MB its own (the lists and every object
+    the imports made)."""
+    import subprocess
+    import sys
+
+    code = ("import gc, sys\n"
+            "from playground.ui.compute import Lanes\n"
+            "from tests.test_compute import dirtied_by_a_collection\n"
+            "kept = []\n"
+            "lanes = Lanes({'dirtied': dirtied_by_a_collection})\n"
+            "lanes.start(lambda: kept.extend([i, str(i)] for i in range(300_000)))\n"
+            "from playground.ui.workers import CpuMeter\n"
+            "print(lanes.call('dirtied', dirtied_by_a_collection, (), {}, CpuMeter()), flush=True)\n"
+            "lanes.stop()\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    dirtied_mb = float(out.stdout.split()[-1])
+    assert dirtied_mb < 4, f"a collection in the lane copied {dirtied_mb:.1f} MB of the server's objects"
+
+
+def dirtied_by_a_collection() -> float:
+    """MB of this process's memory made private (copied from the parent) by one full collection."""
+    def private_dirty() -> float:
+        with open("/proc/self/smaps_rollup") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("Private_Dirty")) / 1024
+
+    import gc
+    before = private_dirty()
+    gc.collect()
+    return private_dirty() - before

@@ -91,8 +91,18 @@ def test_whole_word_masking_selects_every_piece_of_a_word():
 
 
 def test_word_ids_that_restart_in_sentence_b_are_other_words():
-    word_ids = torch.tensor([[-1, 0, 0, 1, -1, 0, 1, 1, -1]])
-    assert masking._word_groups(word_ids)[0, [1, 2, 3, 5, 6, 7]].tolist() == [0, 0, 1, 2, 3, 3]
+    """`tokenizers` numbers the words of each sentence of a pair from 0: sentence B's word 0 is not A's. Over many
+    seeded maskings, the pieces of one word are always selected together, and words that share an id across the
+    [SEP] are selected apart (as often as two different words are)."""
+    word_ids = torch.tensor([[-1, 0, 0, 1, -1, 0, 1, 1, -1]] * 4000)
+    special = word_ids < 0
+    ids = torch.arange(9).repeat(4000, 1) + 10
+    selected = masking.mask_tokens(ids, mask_id=MASK, vocab_size=V, special=special, word_ids=word_ids, prob=0.5,
+                                   generator=torch.Generator().manual_seed(0)).labels != IGNORE_INDEX
+    assert (selected[:, 1] == selected[:, 2]).all() and (selected[:, 6] == selected[:, 7]).all()  # one word each
+    for a, b in ((1, 5), (3, 6), (1, 3)):  # A's word 0 and B's word 0; A's 1 and B's 1; two words of A
+        apart = (selected[:, a] != selected[:, b]).float().mean().item()
+        assert 0.45 < apart < 0.55, f"positions {a} and {b} were selected apart {apart:.0%} of the time, not ~50%"
 
 
 def test_topk_accuracy_on_a_hand_example():

@@ -29,7 +29,7 @@ from playground.analysis.positions import (alibi, cosine_matrix, positional, rop
                                           sinusoidal_pe)  # the tab's positional views, kept importable here
 from playground.lru import Bounded
 from playground.nets import bert
-from playground.nets.bert import Encoded
+from playground.text import Encoded
 
 MAX_TOKENS = 512       # BERT's positions; longer input is cut with a notice
 HEATMAP_MAX = 128      # a longer input's heatmap is pooled to 128 x 128 blocks

@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from playground.nets import bert
-from playground.nets.bert import Encoded
+from playground.text import Encoded
 from playground.text import MASK, words as text_words
 
 MASK_SPELLINGS = re.compile(r"\[\s*mask\s*\]|<\s*mask\s*>", re.IGNORECASE)  # what we read as a mask

@@ -15,7 +15,7 @@ import torch
 
 from playground.analysis import attention, sampling, tokenization
 from playground.text import MAX_CHARS, clean_text, token_label
-from playground.nets.bert import Encoded
+from playground.text import Encoded
 
 
 def token_text(tokenizer, i: int) -> str:

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from playground.nets import recurrent
 from playground.nets.recurrent import RecurrentLM, parameter_counts
 
 MAX_STEPS = 400          # longest sequence the gradient-flow view unrolls
@@ -119,14 +120,16 @@ def _status(norms: np.ndarray, loss: float) -> tuple[str, str]:
 
 
 def gradient_flow(model: RecurrentLM, ids: list[int], *, sigma: float | None = None, activation: str | None = None,
-                  clip: float = 0.0, fresh: bool = False, seed: int = 0, units: int = 32) -> dict:
+                  clip: float = 0.0, fresh: bool = False, seed: int = 0, units: int = 32,
+                  clamp: dict[str, float] | None = None) -> dict:
     """Back-propagate the loss at the last step, L_T = -log p(x_{T+1} | x_1..x_T), and measure how much of it
     reaches each step.
 
     ids: T + 1 token ids. Options: fresh (untrained weights, torch's init, seeded), sigma (rescale every
     W_h* block to this largest singular value), activation (Elman cell only), clip (> 0: the gradient sent
     back into h_t, and c_t, is rescaled to norm <= clip at every step, as in Mikolov's clipping of the
-    back-propagated error; Pascanu et al. 2013 clip the total parameter gradient once instead).
+    back-propagated error; Pascanu et al. 2013 clip the total parameter gradient once instead), clamp (gates
+    held at a value, a knockout: {"f": 1.0} makes the LSTM's cell a constant error carousel, {"f": 0.0} cuts it).
 
     Returns numpy arrays and floats: grad_norms |dL_T/dh_t| (T,), for the LSTM cell_grad_norms |dL_T/dc_t|,
     x_grad_norms |dL_T/dx_t| (T,), gates {name: (T, units)}, the measured and predicted rates per step,
@@ -145,7 +148,7 @@ def gradient_flow(model: RecurrentLM, ids: list[int], *, sigma: float | None = N
     if sigma is not None:
         rescale_recurrent(m, sigma)
 
-    x, layer, loss, raw = _backward_from_last_step(m, ids, clip)
+    x, layer, loss, raw = _backward_from_last_step(m, ids, clip, clamp)
     T = x.shape[1]
     finite = math.isfinite(loss)
     nan = np.full(T, np.nan)   # overflow: nothing to show, said so by the status
@@ -171,7 +174,7 @@ def gradient_flow(model: RecurrentLM, ids: list[int], *, sigma: float | None = N
     return out
 
 
-def _backward_from_last_step(m: RecurrentLM, ids: list[int], clip: float):
+def _backward_from_last_step(m: RecurrentLM, ids: list[int], clip: float, clamp: dict[str, float] | None = None):
     """Run the model on ids[:-1] with its internals, back-propagate L_T and record |dL_T/dh_t| (and
     |dL_T/dc_t|) as the gradient arrives, before clipping. Returns the input x (1, T, m) (its gradient
     filled in), the layer's internals, the loss and the raw norms."""
@@ -191,7 +194,7 @@ def _backward_from_last_step(m: RecurrentLM, ids: list[int], clip: float):
 
     with torch.enable_grad():
         x = m.wte(idx).requires_grad_()                                      # (1, T, m): the leaf we differentiate
-        out, _, internals = m.encoder(x, return_internals=True)
+        out, _, internals = m.encoder(x, return_internals=True, clamp=clamp)  # clamp: gates knocked out
         logits = m.lm_head(out[:, -1])                                       # (1, V): only step T's prediction
         layer = internals["layers"][0]
         for kind in ("h", "c"):
@@ -267,15 +270,17 @@ def _rates(cell, kind: str, layer: dict, grad_norms: np.ndarray, cell_grad_norms
 
 def compare(models: dict[str, RecurrentLM], tokenizer, text: str, length: int, *, fresh: bool = False,
             sigma: float | None = None, activation: str = "tanh", clip: float = 0.0, units: int = 32,
-            notices: list[str] = ()) -> tuple[dict, Steps]:
+            notices: list[str] = (), knockout: str = "none") -> tuple[dict, Steps]:
     """The gradient-flow endpoint's data: the text as `length` steps, then `gradient_flow` through each
     model (keyed by cell), as JSON. `notices` are the caller's, listed before the text's. Returns the data
     and the steps (their characters and where they are in the text)."""
     steps = prepare_ids(tokenizer, text, length)
     cells = {key: to_json(gradient_flow(model, steps.ids, sigma=sigma, activation=activation, clip=clip,
-                                        fresh=fresh, units=units)) for key, model in models.items()}
+                                        fresh=fresh, units=units, clamp=recurrent.knockout(knockout, key)))
+             for key, model in models.items()}
     data = {"text": "".join(steps.chars), "chars": steps.chars, "T": length, "weights": "fresh" if fresh else "trained",
-            "sigma_max": sigma, "activation": activation, "clip": clip, "notices": [*notices, *steps.notices],
+            "sigma_max": sigma, "activation": activation, "clip": clip, "knockout": knockout,
+            "notices": [*notices, *steps.notices],
             "cells": cells}
     return data, steps
 

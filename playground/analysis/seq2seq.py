@@ -22,8 +22,10 @@ from playground.nets import seq2seq as s2s
 from playground.nets import seq2seq_decoding as decoding
 from playground.training import seq2seq as task
 
+UNIFORM = "bahdanau-uniform"  # the quick evaluation's knockout: Bahdanau's model with uniform weights
 LABELS = {"none": "no attention (fixed context)", "bahdanau": "Bahdanau (additive)", "dot": "Luong dot",
-          "general": "Luong general", "transformer": "Transformer"}
+          "general": "Luong general", "transformer": "Transformer",
+          UNIFORM: "Bahdanau, attention knocked out (every weight 1/T)"}
 EVAL_LENGTHS = [4, 12, 20, 28, 36, 44]   # the quick evaluation: a few lengths, two of them past training
 
 
@@ -119,12 +121,15 @@ def bottleneck(keys: list[str]) -> dict:
 
 def evaluate(nets: dict[str, torch.nn.Module], per_length: int, seed: int) -> dict:
     """The JSON of /seq2seq_evaluate: exact match now, per_length fresh held-out sources at each of EVAL_LENGTHS, for
-    each model (variant -> encoder-decoder)."""
+    each model (variant -> encoder-decoder), and for Bahdanau's also with its attention knocked out (UNIFORM)."""
     series = {}
     with torch.inference_mode():
         for key, net in nets.items():
             acc = task.accuracy_by_length(net, EVAL_LENGTHS, per_length, seed=seed + 1)  # seed 0: the cards'
             series[key] = {"length": EVAL_LENGTHS, "accuracy": [round(a, 4) for a in acc]}
+            if key == "bahdanau":  # the same model, attention knocked out: does it fall to the no-attention model's?
+                acc = task.accuracy_by_length(net, EVAL_LENGTHS, per_length, seed=seed + 1, uniform=True)
+                series[UNIFORM] = {"length": EVAL_LENGTHS, "accuracy": [round(a, 4) for a in acc]}
     return {"source": "evaluated now", "per_length": per_length, "seed": seed, "trained_up_to": task.MAX_TRAIN_LEN,
             "models": series}
 

@@ -19,11 +19,13 @@ MLM with 15% selected and 80/10/10 replacement, NSP, GELU); Hendrycks & Gimpel 2
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from playground.text import Encoded  # every family's input; nets/bert.py's encode() makes it
 
 IGNORE_INDEX = -100  # label of a position that is not masked (the loss skips it), as in transformers
 
@@ -265,18 +267,6 @@ def pair_encoding(cls_id: int, sep_id: int, ids_a: list[int], ids_b: list[int] |
         ids += ids_b + [sep_id]
         segments += [1] * (len(ids_b) + 1)
     return ids, segments, cut
-
-
-@dataclass
-class Encoded:
-    """A text as BERT reads it: [CLS] A [SEP] (B [SEP])."""
-
-    tokens: list[str]             # one label per position
-    ids: list[int]
-    segments: list[int]           # 0 for [CLS], A and its [SEP]; 1 for B and its [SEP]
-    n_cut: int = 0                # tokens of A and B left out to fit max_len
-    spans: list[tuple[int, int]] = field(default_factory=list)  # characters of A per position; (-1, -1) for
-                                                                # the special tokens and sentence B
 
 
 def encode(tokenizer, text_a: str, text_b: str | None = None, max_len: int | None = None, start: int = 0) -> Encoded:

@@ -111,20 +111,26 @@ class LSTMCell(nn.Module):
     def init_state(self, B: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return like.new_zeros(B, self.hidden_size), like.new_zeros(B, self.hidden_size)
 
-    def forward(self, x_t, state, return_internals: bool = False):
+    def forward(self, x_t, state, return_internals: bool = False, clamp: dict[str, float] | None = None):
+        """`clamp` holds gates at fixed values for this call (a knockout: {"f": 0.0} forgets everything at once,
+        {"f": 1.0} never forgets), in place of what the weights compute; the weights are untouched."""
         h, c = state                                                                    # h_{t-1}, c_{t-1} (B, H)
         pre = F.linear(x_t, self.weight_ih, self.bias_ih) + F.linear(h, self.weight_hh, self.bias_hh)  # (B, 4H)
         parts = dict(zip(self.gate_names, pre.chunk(self.n_gates, dim=1)))
         if self.peephole:
             parts["f"] = parts["f"] + self.weight_cf * c
-        f_t = torch.sigmoid(parts["f"])
+        f_t = torch.sigmoid(parts["f"]) if not clamp or "f" not in clamp else torch.full_like(c, clamp["f"])
         if self.coupled:
             i_t = 1 - f_t                                   # coupled gates: input = 1 - forget
         else:
             i_t = torch.sigmoid(parts["i"] + self.weight_ci * c if self.peephole else parts["i"])
         g_t = torch.tanh(parts["g"])
+        if clamp and "i" in clamp:
+            i_t = torch.full_like(c, clamp["i"])
         c_t = f_t * c + i_t * g_t                           # the constant error carousel when f_t = 1
         o_t = torch.sigmoid(parts["o"] + self.weight_co * c_t if self.peephole else parts["o"])  # peephole sees c_t
+        if clamp and "o" in clamp:
+            o_t = torch.full_like(c, clamp["o"])
         h_t = o_t * torch.tanh(c_t)
         if return_internals:
             return h_t, (h_t, c_t), {"i": i_t, "f": f_t, "g": g_t, "o": o_t}   # c_t is in the state
@@ -159,12 +165,14 @@ class GRUCell(nn.Module):
     def init_state(self, B: int, like: torch.Tensor) -> torch.Tensor:
         return like.new_zeros(B, self.hidden_size)
 
-    def forward(self, x_t, state, return_internals: bool = False):
+    def forward(self, x_t, state, return_internals: bool = False, clamp: dict[str, float] | None = None):
+        """`clamp` holds gates at fixed values for this call ({"z": 1.0}: h_t = h_{t-1}, the state is copied forward
+        and nothing new enters; {"z": 0.0}: h_t = n_t, no memory but through the reset gate's path)."""
         h = state                                                                        # h_{t-1} (B, H)
         xr, xz, xn = F.linear(x_t, self.weight_ih, self.bias_ih).chunk(3, dim=1)         # each (B, H)
         hr, hz, hn = F.linear(h, self.weight_hh, self.bias_hh).chunk(3, dim=1)
-        r_t = torch.sigmoid(xr + hr)
-        z_t = torch.sigmoid(xz + hz)
+        r_t = torch.sigmoid(xr + hr) if not clamp or "r" not in clamp else torch.full_like(h, clamp["r"])
+        z_t = torch.sigmoid(xz + hz) if not clamp or "z" not in clamp else torch.full_like(h, clamp["z"])
         n_t = torch.tanh(xn + r_t * hn)        # reset applied after W_hn (torch.nn.GRU), not before (Cho et al.)
         h_t = (1 - z_t) * n_t + z_t * h
         if return_internals:
@@ -173,6 +181,16 @@ class GRUCell(nn.Module):
 
 
 CELLS = {"rnn": ElmanCell, "lstm": LSTMCell, "gru": GRUCell}
+CLAMPABLE = {"rnn": (), "lstm": ("i", "f", "o"), "gru": ("r", "z")}  # the gates a knockout may hold (`clamp`)
+# The knockouts the app offers, by name: (cell, gate, value). Each applies to its cell only (the others run as trained).
+KNOCKOUTS = {"forget-0": ("lstm", "f", 0.0), "forget-1": ("lstm", "f", 1.0),
+             "update-0": ("gru", "z", 0.0), "update-1": ("gru", "z", 1.0)}
+
+
+def knockout(name: str, cell: str) -> dict[str, float] | None:
+    """The `clamp` of a named knockout for a cell (None: "none", or a knockout of another cell's gate)."""
+    spec = KNOCKOUTS.get(name)
+    return {spec[1]: spec[2]} if spec and spec[0] == cell else None
 TORCH_CLASSES = {"rnn": "RNN", "lstm": "LSTM", "gru": "GRU"}  # the torch.nn module with the same layout
 
 
@@ -245,8 +263,10 @@ class RecurrentEncoder(nn.Module):
             return torch.stack([s[0] for s in states]), torch.stack([s[1] for s in states])
         return torch.stack(states)
 
-    def forward(self, x, state=None, return_internals: bool = False, fused: bool | None = None):
-        """x (B, T, I) -> out (B, T, D*H), state [, internals].
+    def forward(self, x, state=None, return_internals: bool = False, fused: bool | None = None,
+                clamp: dict[str, float] | None = None):
+        """x (B, T, I) -> out (B, T, D*H), state [, internals]. `clamp` ({gate: value}, the gates of CLAMPABLE)
+        holds those gates of every cell at that value for this call (a knockout; cell by cell, not fused).
 
         internals (only with return_internals) is {"layers": one dict per (layer, direction), index l*D + d},
         each with the same keys for every cell: "h", the list of the T tensors h_t (B, H) themselves, nodes of
@@ -257,11 +277,16 @@ class RecurrentEncoder(nn.Module):
         B, T, _ = x.shape
         if state is None:
             state = self.init_state(B, x)
+        if clamp:
+            assert set(clamp) <= set(CLAMPABLE[self.kind]), \
+                f"a {self.kind} cell can clamp {', '.join(CLAMPABLE[self.kind]) or 'no gate'}, not {', '.join(clamp)}"
         if fused is None:
-            fused = self.fusable and not return_internals
+            fused = self.fusable and not return_internals and not clamp
         if fused:
-            assert self.fusable and not return_internals, "the fused kernel has no internals and no cell variants"
+            assert self.fusable and not return_internals and not clamp, \
+                "the fused kernel has no internals, no cell variants and no clamped gates"
             return self._fused(x, state)
+        knock = {"clamp": clamp} if clamp else {}  # only the cells with gates take the argument
 
         layer_in, finals, internals = x, [], []
         for l in range(self.num_layers):
@@ -273,12 +298,12 @@ class RecurrentEncoder(nn.Module):
                 hs, cs, gates = [None] * T, [None] * T, [None] * T
                 for t in steps:
                     if return_internals:
-                        h_t, s, g = cell(layer_in[:, t], s, return_internals=True)
+                        h_t, s, g = cell(layer_in[:, t], s, return_internals=True, **knock)
                         gates[t] = g
                         if self.kind == "lstm":
                             cs[t] = s[1]
                     else:
-                        h_t, s = cell(layer_in[:, t], s)
+                        h_t, s = cell(layer_in[:, t], s, **knock)
                     hs[t] = h_t
                 finals.append(s)
                 outs.append(torch.stack(hs, dim=1))                 # (B, T, H)
@@ -383,14 +408,15 @@ class RecurrentLM(nn.Module):
         params = self.encoder.parameters() if recurrent_only else self.parameters()
         return sum(p.numel() for p in params)
 
-    def forward(self, idx, targets=None, state=None, return_internals: bool = False):
+    def forward(self, idx, targets=None, state=None, return_internals: bool = False,
+                clamp: dict[str, float] | None = None):
         """idx (B, T) -> logits (B, T, V), loss (mean cross-entropy, or None) [, internals: the encoder's,
-        {"layers": [{"h", "c", "gates"}, ...]}, see `RecurrentEncoder.forward`]."""
+        {"layers": [{"h", "c", "gates"}, ...]}, see `RecurrentEncoder.forward`]; `clamp`: gates held (a knockout)."""
         x = self.wte(idx)                                                     # (B, T, m)
         if return_internals:
-            out, state, internals = self.encoder(x, state, return_internals=True)
+            out, state, internals = self.encoder(x, state, return_internals=True, clamp=clamp)
         else:
-            out, state = self.encoder(x, state)                               # (B, T, n)
+            out, state = self.encoder(x, state, clamp=clamp)                  # (B, T, n)
         logits = self.lm_head(out)                                            # (B, T, V)
         loss = None
         if targets is not None:

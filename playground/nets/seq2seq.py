@@ -220,21 +220,28 @@ class RNNSeq2Seq(nn.Module):
             if v == "none":
                 c_i = memory["c"]                                  # the same c at every step
             else:
-                scores, alpha = self.attention(s, memory["h"], memory["keys"])
-                c_i = (alpha[:, :, None] * memory["h"]).sum(1)     # (B, 2H)
+                scores, alpha, c_i = self._attend(s, memory)
             s, _, gates = self.cell(torch.cat([e, c_i], dim=-1), s, return_internals=True)   # s_i
             out = torch.tanh(self.W_t(torch.cat([s, c_i, e], dim=-1)))
         else:
             s, _, gates = self.cell(torch.cat([e, h_tilde], dim=-1), s, return_internals=True)  # input feeding
             q = s                                                  # Luong scores with s_i
-            scores, alpha = self.attention(s, memory["h"], memory["keys"])
-            c_i = (alpha[:, :, None] * memory["h"]).sum(1)         # (B, 2H)
+            scores, alpha, c_i = self._attend(s, memory)
             h_tilde = torch.tanh(self.W_c(torch.cat([c_i, s], dim=-1)))
             out = h_tilde
         logits = self.W_o(out)                                     # (B, V)
         if return_internals:   # the cell computes its gates anyway: asking for them above costs nothing
             return logits, (s, h_tilde), alpha, {"s": s, "gates": gates, "q": q, "scores": scores, "attn": alpha}
         return logits, (s, h_tilde), alpha
+
+    def _attend(self, q: torch.Tensor, memory: dict):
+        """The scores e, the weights alpha (B, T) and the context c_i = sum_j alpha_ij h_j (B, 2H). With
+        memory["uniform"] (see `uniform_attention`) alpha is 1/T everywhere whatever the scores: c_i is the mean of
+        the annotations, the same at every step (a knockout of attention; the scores are still computed and shown)."""
+        scores, alpha = self.attention(q, memory["h"], memory["keys"])
+        if memory.get("uniform"):
+            alpha = torch.full_like(alpha, 1.0 / alpha.size(-1))
+        return scores, alpha, (alpha[:, :, None] * memory["h"]).sum(1)    # (B, 2H)
 
     def forward(self, src, tgt_in, tgt_out=None, return_internals: bool = False):
         """Teacher forcing: tgt_in (B, T_out) = <s> y_1 .. y_{n-1}; tgt_out = y_1 .. y_n (-100 = padding).
@@ -429,6 +436,13 @@ class TransformerSeq2Seq(nn.Module):
         logits, _, crosses = self.decode(prefix, memory)
         alpha = crosses[-1]["attn"][:, :, -1].mean(1)              # last layer, mean over heads, newest row (B, S)
         return logits[:, -1], prefix, alpha
+
+
+def uniform_attention(memory: dict) -> dict:
+    """The encoder's memory with attention knocked out: every decoder step of an attention model (Bahdanau, Luong)
+    then weighs the annotations 1/T each, whatever the scores say (RNNSeq2Seq._attend). A new dict: the model and
+    the memory it was given are untouched."""
+    return {**memory, "uniform": True}
 
 
 def build_model(config: Seq2SeqConfig) -> nn.Module:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from playground.nets.seq2seq import TransformerSeq2Seq
+from playground.nets.seq2seq import TransformerSeq2Seq, uniform_attention
 
 
 def _reorder(state, index: torch.Tensor):
@@ -26,12 +26,15 @@ def _output_limit(model, max_len: int) -> int:
 
 
 @torch.no_grad()
-def greedy(model, src: torch.Tensor, max_len: int) -> tuple[torch.Tensor, list]:
+def greedy(model, src: torch.Tensor, max_len: int, uniform: bool = False) -> tuple[torch.Tensor, list]:
     """y_i = argmax p(y | y_<i, x), until every row has emitted </s> or after max_len tokens.
-    Returns ids (B, n) (</s> included, then padded with </s>) and alpha per step: a list of (B, T_src) (or None)."""
+    Returns ids (B, n) (</s> included, then padded with </s>) and alpha per step: a list of (B, T_src) (or None).
+    `uniform`: a recurrent attention model's weights replaced by 1/T (seq2seq.uniform_attention), a knockout."""
     bos, eos = model.config.bos_id, model.config.eos_id
     max_len = _output_limit(model, max_len)
     memory = model.encode(src)
+    if uniform:
+        memory = uniform_attention(memory)
     state = model.start(memory)
     y = torch.full((src.size(0),), bos, dtype=torch.long, device=src.device)
     out, alphas = [], []

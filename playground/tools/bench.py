@@ -276,3 +276,35 @@ def training_race(corpus: str, args: list[str] = RACE_ARGS) -> tuple[float | Non
 
 def ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1000:,.1f} ms"
+
+
+def heads_rows(runs: int) -> list[tuple]:
+    """The Attention tab's induction view and head finder (issue #34): the induction scores of every head of SmolLM2
+    (30 × 9 = 270) on 2 × 40 random tokens, through the handler (the model's forward with its internals, the scores,
+    both figures and their text), then the same on our GPT and the head finder on a 32-token text. SmolLM2 is loaded
+    first (its first use is a row of its own)."""
+    from playground.analysis import models
+    from playground.ui import attention_heads
+
+    rows = []
+    if models.resolve(models.SMOLLM2) is None:
+        rows.append(("induction, SmolLM2", "not installed", "", "", None))
+    else:
+        models.get(models.SMOLLM2)
+        cpu = []
+
+        def call():
+            started = time.process_time()
+            attention_heads.induction(models.SMOLLM2, 40, 0)
+            cpu.append(time.process_time() - started)
+
+        median, p95 = time_calls(call, runs)
+        rows.append(("induction: all 270 SmolLM2 heads on 2 × 40 random tokens: handler", f"{median:.2f} s",
+                     f"{p95:.2f} s", "≤ 3 s", median <= 3))
+        rows.append(("  the same: CPU time of the process (every thread), not wall time",
+                     f"{statistics.median(cpu):.2f} s", "", "", None))
+    median, p95 = time_calls(lambda: attention_heads.induction("gpt-shakespeare", 40, 0), runs)
+    rows.append(("induction: our GPT's 24 heads on 2 × 40 random characters: handler", ms(median), ms(p95), "", None))
+    median, p95 = time_calls(lambda: attention_heads.head_finder(TEXT_32, "minilm", "text", "previous"), runs)
+    rows.append(("head_finder: MiniLM's 72 heads on a 32-token text: handler", ms(median), ms(p95), "", None))
+    return rows

@@ -153,17 +153,25 @@ def load_rows(users: int = 20, requests_per_user: int = 50) -> list[tuple]:
     return rows
 
 
-def lecture_hall_rows(students: int, think: float, seconds: float) -> list[tuple]:
+def lecture_hall_rows(students: int, think: float, seconds: float, model: str | None = None) -> list[tuple]:
     """A lecture hall (playground/tools/loadtest.py), first as students come, in browsers: each opens the page
     within the first 10 s (GET / and the page's load events), then acts through the page's own protocol
     (queue/join + the session's stream) after an exponential think time of mean `think` s, 70% on the page's
     values and 30% with a new sentence of their own. Then the same hall over the plain HTTP API, beside it.
-    Each on a freshly started app whose defaults are answered (as a lecturer starts it before the class)."""
+    Each on a freshly started app whose defaults are answered (as a lecturer starts it before the class).
+    With `model` ("smollm2"), only the browsers' hall, with every attention and generation action on that model."""
+    from functools import partial
+
     from playground.tools import loadtest
 
     rows = []
-    for protocol, run in (("browsers", loadtest.browser_hall), ("plain HTTP API", loadtest.lecture_hall)):
+    halls = [("browsers", loadtest.browser_hall), ("plain HTTP API", loadtest.lecture_hall)]
+    if model:
+        halls = [(f"browsers, attention and generation on {model}", partial(loadtest.browser_hall, model=model))]
+    for protocol, run in halls:
         with served_app(warm=True) as (url, pid):
+            if model:  # the model read and built before the class, as a lecturer's own demo of it does
+                loadtest.session(url).predict(model_key=model, api_name="/attention")
             before, server, driver = answer_cache(url), _cpu(pid), time.process_time()
             result = run(url, students, think, seconds)
             rss, after = _rss(pid), answer_cache(url)
@@ -200,8 +208,8 @@ def _hall_rows(protocol: str, students: int, think: float, seconds: float, resul
     every = sorted(t for samples in result.latencies.values() for t in samples)
     p95 = _p95(every)
     name = f"lecture hall ({protocol})"
-    kept = after["queue"] if protocol == "browsers" else after
-    was = before["queue"] if protocol == "browsers" else before
+    kept = after["queue"] if protocol.startswith("browsers") else after
+    was = before["queue"] if protocol.startswith("browsers") else before
     hits, misses = kept["hits"] - was["hits"], kept["misses"] - was["misses"]
     rows = [(f"{name}: {students} students, think {think:g} s, {seconds:g} s: {result.requests:,} actions "
              f"({result.requests / result.wall:.1f}/s, {result.own} own), errors", f"{len(result.errors)}", "", "0",

@@ -420,13 +420,21 @@ async def queue_events(client, events: list[tuple[int, list]], session: str, eve
     return f"{len(pending)} events never completed" if pending else None
 
 
+# Where a model is chosen among the hall's endpoints: the parameter that names it, and the name the app knows it by
+MODEL_CHOICES = {"attention": ("model_key", {"smollm2": "smollm2"}),
+                 "generate": ("model_name", {"smollm2": "smollm2-135m-instruct"})}
+
+
 def browser_hall(url: str, students: int = 200, think: float = 10.0, seconds: float = 120.0,
-                 own_share: float = 0.3, seed: int = 0, opening: float = 10.0) -> BrowserHallResult:
+                 own_share: float = 0.3, seed: int = 0, opening: float = 10.0,
+                 model: str | None = None) -> BrowserHallResult:
     """`students` browsers for `seconds`. Each opens the page within the first `opening` seconds (GET /, then
     the events the page sends when it opens), then acts, waiting for each answer and thinking for an
     exponential time of mean `think` seconds: one of LECTURE_ENDPOINTS through the page's own protocol (queue/join
     and the session's stream), with the page's values or, for `own_share` of them, a sentence of the student's
-    own, new each time (windows of the app's corpus sample). An error message or a failed request is an error."""
+    own, new each time (windows of the app's corpus sample). An error message or a failed request is an error.
+    With `model` ("smollm2"), every attention and generation action chooses that model (MODEL_CHOICES), on the
+    page's text and on the students' own."""
     import asyncio
 
     import httpx
@@ -440,6 +448,9 @@ def browser_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
 
     async def act(client, name: str, own: dict | None, session: str, kind: str) -> None:
         dependency = page.events[page.by_name[name]]
+        if model and name in MODEL_CHOICES:
+            parameter, names = MODEL_CHOICES[name]
+            own = {**(own or {}), parameter: names[model]}
         started = time.perf_counter()
         try:
             first, error = await queue_event(client, page, dependency["id"], page.data(dependency, own), session)

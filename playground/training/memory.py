@@ -28,7 +28,8 @@ import torch.nn.functional as F
 
 from playground import checkpoints
 from playground.checkpoints import resolve_device
-from playground.nets.recurrent import RecurrentConfig, RecurrentLM
+from playground.nets.recurrent import KNOCKOUTS, RecurrentConfig, RecurrentLM
+from playground.nets.recurrent import knockout as knockout_of
 from playground.training import loop
 
 CACHE = checkpoints.ASSETS_DIR / "memory_task.json"
@@ -50,6 +51,7 @@ class MemoryConfig:
     log_every: int = 10           # loss-curve resolution, in steps
     seed: int = 0
     cells: str = "rnn,lstm,gru"
+    knockout: str = "none"        # a gate held while training and testing (nets/recurrent.KNOCKOUTS), or none
     device: str = "auto"          # auto: cuda, then mps, then cpu (the batches are made on the CPU, then moved)
 
     def __post_init__(self):
@@ -57,6 +59,8 @@ class MemoryConfig:
         assert self.n_distances >= 1, "need at least one distance"
         assert self.n_keys >= 2 and self.n_noise >= 1, "need at least 2 keys and 1 noise symbol"
         assert self.steps >= 1 and self.batch_size >= 1 and self.eval_per_k >= 1, "counts must be positive"
+        assert self.knockout == "none" or self.knockout in KNOCKOUTS, \
+            f"knockout={self.knockout!r} must be none or one of {', '.join(KNOCKOUTS)}"
 
 
 def distances(cfg: MemoryConfig) -> list[int]:
@@ -83,8 +87,8 @@ def make_batch(cfg: MemoryConfig, k: torch.Tensor, generator: torch.Generator) -
     return x, y
 
 
-def _loss(model: RecurrentLM, x, y, n_keys: int):
-    logits, _ = model(x)                                   # (B, L, V)
+def _loss(model: RecurrentLM, x, y, n_keys: int, knockout: str = "none"):
+    logits, _ = model(x, clamp=knockout_of(knockout, model.config.cell))   # (B, L, V)
     last = logits[:, -1, :n_keys]                          # the answer, read at the last step only
     return F.cross_entropy(last, y), last
 
@@ -105,7 +109,7 @@ def _train_cell(cfg: MemoryConfig, cell: str, distance: int, device: str,
     def step(it: int):
         k = torch.randint(1, distance + 1, (cfg.batch_size,), generator=g)  # every distance up to this one
         x, y = (t.to(device) for t in make_batch(cfg, k, g))
-        return _loss(model, x, y, cfg.n_keys)[0]
+        return _loss(model, x, y, cfg.n_keys, cfg.knockout)[0]
 
     def log(it: int, losses: list, last: bool) -> None:
         """Called before step `it`: losses holds the loss of step it - 1."""
@@ -142,7 +146,7 @@ def run(cfg: MemoryConfig, progress: Callable[[float, str], None] | None = None)
             model.eval()
             rows = slice(i * cfg.eval_per_k, (i + 1) * cfg.eval_per_k)   # the test sequences at this distance
             with torch.no_grad():
-                loss, logits = _loss(model, x_eval[rows], y_eval[rows], cfg.n_keys)
+                loss, logits = _loss(model, x_eval[rows], y_eval[rows], cfg.n_keys, cfg.knockout)
             accuracy.append(round((logits.argmax(-1) == y_eval[rows]).float().mean().item(), 4))
             losses.append(round(loss.item(), 4))
         out["cells"][cell] = {

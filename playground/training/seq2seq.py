@@ -226,9 +226,11 @@ def check_vocab(card: dict) -> None:
 
 
 @torch.no_grad()
-def exact_match(model, examples: list[tuple[list[str], str]], max_len: int | None = None) -> float:
+def exact_match(model, examples: list[tuple[list[str], str]], max_len: int | None = None,
+                uniform: bool = False) -> float:
     """Fraction of examples whose greedy translation equals the reference exactly. Batched by source length;
-    the model is only read (the caller puts it in eval mode: the app's models are shared)."""
+    the model is only read (the caller puts it in eval mode: the app's models are shared). `uniform`: attention
+    knocked out (every weight 1/T; nets/seq2seq.uniform_attention)."""
     from playground.nets.seq2seq_decoding import greedy
 
     by_len: dict[int, list] = {}
@@ -237,13 +239,13 @@ def exact_match(model, examples: list[tuple[list[str], str]], max_len: int | Non
     correct = 0
     for length, group in by_len.items():
         src = batch(group)[0].to(next(model.parameters()).device)
-        ids, _ = greedy(model, src, max_len or max_output(length))
+        ids, _ = greedy(model, src, max_len or max_output(length), uniform)
         correct += sum(decode_target(row) == target for row, (_, target) in zip(ids.tolist(), group))
     return correct / max(1, len(examples))
 
 
-def accuracy_by_length(model, lengths: list[int], per_length: int, seed: int = 0) -> list[float]:
-    return [exact_match(model, test_set(L, per_length, seed)) for L in lengths]
+def accuracy_by_length(model, lengths: list[int], per_length: int, seed: int = 0, uniform: bool = False) -> list[float]:
+    return [exact_match(model, test_set(L, per_length, seed), uniform=uniform) for L in lengths]
 
 
 def accuracy_by_bucket(model, per_bucket: int, seed: int = 0) -> dict:

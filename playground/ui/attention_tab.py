@@ -14,6 +14,7 @@ import numpy as np
 from playground.analysis import attention as att
 from playground.analysis import models
 from playground.figures import attention as fa
+from playground.ui import attention_heads
 from playground.ui.common import (FIGURE, LATEX, Shared, as_int, json_file, model_ids, text_input, things_to_try,
                                   warn)
 
@@ -299,8 +300,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             chat = gr.Checkbox(False, label="Chat: the sentence as the user's turn in SmolLM2's template",
                                visible=False)  # shown with SmolLM2 (model_changed)
     things_to_try(TRY, [sentence, text_b])
-    with gr.Tabs():
-        with gr.Tab("Head view, model view, heatmap"):
+    with gr.Tabs() as views:
+        with gr.Tab("Head view, model view, heatmap", id=attention_heads.HEAD_VIEW_TAB):
             with gr.Row():
                 layer = gr.Slider(0, deepest - 1, value=0, step=1, label="Layer", scale=2)
                 head = gr.Dropdown(head_choices(m0.n_head), value="mean", label="Head (heatmap)", scale=1)
@@ -343,20 +344,20 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             pe_plot = gr.Plot(label="Positional encoding", elem_id="attn-pe")
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 pe_json = gr.JSON(label="positional_encoding")
+        opened = attention_heads.build(shared, model, layer, head, views)  # the head finder, the induction view
 
     shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
     _wire_model(demo, shared, model, [layer, head, s_layer, s_head, text_b, hide, chat])
+    asked, shown = [sentence, text_b, model, layer, head, hide, detail, chat], [head_view, model_view, heatmap,
+                                                                                summary, attn_file, attn_json]
     gr.on([demo.load, shared.changed("restored"), shared.changed("text"), text_b.submit, model.change, layer.release,
-           head.change, hide.change, detail.change, chat.change], attention,
-          inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
-          outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_name="attention",
-          trigger_mode="always_last", show_progress="minimal").then(
+           head.change, hide.change, detail.change, chat.change], attention, inputs=asked, outputs=shown,
+          api_name="attention", trigger_mode="always_last", show_progress="minimal").then(
         reading, inputs=[sentence, text_b, model, chat], outputs=patterns, api_visibility="private",
         trigger_mode="always_last", show_progress="hidden")  # the attention is kept: this does not run the model
-    model_view.select(pick_head, outputs=[layer, head], api_visibility="private", queue=False).then(
-        attention, inputs=[sentence, text_b, model, layer, head, hide, detail, chat],
-        outputs=[head_view, model_view, heatmap, summary, attn_file, attn_json], api_visibility="private",
-        trigger_mode="always_last", show_progress="minimal")
+    for picked in (model_view.select(pick_head, outputs=[layer, head], api_visibility="private", queue=False), opened):
+        picked.then(attention, inputs=asked, outputs=shown, api_visibility="private", trigger_mode="always_last",
+                    show_progress="minimal")  # a thumbnail's, or a ranked head's, layer and head redrawn
     gr.on([steps_tab.select, shared.changed("text"), text_b.submit, model.change, s_layer.release, s_head.change,
            scale.change, chat.change],
           attention_steps, inputs=[sentence, text_b, model, s_layer, s_head, scale, chat],

@@ -25,7 +25,6 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,9 +69,11 @@ class CachedCalls:
     def __init__(self, app, max_bytes: int = MAX_BYTES, cacheable: frozenset[str] | None = None, serving=None):
         self.app = app
         self.kept: Bounded[Kept] = Bounded(max_bytes, size=len, valid=lambda k: all(p.is_file() for p in k.files))
-        self._ready: OrderedDict[str, bytes] = OrderedDict()    # event id handed out for a kept answer
-        self._following: OrderedDict[str, tuple[bytes, bytes]] = OrderedDict()  # computed call: (key, root)
-        self._lock = threading.Lock()
+        # Calls posted but not yet fetched, by event id: a kept answer's bytes handed out, or a computed call
+        # followed (its key and the root Gradio puts in its links); the oldest dropped first (playground/lru.py)
+        self._ready: Bounded[bytes] = Bounded(max_bytes, max_items=MAX_WAITING, size=len)
+        self._following: Bounded[tuple[bytes, bytes]] = Bounded(8 << 20, max_items=MAX_WAITING,
+                                                                size=lambda kr: len(kr[0]) + len(kr[1]))
         self.serving = serving
         self._cacheable = cacheable if cacheable is not None else serving.api_names if serving else frozenset()
         self._names: frozenset[str] | None = serving.names if serving else None  # None: any name is the app's
@@ -103,9 +104,7 @@ class CachedCalls:
         kept = self.kept.get(key)
         if kept is not None:
             event = uuid.uuid4().hex
-            with self._lock:
-                self._ready[event] = kept.body(_root(scope))
-                _trim(self._ready, MAX_WAITING)
+            self._ready.put(event, kept.body(_root(scope)))
             return await _respond(send, 200, b"application/json", orjson.dumps({"event_id": event}))
 
         answer = bytearray()
@@ -121,16 +120,13 @@ class CachedCalls:
         except (orjson.JSONDecodeError, KeyError, TypeError):
             event = None  # a refused call (queue full, bad data): nothing to follow
         if isinstance(event, str):
-            with self._lock:
-                self._following[event] = key, _root(scope)  # the root Gradio puts in this call's links
-                _trim(self._following, MAX_WAITING)
+            self._following.put(event, (key, _root(scope)))
 
     # -- GET /gradio_api/call/<api>/<event>: a kept answer at once, or Gradio's stream (kept if it succeeds)
 
     async def _get(self, scope, receive, send, event: str) -> None:
-        with self._lock:
-            ready = self._ready.pop(event, None)
-            following = self._following.pop(event, None) if ready is None else None
+        ready = self._ready.pop(event)
+        following = self._following.pop(event) if ready is None else None
         if ready is not None:
             return await _respond(send, 200, b"text/event-stream; charset=utf-8", ready,
                                   [(b"cache-control", b"no-cache")])
@@ -256,11 +252,6 @@ async def _respond(send, status: int, content_type: bytes, body: bytes, headers=
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *headers]})
     await send({"type": "http.response.body", "body": body})
-
-
-def _trim(table: OrderedDict, limit: int) -> None:
-    while len(table) > limit:
-        table.popitem(last=False)
 
 
 def find(app) -> CachedCalls | None:

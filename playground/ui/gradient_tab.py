@@ -40,9 +40,15 @@ def _number(value, name: str, low: float, high: float, notices: list[str]) -> fl
     return x
 
 
+def _knockout(value) -> str:
+    if not isinstance(value, str) or value not in KNOCKOUT_CHOICES:
+        raise gr.Error(f"Knockout should be one of {', '.join(KNOCKOUT_CHOICES)}.")
+    return value
+
+
 def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="trained", rescale=False, sigma=1.0,
-                  activation="tanh", clip=0.0):
-    """Back-propagate the loss at the last character through each chosen network."""
+                  activation="tanh", clip=0.0, knockout="none"):
+    """Back-propagate the loss at the last character through each chosen network (a gate knocked out, if asked)."""
     notices: list[str] = []
     text = text_input(text, notices)
     if not text.strip():
@@ -60,10 +66,14 @@ def gradient_flow(text, length=100, cells=("rnn", "lstm", "gru"), weights="train
         raise gr.Error(f"Activation should be one of {', '.join(ACTIVATIONS)}.")
     s = _number(sigma, "σ_max of W_hh", *flow.SIGMA_RANGE, notices) if rescale else None
     theta = _number(clip, "Clipping threshold", 0.0, CLIP_MAX, notices)
+    knockout = _knockout(knockout)
+    if knockout != "none" and memory_task.KNOCKOUTS[knockout][0] not in cells:
+        notices.append(f"The knockout holds a gate of the {CELLS[memory_task.KNOCKOUTS[knockout][0]]}, which is not "
+                       "among the networks shown.")
     warn(notices)  # the values the user set and we changed: a toast; the text's notices go in the panel
     data, steps = flow.compare({key: m.model for key, m in trained.items()}, trained[cells[0]].tokenizer, text, T,
                                fresh=weights == "fresh", sigma=s, activation=activation, clip=theta,
-                               units=GATE_UNITS, notices=notices)
+                               units=GATE_UNITS, notices=notices, knockout=knockout)
     results, labels = data["cells"], {key: CELLS[key] for key in cells}
     gates_plots = [fg.gates_figure(results[key]["gates"], steps.chars, CELLS[key])
                    if key in results and results[key]["gates"] else None for key in ("lstm", "gru")]
@@ -95,13 +105,14 @@ def _memory_views(result: dict, live: bool):
 
 
 @gpu(duration=120)  # ZeroGPU: three cells x up to MEMORY_STEPS_MAX steps
-def memory_experiment(max_k=30, steps=300, hidden_size=32, seed=0, progress=gr.Progress()):
-    """Train an Elman RNN, an LSTM and a GRU of the same hidden size on the memory task, live."""
+def memory_experiment(max_k=30, steps=300, hidden_size=32, seed=0, knockout="none", progress=gr.Progress()):
+    """Train an Elman RNN, an LSTM and a GRU of the same hidden size on the memory task, live (a gate knocked out
+    in training and testing, if asked)."""
     notices: list[str] = []
     cfg = memory_task.MemoryConfig(max_k=as_int(max_k, "Longest distance k", 1, MEMORY_K_MAX, notices),
                                    steps=as_int(steps, "Training steps", 10, MEMORY_STEPS_MAX, notices),
                                    hidden_size=as_int(hidden_size, "Hidden size", 4, 128, notices),
-                                   seed=as_int(seed, "Seed", 0, 2**31 - 1, notices))
+                                   seed=as_int(seed, "Seed", 0, 2**31 - 1, notices), knockout=_knockout(knockout))
     warn(notices)
     progress(0, desc="starting")
     result = memory_task.run(cfg, lambda fraction, message: progress(fraction, desc=message))
@@ -208,6 +219,17 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             _build_memory()
 
 
+KNOCKOUT_CHOICES = {"none": "none", "forget-0": "LSTM forget gate held at 0 (forgets at once)",
+                    "forget-1": "LSTM forget gate held at 1 (never forgets)",
+                    "update-0": "GRU update gate held at 0 (h_t = n_t)",
+                    "update-1": "GRU update gate held at 1 (h_t = h_{t−1})"}
+
+
+def knockout_radio() -> gr.Radio:
+    """A gate knocked out (held at 0 or 1 in the cell's equations; the weights untouched), or none."""
+    return gr.Radio([(label, key) for key, label in KNOCKOUT_CHOICES.items()], value="none", label="Knock out a gate")
+
+
 def _build_memory() -> None:
     gr.Markdown(MEMORY_MD, latex_delimiters=LATEX)
     cached = _memory_views(MEMORY_CACHED, live=False) if MEMORY_CACHED else (None, None, "No cached run yet.")
@@ -216,6 +238,7 @@ def _build_memory() -> None:
         steps = gr.Slider(10, MEMORY_STEPS_MAX, value=300, step=10, label="Training steps per network")
         hidden = gr.Slider(4, 128, value=32, step=1, label="Hidden size n (all three)")
         seed = gr.Number(0, precision=0, label="Seed")
+        knockout = knockout_radio()
         run = gr.Button("Run live", variant="primary", elem_id="mem-run")
     about = gr.Markdown(cached[2], elem_id="mem-about")
     with gr.Row():
@@ -223,7 +246,8 @@ def _build_memory() -> None:
         loss_plot = gr.Plot(cached[1], label="Loss curves", elem_id="mem-loss")
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         mem_json = gr.JSON(MEMORY_CACHED, label="memory_experiment")
-    run.click(memory_experiment, inputs=[max_k, steps, hidden, seed], outputs=[acc_plot, loss_plot, about, mem_json],
+    run.click(memory_experiment, inputs=[max_k, steps, hidden, seed, knockout],
+              outputs=[acc_plot, loss_plot, about, mem_json],
               api_name="memory_experiment", show_progress="full")
 
 
@@ -244,6 +268,7 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
                 sigma = gr.Slider(0.01, 10, value=1.0, step=0.01, label="σ_max of W_hh")
             activation = gr.Radio(list(ACTIVATIONS), value="tanh", label="Elman activation φ")
             clip = gr.Slider(0, 10, value=0, step=0.1, label="Gradient clipping threshold θ (0: off)")
+            knockout = knockout_radio()
             run = gr.Button("Back-propagate", variant="primary")
     status = gr.HTML(elem_id="gf-status")
     flow_plot = gr.Plot(label="Gradient norm per time step", elem_id="gf-plot")
@@ -262,9 +287,9 @@ def _build_flow(demo: gr.Blocks, shared: Shared) -> None:
 
     shared.remember("rnn", length=length, cells=cells, weights=weights, rescale=rescale, sigma=sigma,
                     activation=activation, clip=clip)
-    inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip]
+    inputs = [sentence, length, cells, weights, rescale, sigma, activation, clip, knockout]
     gr.on([demo.load, shared.changed("restored"), run.click, shared.changed("text"), cells.change, weights.change,
-           rescale.change, activation.change, length.release, sigma.release, clip.release], gradient_flow,
-           inputs=inputs,
+           rescale.change, activation.change, knockout.change, length.release, sigma.release, clip.release],
+          gradient_flow, inputs=inputs,
           outputs=[status, flow_plot, strip, lstm_gates, gru_gates, flow_file, flow_json],
           api_name="gradient_flow", trigger_mode="always_last", show_progress="minimal")

@@ -1,0 +1,98 @@
+"""The head finder and the induction view through gradio_client (the endpoints `head_finder` and `induction`), their
+figures' text alternatives computed from the same numbers, and the odd inputs they refuse with a message."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from gradio_client.exceptions import AppError
+
+from playground.analysis import head_finder as hf
+from playground.analysis import heads
+from playground.figures import heads as fh
+
+REPEATED = "the cat saw the cat and the dog saw the dog"
+
+
+def finder(client, text=REPEATED, model="gpt-shakespeare", source="text", stat="induction", order="largest"):
+    return client.predict(text, model, source, stat, order, api_name="/head_finder")
+
+
+def test_head_finder_over_the_corpus_is_the_shipped_file_ranked(client):
+    plot, table, chosen, path, data = finder(client, "", "minilm", "corpus", "previous")
+    shipped = hf.shipped("minilm")
+    assert data["stats"] == shipped["stats"] and data["protocol"]["windows"] == shipped["protocol"]["windows"]
+    values = [r["previous"] for r in data["ranking"]]
+    assert len(values) == 6 * 12 and values == sorted(values, reverse=True)
+    first = data["ranking"][0]
+    assert first["previous"] == np.max(shipped["stats"]["previous"])
+    assert f"| 1 | {first['layer']} | {first['head']} |" in table  # the text alternative: the same ranking
+    with open(path, encoding="utf-8") as f:
+        assert json.load(f)["ranking"] == data["ranking"]
+
+
+def test_head_finder_on_the_text_is_computed_now_and_orders_both_ways(client):
+    *_, data = finder(client)
+    assert data["source"] == "text" and len(data["tokens"]) == len(REPEATED)
+    *_, low = finder(client, order="smallest")
+    assert [r["induction"] for r in low["ranking"]] == sorted(r["induction"] for r in data["ranking"])
+    assert {(r["layer"], r["head"]) for r in low["ranking"]} == {(r["layer"], r["head"]) for r in data["ranking"]}
+
+
+def test_head_finder_refuses_what_it_cannot_rank(client):
+    with pytest.raises(AppError, match="Type a sentence"):
+        finder(client, "   ")
+    with pytest.raises(AppError, match="one token"):
+        finder(client, "a")
+    with pytest.raises(AppError, match="no token occurs twice"):
+        finder(client, "abc")
+    with pytest.raises(AppError, match="beauty"):  # gradio refuses a choice its dropdown does not have
+        finder(client, stat="beauty")
+
+
+def test_induction_endpoint_returns_its_figures_text_and_numbers(client):
+    loss_plot, scatter, summary, path, data = client.predict("gpt-shakespeare", 12, 3, api_name="/induction")
+    assert data["n"] == 12 and len(data["ids"]) == 24 and data["ids"][:12] == data["ids"][12:]
+    assert len(data["losses"]) == 23 and np.array(data["induction"]).shape == (4, 6)
+    assert f"**{data['first_copy_loss']:.2f}**" in summary and f"**{data['second_copy_loss']:.2f}**" in summary
+    again = client.predict("gpt-shakespeare", 12, 3, api_name="/induction")[-1]
+    assert again == data  # seeded: the same sequence, the same numbers
+
+
+def test_induction_clamps_and_refuses_with_messages(client):
+    data = client.predict("gpt", 100, 0, api_name="/induction")[-1]  # gradio refuses beyond the slider
+    assert data["n"] == 64 and data["model"] == "gpt-shakespeare"   # 128 positions hold two copies of 64
+    with pytest.raises(AppError, match="causal language model"):
+        client.predict("minilm", 10, 0, api_name="/induction")
+
+
+def test_the_figures_and_their_text_alternatives():
+    data = {"stat": "entropy", "source": "corpus", "order": "smallest", "layers": 2, "heads": 2,
+            "corpus": "assets/corpus_sample.txt", "protocol": {"windows": 3},
+            "stats": {k: [[0.1, 0.2], [0.3, 0.4]] for k in heads.STATS},
+            "ranking": [{"layer": 0, "head": 0, **dict.fromkeys(heads.STATS, 0.1)}]}
+    fig = fh.finder_figure(data, 1)
+    assert [t.type for t in fig.data] == ["heatmap", "scatter"] and fig.data[1].y == ("layer 0",)
+    assert "| 1 | 0 | 0 | **0.100** | 0.100 |" in fh.finder_md(data, 1, heads.STATS)
+    ind = {"label": "a model", "n": 3, "seed": 0, "prefix": 0, "losses": [1.0, 2.0, 3.0, 0.5, 0.4],
+           "first_copy_loss": 2.5, "second_copy_loss": 0.45, "chance_loss": 4.0, "vocabulary": 55,
+           "induction": [[0.9, 0.1]], "previous": [[0.0, 0.8]], "duplicate": [[0.0, 0.0]]}
+    assert len(fh.copy_loss_figure(ind).data[0].y) == 5
+    assert list(fh.scores_figure(ind).data[0].y) == [0.9, 0.1]
+    md = fh.induction_md(ind, k=1)
+    assert "falls by 2.05 nats" in md and "| 0 | 0 | 0.900 | 0.000 |" in md and "| 0 | 1 | 0.100 | 0.800 |" in md
+
+
+def test_a_model_without_attention_is_refused_with_the_models_that_have_it():
+    import gradio as gr
+
+    from playground.ui import attention_heads
+
+    with pytest.raises(gr.Error, match="choose from minilm"):
+        attention_heads.head_finder(REPEATED, "lstm-shakespeare", "corpus", "previous", "largest")
+    with pytest.raises(gr.Error, match="choose from gpt-shakespeare"):
+        attention_heads.induction("lstm-shakespeare", 10, 0)
+    with pytest.raises(gr.Error, match="Rank the heads first"):
+        attention_heads.open_head(None, "minilm")
