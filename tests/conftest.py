@@ -10,10 +10,13 @@ from pathlib import Path
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if "POLLS_DB" not in os.environ:  # the class quiz's rooms: a file of the test run's own, never the app's
+# The class quiz's rooms: a file of this process's own, never the app's, nor (with pytest-xdist) another worker's,
+# which inherits the environment its controller set here; a POLLS_DB the user set is kept.
+if os.environ.get("POLLS_DB", os.environ.get("TEST_POLLS_DB")) == os.environ.get("TEST_POLLS_DB"):
     import tempfile
 
-    os.environ["POLLS_DB"] = os.path.join(tempfile.mkdtemp(prefix="polls-"), "polls.sqlite3")
+    os.environ["POLLS_DB"] = os.environ["TEST_POLLS_DB"] = os.path.join(tempfile.mkdtemp(prefix="polls-"),
+                                                                        "polls.sqlite3")
 
 import pytest
 
@@ -176,6 +179,30 @@ def client(app_url):
 def pytest_configure(config):
     # gradio's own use of pandas, not ours
     config.addinivalue_line("filterwarnings", "ignore::Warning:gradio.queueing")
+    config.addinivalue_line("markers", "xdist_group(name): the tests pytest-xdist runs in one worker, in order")
+    config.pluginmanager.register(XdistGroups(), "playground-xdist-groups")
+
+
+class XdistGroups:
+    """The groups of `-n 2 --dist loadgroup` (the README's command; without pytest-xdist they mean nothing): every
+    module that uses the shared Chromium in one group, so that the session's one Chromium and its served app serve
+    them all in one worker, one after the other, and no other test runs in that worker while Chromium is up (its
+    sync loop stops asyncio.run: SharedChromium); every other module a group of its own, its module fixtures set up
+    once. The two workers share nothing but the cores: each has its own served app on a free port, its own
+    temporary folders and quiz rooms (POLLS_DB above) and its own Gradio folder (ui/patches); no test writes to
+    models/. A plugin object rather than this module's hook: the module's one pytest_collection_modifyitems runs
+    last (below), after pytest-xdist has read the groups."""
+
+    CHROMIUM = "chromium"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items):
+        chromium = {item.nodeid.split("::")[0] for item in items
+                    if any(name in getattr(item, "fixturenames", ()) for name in BROWSER_FIXTURES)}
+        for item in items:
+            if item.get_closest_marker("xdist_group") is None:
+                module = item.nodeid.split("::")[0]  # its file
+                item.add_marker(pytest.mark.xdist_group(self.CHROMIUM if module in chromium else module))
 
 
 @pytest.hookimpl(trylast=True)  # after any plugin that reorders the tests
