@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -132,30 +134,46 @@ def page(browser, app_url):
 
 
 class Traffic:
-    """The app's requests in flight from a page (queue joins, the queue's event stream, unqueued events), so a test
-    can wait for the page's answers to be in instead of sleeping a fixed time."""
+    """The app's requests in flight from a page (queue joins, unqueued events) and the events of its sessions that
+    the in-process app has not yet answered, so a test can wait for the page's answers to be in instead of sleeping
+    a fixed time. A session's stream of answers (`queue/data`) is not waited on itself: Gradio 6.31 closes it only
+    on a completion that leaves nothing pending, and a second stream opened meanwhile stays open after the last
+    answer (a wait on it lasted until its timeout, a minute per tab); its session's pending events are what count."""
 
     def __init__(self, page):
-        self.page, self.open, self.last = page, set(), 0.0
+        self.page, self.open, self.last, self.sessions = page, set(), 0.0, set()
+        app = sys.modules.get("app")  # the session's served app (app_url), launched in this process
+        self.queue = getattr(getattr(app, "demo", None), "_queue", None)
         page.on("request", self._start)
         page.on("requestfinished", self._end)
         page.on("requestfailed", self._end)
 
     def _start(self, request) -> None:
         if "/gradio_api/" in request.url and "/heartbeat/" not in request.url:
-            self.open.add(request)
             self.last = time.monotonic()
+            if "/queue/data" in request.url and self.queue is not None:
+                self.sessions.update(parse_qs(urlparse(request.url).query).get("session_hash", []))
+            else:
+                self.open.add(request)
 
     def _end(self, request) -> None:
         if request in self.open:
             self.open.discard(request)
             self.last = time.monotonic()
 
+    def pending(self) -> bool:
+        """Whether an event the page's sessions sent is still to be answered on their stream."""
+        waiting = self.queue.pending_event_ids_session if self.queue is not None else {}
+        return any(waiting.get(session) for session in list(self.sessions))
+
     def settle(self, quiet_ms: int = 500, timeout_ms: int = 60_000) -> bool:
-        """Until no request has been in flight for quiet_ms (an event's follow-ups are sent when it ends); False
-        after timeout_ms without (the test goes on, as after a long sleep: its own checks say what is missing)."""
+        """Until no request has been in flight nor an event pending for quiet_ms (an event's follow-ups are sent
+        when it ends); False after timeout_ms without (the test goes on, as after a long sleep: its own checks say
+        what is missing)."""
         started = time.monotonic()
-        while self.open or time.monotonic() - self.last < quiet_ms / 1000:
+        while self.open or self.pending() or time.monotonic() - self.last < quiet_ms / 1000:
+            if self.pending():
+                self.last = time.monotonic()  # quiet counts from the last answer sent
             if time.monotonic() - started > timeout_ms / 1000:
                 return False
             self.page.wait_for_timeout(50)  # lets Playwright deliver the page's events meanwhile
