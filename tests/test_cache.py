@@ -155,7 +155,15 @@ def test_a_hit_never_waits_for_a_worker_and_a_miss_does(cache):
     workers = Workers(1)
     wrapped = cache.wrap(lambda x: x, 1, (), workers)
     wrapped("cached")
-    workers._pools[False].acquire()  # a slow computation holds the only worker
+    taken, free = threading.Event(), threading.Event()
+
+    def slow_computation():
+        with workers.take("another event"):  # holds the only worker until told
+            taken.set()
+            free.wait(10)
+
+    threading.Thread(target=slow_computation, daemon=True).start()
+    assert taken.wait(5) and workers.ahead("new") == 1
     try:
         assert wrapped("cached") == "cached"
         done = threading.Event()
@@ -163,7 +171,7 @@ def test_a_hit_never_waits_for_a_worker_and_a_miss_does(cache):
         time.sleep(0.2)
         assert not done.is_set(), "a miss computed without a worker"
     finally:
-        workers._pools[False].release()
+        free.set()
     assert done.wait(5)
 
 

@@ -91,8 +91,16 @@ def test_whole_word_masking_selects_every_piece_of_a_word():
 
 
 def test_word_ids_that_restart_in_sentence_b_are_other_words():
-    word_ids = torch.tensor([[-1, 0, 0, 1, -1, 0, 1, 1, -1]])
-    assert masking._word_groups(word_ids)[0, [1, 2, 3, 5, 6, 7]].tolist() == [0, 0, 1, 2, 3, 3]
+    """A pair's words as `tokenizers` numbers them (each sentence from 0): the pieces of one word are selected
+    together, and sentence B's word 0 or 1 is not sentence A's (selected apart from it)."""
+    word_ids = torch.tensor([[-1, 0, 0, 1, -1, 0, 1, 1, -1]]).repeat(400, 1)  # [CLS] A A A [SEP] B B B [SEP]
+    ids = torch.arange(9).repeat(400, 1) + 10
+    out = masking.mask_tokens(ids, mask_id=4, vocab_size=30, special=word_ids < 0, prob=0.5, replace=(1.0, 0.0, 0.0),
+                              word_ids=word_ids, random_low=5, generator=torch.Generator().manual_seed(0))
+    selected = out.labels != -100
+    assert torch.equal(selected[:, 1], selected[:, 2]) and torch.equal(selected[:, 6], selected[:, 7])  # one word
+    assert (selected[:, 1] != selected[:, 5]).any() and (selected[:, 3] != selected[:, 6]).any()  # other words
+    assert not selected[:, [0, 4, 8]].any()
 
 
 def test_topk_accuracy_on_a_hand_example():
