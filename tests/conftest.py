@@ -5,15 +5,20 @@ from __future__ import annotations
 import os
 import shutil
 import socket
+import sys
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-if "POLLS_DB" not in os.environ:  # the class quiz's rooms: a file of the test run's own, never the app's
+# The class quiz's rooms: a file of this process's own, never the app's, nor (with pytest-xdist) another worker's,
+# which inherits the environment its controller set here; a POLLS_DB the user set is kept.
+if os.environ.get("POLLS_DB", os.environ.get("TEST_POLLS_DB")) == os.environ.get("TEST_POLLS_DB"):
     import tempfile
 
-    os.environ["POLLS_DB"] = os.path.join(tempfile.mkdtemp(prefix="polls-"), "polls.sqlite3")
+    os.environ["POLLS_DB"] = os.environ["TEST_POLLS_DB"] = os.path.join(tempfile.mkdtemp(prefix="polls-"),
+                                                                        "polls.sqlite3")
 
 import pytest
 
@@ -129,41 +134,59 @@ def page(browser, app_url):
 
 
 class Traffic:
-    """The app's requests in flight from a page (queue joins, the queue's event stream, unqueued events), so a test
-    can wait for the page's answers to be in instead of sleeping a fixed time."""
+    """The app's requests in flight from a page (queue joins, unqueued events) and the events of its sessions that
+    the in-process app has not yet answered, so a test can wait for the page's answers to be in instead of sleeping
+    a fixed time. A session's stream of answers (`queue/data`) is not waited on itself: Gradio 6.31 closes it only
+    on a completion that leaves nothing pending, and a second stream opened meanwhile stays open after the last
+    answer (a wait on it lasted until its timeout, a minute per tab); its session's pending events are what count."""
 
     def __init__(self, page):
-        self.page, self.open, self.last = page, set(), 0.0
+        self.page, self.open, self.last, self.sessions = page, set(), 0.0, set()
+        app = sys.modules.get("app")  # the session's served app (app_url), launched in this process
+        self.queue = getattr(getattr(app, "demo", None), "_queue", None)
         page.on("request", self._start)
         page.on("requestfinished", self._end)
         page.on("requestfailed", self._end)
 
     def _start(self, request) -> None:
         if "/gradio_api/" in request.url and "/heartbeat/" not in request.url:
-            self.open.add(request)
             self.last = time.monotonic()
+            if "/queue/data" in request.url and self.queue is not None:
+                self.sessions.update(parse_qs(urlparse(request.url).query).get("session_hash", []))
+            else:
+                self.open.add(request)
 
     def _end(self, request) -> None:
         if request in self.open:
             self.open.discard(request)
             self.last = time.monotonic()
 
+    def pending(self) -> bool:
+        """Whether an event the page's sessions sent is still to be answered on their stream."""
+        waiting = self.queue.pending_event_ids_session if self.queue is not None else {}
+        return any(waiting.get(session) for session in list(self.sessions))
+
     def settle(self, quiet_ms: int = 500, timeout_ms: int = 60_000) -> bool:
-        """Until no request has been in flight for quiet_ms (an event's follow-ups are sent when it ends); False
-        after timeout_ms without (the test goes on, as after a long sleep: its own checks say what is missing)."""
+        """Until no request has been in flight nor an event pending for quiet_ms (an event's follow-ups are sent
+        when it ends); False after timeout_ms without (the test goes on, as after a long sleep: its own checks say
+        what is missing)."""
         started = time.monotonic()
-        while self.open or time.monotonic() - self.last < quiet_ms / 1000:
+        while self.open or self.pending() or time.monotonic() - self.last < quiet_ms / 1000:
+            if self.pending():
+                self.last = time.monotonic()  # quiet counts from the last answer sent
             if time.monotonic() - started > timeout_ms / 1000:
                 return False
             self.page.wait_for_timeout(50)  # lets Playwright deliver the page's events meanwhile
         return True
 
 
-def screenshot(page, name: str, tmp_path: Path) -> None:
-    """Saved in the test's folder; SCREENSHOT_DIR=assets refreshes the README's pictures."""
-    shots = Path(os.environ.get("SCREENSHOT_DIR", tmp_path))
-    shots.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(shots / name), full_page=False)
+def screenshot(page, name: str, full_page: bool = False) -> None:
+    """Taken for a person to look at when SCREENSHOT_DIR names a folder (SCREENSHOT_DIR=assets refreshes the README's
+    pictures); otherwise not taken: a picture checks nothing, and the suite's run took seconds for each."""
+    if os.environ.get("SCREENSHOT_DIR"):
+        shots = Path(os.environ["SCREENSHOT_DIR"])
+        shots.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shots / name), full_page=full_page)
 
 
 @pytest.fixture(scope="session")
@@ -176,6 +199,30 @@ def client(app_url):
 def pytest_configure(config):
     # gradio's own use of pandas, not ours
     config.addinivalue_line("filterwarnings", "ignore::Warning:gradio.queueing")
+    config.addinivalue_line("markers", "xdist_group(name): the tests pytest-xdist runs in one worker, in order")
+    config.pluginmanager.register(XdistGroups(), "playground-xdist-groups")
+
+
+class XdistGroups:
+    """The groups of `-n 2 --dist loadgroup` (the README's command; without pytest-xdist they mean nothing): every
+    module that uses the shared Chromium in one group, so that the session's one Chromium and its served app serve
+    them all in one worker, one after the other, and no other test runs in that worker while Chromium is up (its
+    sync loop stops asyncio.run: SharedChromium); every other module a group of its own, its module fixtures set up
+    once. The two workers share nothing but the cores: each has its own served app on a free port, its own
+    temporary folders and quiz rooms (POLLS_DB above) and its own Gradio folder (ui/patches); no test writes to
+    models/. A plugin object rather than this module's hook: the module's one pytest_collection_modifyitems runs
+    last (below), after pytest-xdist has read the groups."""
+
+    CHROMIUM = "chromium"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, items):
+        chromium = {item.nodeid.split("::")[0] for item in items
+                    if any(name in getattr(item, "fixturenames", ()) for name in BROWSER_FIXTURES)}
+        for item in items:
+            if item.get_closest_marker("xdist_group") is None:
+                module = item.nodeid.split("::")[0]  # its file
+                item.add_marker(pytest.mark.xdist_group(self.CHROMIUM if module in chromium else module))
 
 
 @pytest.hookimpl(trylast=True)  # after any plugin that reorders the tests

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.conftest import screenshot
 
 
-def test_typing_a_sentence_shows_its_tokens(page, tmp_path):
+def test_typing_a_sentence_shows_its_tokens(page):
     page.wait_for_selector("#tokens-view .tok-row", timeout=30_000)
     box = page.locator("#sentence textarea")
     box.fill("Flibbertigibbets tokenize 🦜 happily")
@@ -19,24 +19,24 @@ def test_typing_a_sentence_shows_its_tokens(page, tmp_path):
     # hovering a token lights up the tokens over the same characters in every tokenizer
     bpe.first.hover()
     assert page.locator("#tokens-view .tok.hl").count() >= 6
-    screenshot(page, "tokenization.png", tmp_path)
+    screenshot(page, "tokenization.png")
 
 
-def test_bpe_step_by_step_tab(page, tmp_path):
+def test_bpe_step_by_step_tab(page):
     page.get_by_role("tab", name="Classic BPE, step by step", exact=True).click()
     page.get_by_role("button", name="Learn merges").click()
     page.wait_for_selector(".bpe-step", timeout=20_000)
     assert "est</w>" in page.locator(".bpe-step").inner_text()
     page.locator(".bpe-step").scroll_into_view_if_needed()
-    screenshot(page, "bpe.png", tmp_path)
+    screenshot(page, "bpe.png")
 
 
-def test_why_this_split_tab(page, tmp_path):
+def test_why_this_split_tab(page):
     page.get_by_role("tab", name="Why this split? WordPiece and Unigram", exact=True).click()
     page.get_by_role("button", name="Explain").click()
     page.wait_for_selector("table.uni", timeout=20_000)
     assert "longest match" in page.locator("body").inner_text()
-    screenshot(page, "why-split.png", tmp_path)
+    screenshot(page, "why-split.png")
 
 
 def test_nothing_is_fetched_from_the_internet(page):

@@ -34,7 +34,7 @@ def test_the_head_view_opens_on_one_head_with_every_token_reachable(attention_ta
     assert svg.bounding_box()["width"] <= outer["width"] + 20  # the box is sized to the view, not wider
 
 
-def test_hovering_a_token_shows_only_its_lines(attention_tab, tmp_path):
+def test_hovering_a_token_shows_only_its_lines(attention_tab):
     page = attention_tab
     everything = visible_lines(page)
     token = page.locator('#attn-head-view .hv-t[data-side="q"][data-i="2"]')
@@ -42,7 +42,7 @@ def test_hovering_a_token_shows_only_its_lines(attention_tab, tmp_path):
     page.wait_for_selector("#attn-head-view .hv.hover")
     own = page.locator("#attn-head-view .hv-head:not(.off) path.q2").count()
     assert 0 < visible_lines(page) == own < everything
-    screenshot(page, "attention-head-view.png", tmp_path)
+    screenshot(page, "attention-head-view.png")
     page.mouse.move(5, 5)  # leaving the view brings every line back
     page.wait_for_function("() => !document.querySelector('#attn-head-view .hv.hover')")
     assert visible_lines(page) == everything
@@ -58,14 +58,14 @@ def test_toggling_heads_off_hides_their_lines(attention_tab):
     page.locator("#attn-head-view button.hv-all").click()
 
 
-def test_clicking_a_model_view_tile_enlarges_that_head(attention_tab, tmp_path):
+def test_clicking_a_model_view_tile_enlarges_that_head(attention_tab):
     page = attention_tab
     page.locator('#attn-model-view .mv-tile[data-l="4"][data-h="7"]').click()
     page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('Layer 4, head 7')",
                            timeout=20_000)
     assert page.locator("#attn-head-view .hv").get_attribute("data-layer") == "4"
     page.locator("#attn-heatmap").scroll_into_view_if_needed()
-    screenshot(page, "attention-heatmap.png", tmp_path)
+    screenshot(page, "attention-heatmap.png")
 
 
 def test_a_sentence_pair_can_be_filtered_to_a_to_b_lines(attention_tab):

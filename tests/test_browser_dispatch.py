@@ -67,7 +67,12 @@ def test_a_listener_that_waited_runs_once_more_alone(browser, two_listeners):
         page.click("#go")
         page.wait_for_timeout(150)
         page.click("#go")  # while the first click's listeners run: each runs once more, when it ends
-        page.wait_for_timeout(6000)
+        started = time.monotonic()
+        while len(calls) < 4 and time.monotonic() - started < 60:  # the four runs that must come
+            page.wait_for_timeout(50)
+        # then quiet for twice the slow listener's time: Gradio's own sent the next run as soon as one ended
+        while calls and time.monotonic() - max(t for _, t in calls) < 2 * 1.2 + 0.5:
+            page.wait_for_timeout(50)
     finally:
         context.close()
     names = [name for name, _ in calls]

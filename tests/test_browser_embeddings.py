@@ -14,7 +14,7 @@ def embeddings_tab(page):
     return page
 
 
-def test_the_3d_word_space_renders(embeddings_tab, tmp_path):
+def test_the_3d_word_space_renders(embeddings_tab):
     page = embeddings_tab
     page.wait_for_function("() => document.querySelector('#emb-word-plot .js-plotly-plot')?.data?.[0]?.type"
                            " === 'scatter3d'", timeout=30_000)
@@ -26,7 +26,7 @@ def test_the_3d_word_space_renders(embeddings_tab, tmp_path):
     assert size[0] > 100 and size[1] > 100
     assert "dog" in page.locator("#emb-neighbours").inner_text()
     page.locator("#emb-word-plot").scroll_into_view_if_needed()
-    screenshot(page, "embeddings.png", tmp_path)
+    screenshot(page, "embeddings.png")
     assert page.external_requests == []
 
 

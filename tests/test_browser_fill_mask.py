@@ -11,7 +11,7 @@ from tests.conftest import screenshot
 pytestmark = pytest.mark.skipif(not tab.LISTED, reason="no masked-LM checkpoint is shipped yet")
 
 
-def test_type_a_masked_sentence_then_click_a_word_to_mask_it(page, tmp_path):
+def test_type_a_masked_sentence_then_click_a_word_to_mask_it(page):
     page.get_by_role("tab", name="Masked-LM fill-in", exact=True).click()
     box = page.locator("#fm-text textarea")
     box.fill("Paris is the [MASK] of France.")
@@ -30,5 +30,5 @@ def test_type_a_masked_sentence_then_click_a_word_to_mask_it(page, tmp_path):
                            timeout=30_000)
     assert page.locator("#fm-words .fm-is-mask").count() == 2
     page.locator("#fm-text").scroll_into_view_if_needed()
-    screenshot(page, "fill-mask.png", tmp_path)
+    screenshot(page, "fill-mask.png")
     assert not page.external_requests

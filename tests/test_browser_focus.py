@@ -62,12 +62,12 @@ def test_typing_the_sentence_sends_one_round_of_events_not_a_loop(page):
     assert 0 < len(sent) - typed <= 20, sent[typed:]  # about one event per view that shows the sentence
 
 
-def test_the_word_is_lit_in_tokenization(selected, tmp_path):
+def test_the_word_is_lit_in_tokenization(selected):
     page = selected
     page.wait_for_selector("#tokens-view .tok.focus", timeout=10_000)
     lit = page.locator("#tokens-view .tok.focus").all_inner_texts()
     assert lit and all(t.strip("·▁Ġ#").lower() in "river" for t in lit)
-    screenshot(page, "focus.png", tmp_path)
+    screenshot(page, "focus.png")
 
 
 def test_its_row_and_column_in_attention(selected):

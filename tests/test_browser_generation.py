@@ -4,11 +4,9 @@ generated token showing its step."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
+from tests.conftest import screenshot
 
 MODEL = "gpt-shakespeare"
 
@@ -61,7 +59,7 @@ def test_compare_and_attention_apis(client):
     assert all(att["attention"][i][j] == 0 for i in range(T) for j in range(i + 1, T))
 
 
-def test_streaming_stop_and_clicking_a_token(page, tmp_path):
+def test_streaming_stop_and_clicking_a_token(page):
     from playground.nets import smollm2
 
     page.get_by_role("tab", name="Generation", exact=True).click()
@@ -84,9 +82,7 @@ def test_streaming_stop_and_clicking_a_token(page, tmp_path):
     page.locator("#gen-text .gen-tok").nth(2).click()
     page.wait_for_function("() => document.querySelector('#gen-chart')?.innerText.includes('Step 3:')",
                            timeout=20_000)
-    shots = Path(os.environ.get("SCREENSHOT_DIR", tmp_path))
-    shots.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(shots / "generation.png"), full_page=True)
+    screenshot(page, "generation.png", full_page=True)
     _choose_model(page, "gpt-shakespeare")
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from tests.conftest import screenshot
 
 
-def test_gradient_flow_tab_plots_flags_and_explains(page, tmp_path):
+def test_gradient_flow_tab_plots_flags_and_explains(page):
     page.get_by_role("tab", name="RNN gradient flow", exact=True).click()
     page.wait_for_selector("#gf-status .gf-badge", timeout=60_000)
     for selector in ("#gf-plot .js-plotly-plot", "#gf-strip .gf-ch", "#gf-lstm-gates .js-plotly-plot"):
@@ -30,9 +29,7 @@ def test_gradient_flow_tab_plots_flags_and_explains(page, tmp_path):
     page.wait_for_function(
         "() => /overflow|exploding/.test(document.querySelector('#gf-status .gf-badge')?.innerText || '')",
         timeout=30_000)
-    shots = Path(os.environ.get("SCREENSHOT_DIR", tmp_path))
-    shots.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(shots / "gradient-flow.png"), full_page=False)
+    screenshot(page, "gradient-flow.png")
 
 
 def test_memory_experiment_shows_the_cached_run_at_once(page):

@@ -2,8 +2,8 @@
 a plotly figure, each figure checked as it is drawn: as wide as the page's content (side-by-side figures stack),
 no two tick labels on top of each other, no title, axis title, legend or note cut at the figure's edge or on
 another note, no two numbers of a heatmap's cells run together (and none too small to read). One browser, one
-page: each view is opened once and the window resized. A screenshot of each figure at each size is kept
-(LECTURE_SHOTS=folder keeps them there) for a person to look at."""
+page: each view is opened once and the window resized. LECTURE_SHOTS=folder keeps a screenshot of each figure at
+each size there for a person to look at (without it none is taken: 56 of them took 30 s of the run)."""
 
 from __future__ import annotations
 
@@ -112,9 +112,10 @@ def _resize(page, width: int, height: int) -> None:
 @pytest.mark.xfail(strict=False, reason="issue #32, seen once in the full suite (2026-11-25 18:56): at 1920x1080 the "
                    "Attention tab's Inside one head panels stayed 1216 px wide of 1856 after the suite's other browser "
                    "tests had used the session's Chromium; the file passes alone. Not yet explained")
-def test_every_figure_reads_on_a_projector_in_lecture_mode(app_url, browser, tmp_path):
-    shots = Path(os.environ.get("LECTURE_SHOTS", tmp_path))
-    shots.mkdir(parents=True, exist_ok=True)
+def test_every_figure_reads_on_a_projector_in_lecture_mode(app_url, browser):
+    shots = Path(os.environ["LECTURE_SHOTS"]) if os.environ.get("LECTURE_SHOTS") else None  # pictures check nothing
+    if shots:
+        shots.mkdir(parents=True, exist_ok=True)
     problems = []
     context = browser.new_context(viewport=dict(zip(("width", "height"), SIZES[0])))
     try:
@@ -131,7 +132,7 @@ def test_every_figure_reads_on_a_projector_in_lecture_mode(app_url, browser, tmp
                 found = page.evaluate(PROBLEMS_JS, [WIDTH_SHARE, SMALLEST])
                 problems += [f"{width}x{height} {tab} / {sub}: {problem}" for problem in found]
                 slug = re.sub(r"[^a-z0-9]+", "-", f"{tab} {sub or ''}".lower()).strip("-")
-                for i, figure in enumerate(page.locator(".js-plotly-plot").locator("visible=true").all()):
+                for i, figure in enumerate(page.locator(".js-plotly-plot").locator("visible=true").all() if shots else []):
                     figure.screenshot(path=str(shots / f"projector-{width}-{slug}-{i + 1}.png"))
     finally:
         context.close()

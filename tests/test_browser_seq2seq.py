@@ -29,7 +29,7 @@ def test_every_panel_is_drawn_without_a_click(seq2seq_tab):
         page.wait_for_selector(f"{panel} .js-plotly-plot", timeout=30_000)
 
 
-def test_a_translation_draws_the_alignment_heatmap(seq2seq_tab, tmp_path):
+def test_a_translation_draws_the_alignment_heatmap(seq2seq_tab):
     page = seq2seq_tab
     box = page.locator("#s2s-source textarea")
     box.fill(SOURCE)
@@ -51,7 +51,7 @@ def test_a_translation_draws_the_alignment_heatmap(seq2seq_tab, tmp_path):
     page.wait_for_function("() => ![...document.querySelectorAll('.toast-body')].some((t) => t.offsetParent)",
                            timeout=10_000)                         # the toasts' fade-out
     page.locator("#s2s-alignment").scroll_into_view_if_needed()
-    screenshot(page, "seq2seq.png", tmp_path)
+    screenshot(page, "seq2seq.png")
 
 
 def test_a_word_outside_the_vocabulary_is_named(seq2seq_tab):

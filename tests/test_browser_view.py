@@ -134,7 +134,7 @@ def font_size(page) -> float:
         return gd._fullLayout.font.size; }""")
 
 
-def test_lecture_mode_enlarges_figures_and_hides_the_data_panels(fresh, app_url, tmp_path):
+def test_lecture_mode_enlarges_figures_and_hides_the_data_panels(fresh, app_url):
     page = fresh
     page.goto(app_url)
     page.wait_for_selector(".js-plotly-plot", timeout=40_000)
@@ -145,7 +145,7 @@ def test_lecture_mode_enlarges_figures_and_hides_the_data_panels(fresh, app_url,
     page.wait_for_function(f"() => document.querySelector('.js-plotly-plot')?._fullLayout?.font?.size > {normal}",
                            timeout=20_000)
     assert not page.locator(".advanced").first.is_visible()
-    screenshot(page, "lecture.png", tmp_path)
+    screenshot(page, "lecture.png")
     page.get_by_label("Lecture mode").uncheck()  # and back
     page.wait_for_function(f"() => document.querySelector('.js-plotly-plot')._fullLayout.font.size === {normal}",
                            timeout=20_000)
@@ -184,7 +184,7 @@ def lecture_page(browser, app_url):
 
 
 @pytest.mark.parametrize("tab", LECTURE_TABS)
-def test_lecture_mode_lays_out_every_tab(lecture_page, tab, tmp_path):
+def test_lecture_mode_lays_out_every_tab(lecture_page, tab):
     """Lecture mode on each tab, as a projector shows it: the page's own type grows too (the sentence, the tabs,
     the controls' labels); no legend sits on an axis title; no word of a table is broken letter by letter. The
     screenshot is kept (SCREENSHOT_DIR) for a person to look at."""
@@ -217,7 +217,7 @@ def test_lecture_mode_lays_out_every_tab(lecture_page, tab, tmp_path):
         }).map((c) => c.innerText.slice(0, 20));
     }""")
     assert not broken, broken
-    screenshot(page, f"lecture-{tab}.png", tmp_path)
+    screenshot(page, f"lecture-{tab}.png")
 
 
 def test_every_tab_reads_well_at_first_sight(fresh, app_url):

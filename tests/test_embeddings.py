@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from playground import checkpoints
+from playground.analysis import models
 from playground.analysis.embeddings import EmbeddingError, classic, contextual, encoders, projection, sbert, sentences
 from playground.analysis.embeddings import words as ws
 from playground.figures import embeddings as fe
@@ -286,6 +287,24 @@ def test_wrapped_bert_encode_equals_our_pooling(tiny_bert, pooling):
         mean = sbert.st_encode(sbert.wrap_bert(model.bert, tok, "mean"), WRAP_SENTENCES)
         assert not np.allclose(mean, X, atol=1e-3)
     assert sbert.st_encode(st, []).shape == (0, 16)
+
+
+def test_the_librarys_minilm_is_one_registry_model_for_every_pooling():
+    """The reference's all-MiniLM-L6-v2 is the registry's `minilm-sentence-transformers`, loaded once: every pooling
+    runs that copy's Transformer module (its weights and tokenizer), none loads the folder again."""
+    import gc
+
+    for pooling in encoders.POOLINGS:
+        sbert.sentence_transformers_embed(SENTENCES[:2], pooling)
+    record = models.get(models.MINILM_ST)
+    assert models.resolve("minilm-sentence-transformers") == record.id and record.family == "sentence-transformers"
+    assert models.ids("sentence-transformers") == [record.id] and models.large(record.id)  # not loaded at a start
+    assert (record.shape.layers, record.shape.heads, record.shape.positions) == (6, 12, 512)
+    assert models.tokenizer(record.id) is models.tokenizer("minilm")                     # one tokenizer.json
+    gc.collect()
+    transformer = type(record.model[0])
+    live = [o for o in gc.get_objects() if isinstance(o, transformer)]
+    assert live and all(o is record.model[0] for o in live), f"{len(live)} copies of MiniLM in the library's modules"
 
 
 @pytest.mark.parametrize("pooling", encoders.POOLINGS)

