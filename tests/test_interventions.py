@@ -384,3 +384,27 @@ def ref_patch_cells(ref, clean, corrupted, site, good, bad, cells):
         patched = with_ref_hook(ref, layer, site, edit, lambda: ref(k).logits[0, -1])
         out.append(float(patched[good] - patched[bad]) - base)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped demo pairs work on the shipped models
+
+
+@pytest.mark.parametrize("name", list(patching.DEMOS))
+def test_each_demo_pair_has_a_clear_clean_vs_corrupted_margin(name):
+    """The clean prompt prefers the answer and the corrupted one the other answer, each by a clear margin: the
+    patching grid then has something to restore."""
+    from playground.analysis import models
+
+    model, clean, corrupted, answer, other = patching.DEMOS[name]
+    if models.resolve(model) is None:
+        pytest.skip(f"{model} is not available here")
+    m, notices = models.get(model), []
+    c, k = iv.read(m, clean, notices), iv.read(m, corrupted, notices)
+    patching.aligned(c, k)
+    good, bad = iv.answer_token(m, answer, notices, clean), iv.answer_token(m, other, notices, clean)
+    with torch.inference_mode():
+        m_clean = float(patching._metric(c.predict()[0], good, bad))
+        m_corrupted = float(patching._metric(k.predict()[0], good, bad))
+    assert m_clean > 1 and m_corrupted < -1 and m_clean - m_corrupted > 5, (m_clean, m_corrupted)
+    assert not notices  # every answer is one token, every prompt read whole

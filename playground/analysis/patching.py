@@ -29,6 +29,19 @@ from playground.analysis.interventions import (REINIT_SEED, Edit, InterventionEr
                                                cache, edit_hooks, hooked, read, reinitialised)
 
 SITES = {"resid": "resid_pre", "attn": "attn_out", "mlp": "mlp_out"}
+# The lecture's pairs, one click away; each has a clear clean-vs-corrupted margin on the shipped models
+# (tests/test_interventions.py checks it): (model, clean, corrupted, answer, other answer)
+DEMOS = {
+    "Eiffel Tower → Paris (SmolLM2)": ("smollm2-135m-instruct", "The Eiffel Tower is in the city of",
+                                       "The Colosseum is in the city of", "Paris", "Rome"),
+    "Indirect object: Mary or John? (SmolLM2)": (
+        "smollm2-135m-instruct", "When Mary and John went to the store, John gave a drink to",
+        "When Mary and John went to the store, Mary gave a drink to", "Mary", "John"),
+    "quee·n or thin·g? (our GPT)": ("gpt-shakespeare", "KING HENRY:\nMy lord, the quee",
+                                    "KING HENRY:\nMy lord, the thin", "n", "g"),
+    "My lov·e or My lor·d? (our GPT)": ("gpt-shakespeare", "O, speak again, bright angel! My lov",
+                                        "O, speak again, bright angel! My lor", "e", "d"),
+}
 CHUNK = 96          # patched runs per batched forward pass
 TINY = 1e-6         # |m(clean) − m(corrupted)| below this: the normalisation is 0/0
 
@@ -40,7 +53,7 @@ def aligned(clean: Subject, corrupted: Subject) -> None:
         return
     where = next((t for t, (a, b) in enumerate(zip(clean.ids, corrupted.ids)) if a != b),
                  min(len(clean.ids), len(corrupted.ids)))
-    shown = " | ".join(clean.tokens[where:where + 4]) or "(end)", " | ".join(corrupted.tokens[where:where + 4]) or "(end)"
+    shown = [" | ".join(s.tokens[where:where + 4]) or "(end)" for s in (clean, corrupted)]
     if len(clean.ids) != len(corrupted.ids):
         raise InterventionError(
             f"the clean prompt has {len(clean.ids)} tokens and the corrupted one {len(corrupted.ids)}: patching pairs "
