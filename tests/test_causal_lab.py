@@ -92,3 +92,27 @@ def test_a_masked_lm_predicts_at_its_mask_and_needs_one():
         iv.ablate(m, "no mask here", "head", 0, 0, "zero")
     with pytest.raises(iv.InterventionError, match="masked LM"):
         steering.steer(m, "hello", "a", "b")
+
+
+# ---------------------------------------------------------------------------------------------
+# The API: gradio_client calls, each answering its figure, its text alternative and the JSON last
+
+
+def test_the_causal_endpoints_are_named_and_answer_their_json(client):
+    from gradio_client.exceptions import AppError
+
+    api = client.view_api(return_format="dict", print_info=False)
+    assert {"/patch", "/ablate", "/head_sweep", "/steer"} <= set(api["named_endpoints"])
+    *_, text, data = client.predict("gpt-shakespeare", *QUEEN, "resid", True, False, api_name="/patch")
+    assert data["layers"] == 4 and len(data["exact"]["normalised"][0]) == len(data["clean_tokens"])
+    assert data["metric_clean"] > 5 and "Agreement" in text and "| layer |" in text
+    *_, data = client.predict("gpt", QUEEN[0], "head", 1, 2, "zero", "", False, api_name="/ablate")
+    assert data["model"] == "gpt-shakespeare" and (data["layer"], data["head"]) == (1, 2) and data["kl"] >= 0
+    *_, data = client.predict("gpt-shakespeare", QUEEN[0], "zero", "", False, api_name="/head_sweep")
+    assert len(data["ranking"]) == 24
+    *_, data = client.predict("gpt-shakespeare", "ROMEO:\nI", "Love", "Hate", 2, 2.0, "l", 10, 0, api_name="/steer")
+    assert len(data["with"]["ids"]) == 10 and data["shifts"][0]["word"] == "l"
+    with pytest.raises(AppError, match="as many"):
+        client.predict("gpt-shakespeare", "the king", "the queen", "n", "g", "resid", True, False, api_name="/patch")
+    with pytest.raises(AppError, match="Unknown model"):
+        client.predict("word2vec-english", QUEEN[0], "head", 0, 0, "zero", "", False, api_name="/ablate")

@@ -19,7 +19,7 @@ import gradio as gr
 from playground.analysis import models, patching, steering
 from playground.analysis import interventions as iv
 from playground.figures import causal as fc
-from playground.ui.common import LATEX, Shared, as_int, checked, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, checked, model_ids, text_input, warn
 
 CAUSAL = models.ids("gpt", "llama")                                   # our GPT, SmolLM2 when installed
 MASKED = [name for name in models.ids("bert", "minilm-mlm") if name != models.MINILM]  # with an MLM head
@@ -28,6 +28,7 @@ DEMOS = {name: demo for name, demo in patching.DEMOS.items() if demo[0] in ALL}
 FIRST = next(iter(DEMOS.values()), ("gpt-shakespeare", "", "", "", ""))
 GPT_DEMO = next((d for d in DEMOS.values() if d[0] == "gpt-shakespeare"), FIRST)
 MAX_CHARS = 500
+ALIASED = {"allow_custom_value": True}  # a model dropdown also takes an alias (`gpt`, `smollm2`): _model checks it
 
 
 def _model(name, allowed: list[str], what: str):
@@ -141,7 +142,7 @@ def _outputs(label: str, elem: str):
 def _patch_view(shared: Shared) -> None:
     with gr.Row():
         demo = gr.Dropdown(list(DEMOS), value=next(iter(DEMOS), None), label="Demo pair", scale=2)
-        model = gr.Dropdown(ALL, value=FIRST[0], label="Model", scale=1)
+        model = gr.Dropdown(ALL, value=FIRST[0], label="Model", scale=1, **ALIASED)
         site = gr.Radio([("residual stream", "resid"), ("attention output", "attn"), ("MLP output", "mlp")],
                         value="resid", label="Site", scale=2)
     with gr.Row():
@@ -156,6 +157,7 @@ def _patch_view(shared: Shared) -> None:
     outputs = _outputs("Patching grids", "patch")
     inputs = [model, clean, corrupted, answer, other, site, attribution, sanity]
     shared.remember("causal", model=model, clean=clean, corrupted=corrupted, answer=answer, other=other, site=site)
+    shared.limit("causal.model", model_ids(ALL))
     demo.input(pick_demo, demo, [model, clean, corrupted, answer, other], api_visibility="private", queue=False)
     go_button.click(checked(patch, inputs), inputs, outputs, api_name="patch", show_progress="full")
 
@@ -163,7 +165,7 @@ def _patch_view(shared: Shared) -> None:
 def _ablate_view(shared: Shared) -> None:
     gr.Markdown(ABLATE_MD, latex_delimiters=LATEX)
     with gr.Row():
-        model = gr.Dropdown(ALL, value=GPT_DEMO[0], label="Model", scale=1)
+        model = gr.Dropdown(ALL, value=GPT_DEMO[0], label="Model", scale=1, **ALIASED)
         text = gr.Textbox(GPT_DEMO[1], label="Text (a masked LM: with [MASK])", scale=3)
         reference = gr.Textbox("", label="Reference text (mean / resample)", scale=2)
     with gr.Row():
@@ -179,6 +181,7 @@ def _ablate_view(shared: Shared) -> None:
     ablate_outputs = _outputs("Before and after", "ablate")
     sweep_outputs = _outputs("Every head knocked out", "sweep")
     shared.remember("causal_ablate", model=model, text=text, target=target, layer=layer, head=head, how=how)
+    shared.limit("causal_ablate.model", model_ids(ALL))
     ablate_inputs = [model, text, target, layer, head, how, reference, sanity]
     ablate_button.click(checked(ablate, ablate_inputs), ablate_inputs, ablate_outputs, api_name="ablate",
                         show_progress="minimal")
@@ -190,7 +193,7 @@ def _ablate_view(shared: Shared) -> None:
 def _steer_view(shared: Shared) -> None:
     gr.Markdown(STEER_MD, latex_delimiters=LATEX)
     with gr.Row():
-        model = gr.Dropdown(CAUSAL, value=CAUSAL[0] if CAUSAL else None, label="Causal LM", scale=1)
+        model = gr.Dropdown(CAUSAL, value=CAUSAL[0] if CAUSAL else None, label="Causal LM", scale=1, **ALIASED)
         prompt = gr.Textbox("ROMEO:\nI", label="Prompt", scale=2)
         positive = gr.Textbox("Love\nI love thee", label="Positive prompts (one per line)", lines=2, scale=2)
         negative = gr.Textbox("Hate\nI hate thee", label="Negative prompts (one per line)", lines=2, scale=2)
@@ -204,6 +207,7 @@ def _steer_view(shared: Shared) -> None:
     outputs = _outputs("Logit shift", "steer")
     shared.remember("causal_steer", model=model, prompt=prompt, positive=positive, negative=negative, layer=layer,
                     strength=strength)
+    shared.limit("causal_steer.model", model_ids(CAUSAL))
     inputs = [model, prompt, positive, negative, layer, strength, words, n, seed]
     steer_button.click(checked(steer, inputs), inputs, outputs, api_name="steer", show_progress="minimal")
 
