@@ -34,6 +34,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--think", type=float, default=10.0, help="the students' mean think time in seconds")
     parser.add_argument("--class-seconds", type=float, default=120.0, help="how long the lecture hall lasts")
     parser.add_argument("--hall-only", action="store_true", help="only the lecture hall rows (with --students)")
+    parser.add_argument("--causal-only", action="store_true", help="only the Causal lab rows")
     args = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     sys.path.insert(0, str(ROOT))
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows = []  # (metric, median, p95, budget, ok)
     if args.hall_only:
         return _table(lecture_hall_rows(args.students or 200, args.think, args.class_seconds), args.runs)
+    if args.causal_only:
+        from playground.tools.bench_causal import causal_rows
+
+        return _table(causal_rows(min(args.runs, 5)), args.runs)
     wall, imported, rss = app_ready()
     rows.append(("app ready (fresh process: import, models, UI)", f"{wall:.2f} s", "", "≤ 8 s", wall <= 8))
     rows.append(("  of which `import app`", f"{imported:.2f} s", "", "", None))
