@@ -29,12 +29,12 @@ import torch.nn.functional as F
 from playground.analysis import generation
 from playground.text import token_label
 from playground.nets import bert
+from playground.nets.llama import Llama, rope_angles
 
 TARGETS = ("head", "attn", "mlp")        # what `ablate` knocks out: one head, a layer's attention, a layer's MLP
 HOWS = ("zero", "mean", "resample")      # with what: zeros, the mean over a reference text, that text's values
 SITE_OF = {"head": "z", "attn": "attn_out", "mlp": "mlp_out"}
 TOP = 10                                 # tokens shown before / after, and top movers
-SWEEP_CHUNK = 64                         # rows (heads knocked out) per batched forward pass of a sweep
 MAX_TOKENS = 64                          # the longest text an experiment reads (the grids are layers x positions)
 REINIT_SEED = 1234                       # the sanity check's weights
 
@@ -128,6 +128,33 @@ def cache(model, run: Callable[[], torch.Tensor], sites: list[tuple[int, str]]):
     return out, kept
 
 
+def _run_blocks(model, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """The blocks from `layer` on over the stream x (n, T, C) entering it, every position read (no padding)."""
+    rest = blocks(model)[layer:]
+    if isinstance(model, Llama):
+        c = model.config
+        cos, sin = rope_angles(torch.arange(x.shape[1]), c.head_dim, c.rope_theta)
+        for block in rest:
+            x = block(x, cos, sin)[0]
+        return x
+    for block in rest:
+        x = block(x)[0]
+    return x
+
+
+def _output_layer(model, h: torch.Tensor) -> torch.Tensor:
+    """Logits (n, V) from the last stream at one position per row, (n, C): the final norm and output layer (an MLM
+    head for a masked LM), always in fp32 (the half-stored SmolLM2 multiplies a few positions in fp16 otherwise, and
+    a batch's rows would not be comparable with a single row)."""
+    if hasattr(model, "mlm"):
+        return model.mlm(h, model.bert.embeddings.tok.weight)
+    if isinstance(model, Llama):
+        h = model.model.norm(h)
+        weight = model.model.embed_tokens.weight if model.config.tie_word_embeddings else model.lm_head.weight
+        return F.linear(h, weight.to(h.dtype))
+    return model.unembed(h)
+
+
 # ---------------------------------------------------------------------------------------------
 # What a model reads and what it predicts
 
@@ -153,6 +180,20 @@ class Subject:
             return model(self.batch(n))[0].float()
         segments = torch.tensor([self.segments] * n)
         return model(self.batch(n), segments)[0].float()
+
+    def streams(self, model=None) -> list[torch.Tensor]:
+        """The stream entering every block in one plain run, (1, T, C) each."""
+        model = self.m.model if model is None else model
+        keys = [(layer, "resid_pre") for layer in range(len(blocks(model)))]
+        _, kept = cache(model, lambda: self.predict(model), keys)
+        return [kept[key] for key in keys]
+
+    def predict_from(self, model, layer: int, x: torch.Tensor, hooks: dict | None = None) -> torch.Tensor:
+        """The logits (n, V) at the predicting position when the blocks from `layer` on run on the stream x (n, T, C)
+        that enters it, under `hooks`. An intervention at block `layer` or later leaves the blocks before it as they
+        were, so they are not run again: a patching grid's row for layer l costs L − l blocks, not L."""
+        with hooked(model, hooks or {}):
+            return _output_layer(model, _run_blocks(model, layer, x)[:, self.at]).float()
 
     def predict(self, model=None, n: int = 1, hooks: dict | None = None) -> torch.Tensor:
         """The logits (n, V) at the predicting position only, under `hooks`. The last block's output is cut to that
@@ -346,9 +387,8 @@ def _ablated(model, s: Subject, ref: Subject | None, target: str, layer: int, he
     value = replacement(model, s, ref, layer, site, how)
     if head is not None and value.dim():
         value = value[..., head, :]
-    before = s.logits(model)[0]
-    with hooked(model, edit_hooks([Edit(layer, site, torch.tensor([0]), value, head=head)])):
-        after = s.logits(model)[0]
+    with hooked(model, edit_hooks([Edit(layer, site, torch.tensor([1]), value, head=head)])):
+        before, after = s.logits(model, 2)                          # row 0 as it is, row 1 ablated
     return before, after
 
 
@@ -375,33 +415,32 @@ def ablate(m, text: str, target: str = "head", layer=0, head=0, how: str = "zero
     return data
 
 
-def _sweep_rows(model, s: Subject, ref: Subject | None, how: str, pairs: list[tuple[int, int]]) -> torch.Tensor:
-    """Logits (n, V) at the predicting position with head h of layer l knocked out in row i, (l, h) = pairs[i]."""
-    edits = []
-    for layer in sorted({l for l, _ in pairs}):
-        rows = [i for i, (l, _) in enumerate(pairs) if l == layer]
-        heads = torch.tensor([pairs[i][1] for i in rows])
-        edits.append(Edit(layer, "z", torch.tensor(rows), replacement(model, s, ref, layer, "z", how, heads),
-                          head=heads))
-    return s.predict(model, len(pairs), edit_hooks(edits))
+def _layer_rows(model, s: Subject, ref: Subject | None, how: str, layer: int, heads: list[int],
+                stream: torch.Tensor) -> torch.Tensor:
+    """Logits (n, V) at the predicting position with head heads[i] of `layer` knocked out in row i, the blocks run
+    from `layer` on the plain run's stream entering it."""
+    index = torch.tensor(heads)
+    value = replacement(model, s, ref, layer, "z", how, index)
+    edit = Edit(layer, "z", torch.arange(len(heads)), value, head=index)
+    return s.predict_from(model, layer, stream.expand(len(heads), -1, -1), edit_hooks([edit]))
 
 
 def head_effects(model, s: Subject, ref: Subject | None, how: str, n_layer: int, n_head: int,
                  progress: Callable[[float, str], None] | None = None) -> dict:
     """Every head's effect on the prediction at `s.at`: KL(before ‖ after) and the change of the top-1 token's
-    log-probability, as (n_layer, n_head) lists, computed SWEEP_CHUNK heads per forward pass."""
-    pairs = [(l, h) for l in range(n_layer) for h in range(n_head)]
-    base = F.log_softmax(s.predict(model)[0], -1)
+    log-probability, as (n_layer, n_head) lists: one batched pass per layer, its heads one per row, from the
+    stream entering that layer."""
+    streams = s.streams(model)
+    base = F.log_softmax(s.predict_from(model, 0, streams[0])[0], -1)
     best = int(base.argmax())
-    kl, change = torch.zeros(len(pairs)), torch.zeros(len(pairs))
-    for start in range(0, len(pairs), SWEEP_CHUNK):
-        chunk = pairs[start:start + SWEEP_CHUNK]
-        after = F.log_softmax(_sweep_rows(model, s, ref, how, chunk), -1)
-        kl[start:start + len(chunk)] = (base.exp() * (base - after)).sum(-1)
-        change[start:start + len(chunk)] = after[:, best] - base[best]
+    kl, change = torch.zeros(n_layer, n_head), torch.zeros(n_layer, n_head)
+    for layer in range(n_layer):
+        after = F.log_softmax(_layer_rows(model, s, ref, how, layer, list(range(n_head)), streams[layer]), -1)
+        kl[layer] = (base.exp() * (base - after)).sum(-1)
+        change[layer] = after[:, best] - base[best]
         if progress is not None:
-            progress((start + len(chunk)) / len(pairs), f"{start + len(chunk)} of {len(pairs)} heads")
-    return {"kl": kl.view(n_layer, n_head).tolist(), "top1_change": change.view(n_layer, n_head).tolist(),
+            progress((layer + 1) / n_layer, f"{(layer + 1) * n_head} of {n_layer * n_head} heads")
+    return {"kl": kl.tolist(), "top1_change": change.tolist(),
             "top1": {"token": labels(s.m, [best])[0], "id": best, "logp": float(base[best])}}
 
 

@@ -70,26 +70,25 @@ def _metric(logits: torch.Tensor, good: int, bad: int) -> torch.Tensor:
 def exact_grid(model, clean: Subject, corrupted: Subject, site: str, good: int, bad: int,
                progress: Callable[[float, str], None] | None = None) -> tuple[torch.Tensor, float, float]:
     """m(corrupted with (layer, position) patched from clean) − m(corrupted) for every layer and position,
-    (L, T); and m(clean), m(corrupted)."""
+    (L, T); and m(clean), m(corrupted). One batched pass per layer (up to CHUNK positions), each row patched at its
+    own position, from the corrupted stream entering that layer (the blocks before it are unchanged by the patch)."""
     L, T = len(blocks(model)), len(clean.ids)
     keys = [(layer, site) for layer in range(L)]
-    clean_logits, kept = cache(model, lambda: clean.predict(model), keys)
-    m_clean = float(_metric(clean_logits[0], good, bad))
-    m_corrupted = float(_metric(corrupted.predict(model)[0], good, bad))
-    cells = [(layer, t) for layer in range(L) for t in range(T)]
-    out = torch.zeros(len(cells))
-    for start in range(0, len(cells), CHUNK):
-        chunk = cells[start:start + CHUNK]
-        edits = []
-        for layer in sorted({l for l, _ in chunk}):
-            rows = [i for i, (l, _) in enumerate(chunk) if l == layer]
-            pos = torch.tensor([chunk[i][1] for i in rows])
-            edits.append(Edit(layer, site, torch.tensor(rows), kept[(layer, site)][0, pos], pos=pos))
-        logits = corrupted.predict(model, len(chunk), edit_hooks(edits))
-        out[start:start + len(chunk)] = _metric(logits, good, bad) - m_corrupted
+    entering = [(layer, "resid_pre") for layer in range(L)]
+    _, kept = cache(model, lambda: clean.predict(model), list(dict.fromkeys(keys + entering)))
+    streams = corrupted.streams(model)
+    m_clean = float(_metric(clean.predict_from(model, 0, kept[(0, "resid_pre")])[0], good, bad))
+    m_corrupted = float(_metric(corrupted.predict_from(model, 0, streams[0])[0], good, bad))
+    out = torch.zeros(L, T)
+    for layer in range(L):
+        for start in range(0, T, CHUNK):
+            pos = torch.arange(start, min(T, start + CHUNK))
+            edit = Edit(layer, site, torch.arange(len(pos)), kept[(layer, site)][0, pos], pos=pos)
+            logits = corrupted.predict_from(model, layer, streams[layer].expand(len(pos), -1, -1), edit_hooks([edit]))
+            out[layer, pos] = _metric(logits, good, bad) - m_corrupted
         if progress is not None:
-            progress((start + len(chunk)) / len(cells), f"{start + len(chunk)} of {len(cells)} patched runs")
-    return out.view(L, T), m_clean, m_corrupted
+            progress((layer + 1) / L, f"{(layer + 1) * T} of {L * T} patched runs")
+    return out, m_clean, m_corrupted
 
 
 def attribution_grid(model, clean: Subject, corrupted: Subject, site: str, good: int, bad: int) -> torch.Tensor:
