@@ -272,6 +272,8 @@ def clamp(value, low: int, high: int, name: str, notices: list[str]) -> int:
     """An integer in [low, high]; out of range (or not a number) it is clamped, with a notice."""
     try:
         v = int(value)
+    except OverflowError:                    # ±inf
+        v = high if value > 0 else low
     except (TypeError, ValueError):
         notices.append(f"{name} {value!r} is not a number: {low} is used")
         return low

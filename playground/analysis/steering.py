@@ -19,11 +19,15 @@ from playground.analysis.interventions import (InterventionError, answer_token, 
 
 MAX_STRENGTH = 20.0     # in units of the direction itself (the difference of the two means)
 MAX_NEW = 60            # tokens generated each way
+MAX_LINES = 16          # contrast prompts per side (each is one forward pass)
 RULE = {"temperature": 0.8, "top_k": 0, "top_p": 0.95}  # how both continuations are sampled
 
 
-def _lines(text: str) -> list[str]:
-    return [line for line in (text or "").splitlines() if line.strip()]
+def _lines(text: str, notices: list[str]) -> list[str]:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if len(lines) > MAX_LINES:
+        notices.append(f"{len(lines)} contrast prompts on one side: the first {MAX_LINES} are used")
+    return lines[:MAX_LINES]
 
 
 def direction(m, positive: str, negative: str, layer: int, notices: list[str]) -> torch.Tensor:
@@ -31,7 +35,7 @@ def direction(m, positive: str, negative: str, layer: int, notices: list[str]) -
     weighs the same, whatever its length."""
     sides = []
     for name, text in (("positive", positive), ("negative", negative)):
-        lines = _lines(text)
+        lines = _lines(text, notices)
         if not lines:
             raise InterventionError(f"the {name} prompts are empty: one prompt per line (e.g. 'Love')")
         means = []
@@ -46,6 +50,8 @@ def direction(m, positive: str, negative: str, layer: int, notices: list[str]) -
 def _strength(value, notices: list[str]) -> float:
     try:
         v = float(value)
+    except OverflowError:                    # an integer beyond a float's range
+        v = MAX_STRENGTH * 2 if value > 0 else -MAX_STRENGTH * 2
     except (TypeError, ValueError):
         notices.append(f"strength {value!r} is not a number: 0 is used")
         return 0.0

@@ -25,8 +25,10 @@ CAUSAL = models.ids("gpt", "llama")                                   # our GPT,
 MASKED = [name for name in models.ids("bert", "minilm-mlm") if name != models.MINILM]  # with an MLM head
 ALL = CAUSAL + MASKED
 DEMOS = {name: demo for name, demo in patching.DEMOS.items() if demo[0] in ALL}
-FIRST = next(iter(DEMOS.values()), ("gpt-shakespeare", "", "", "", ""))
-GPT_DEMO = next((d for d in DEMOS.values() if d[0] == "gpt-shakespeare"), FIRST)
+# the view opens on our GPT's first pair (instant); SmolLM2's pairs are one click away in the demo list
+FIRST_DEMO = next((name for name, d in DEMOS.items() if d[0] == "gpt-shakespeare"), next(iter(DEMOS), None))
+FIRST = DEMOS.get(FIRST_DEMO, ("gpt-shakespeare", "", "", "", ""))
+GPT_DEMO = FIRST
 MAX_CHARS = 500
 ALIASED = {"allow_custom_value": True}  # a model dropdown also takes an alias (`gpt`, `smollm2`): _model checks it
 
@@ -141,7 +143,7 @@ def _outputs(label: str, elem: str):
 
 def _patch_view(shared: Shared) -> None:
     with gr.Row():
-        demo = gr.Dropdown(list(DEMOS), value=next(iter(DEMOS), None), label="Demo pair", scale=2)
+        demo = gr.Dropdown(list(DEMOS), value=FIRST_DEMO, label="Demo pair", scale=2)
         model = gr.Dropdown(ALL, value=FIRST[0], label="Model", scale=1, **ALIASED)
         site = gr.Radio([("residual stream", "resid"), ("attention output", "attn"), ("MLP output", "mlp")],
                         value="resid", label="Site", scale=2)
