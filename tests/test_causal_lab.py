@@ -57,14 +57,15 @@ def test_the_patching_grid_is_normalised_between_corrupted_and_clean(gpt):
     assert abs(reinit["metric_clean"] - reinit["metric_corrupted"]) < 1   # no trained margin to restore
 
 
-def test_the_sweep_ranks_heads_as_single_ablations_measure_them(gpt):
-    data = iv.sweep(gpt, QUEEN[0], "zero", sanity=True)
+@pytest.mark.parametrize("how,reference", [("zero", ""), ("resample", "ROMEO:\nO, she doth teach the torches")])
+def test_the_sweep_ranks_heads_as_single_ablations_measure_them(gpt, how, reference):
+    data = iv.sweep(gpt, QUEEN[0], how, reference, sanity=how == "zero")
     assert len(data["ranking"]) == 4 * 6
     best = data["ranking"][0]
-    single = iv.ablate(gpt, QUEEN[0], "head", best["layer"], best["head"], "zero", sanity=False)
+    single = iv.ablate(gpt, QUEEN[0], "head", best["layer"], best["head"], how, reference, sanity=False)
     assert single["kl"] == pytest.approx(best["kl"], abs=1e-5)
     assert [r["kl"] for r in data["ranking"]] == sorted((r["kl"] for r in data["ranking"]), reverse=True)
-    assert data["sanity"]["max_kl"] >= 0
+    assert how != "zero" or data["sanity"]["max_kl"] >= 0
 
 
 def test_ablation_reports_the_distribution_before_and_after(gpt):

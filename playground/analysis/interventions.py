@@ -62,7 +62,7 @@ def hook_point(model, layer: int, site: str):
     """The HookPoint of `site` (nets/hooks.SITES) in block `layer`."""
     block = blocks(model)[layer]
     if site == "z":
-        return getattr(block, "attn", None).hook_z if hasattr(block, "attn") else block.self_attn.hook_z
+        return (block.attn if hasattr(block, "attn") else block.self_attn).hook_z   # GPT and BERT, Llama
     return getattr(block, f"hook_{site}")
 
 
@@ -361,13 +361,16 @@ def _reference(m, s: Subject, how: str, reference: str, notices: list[str]) -> S
 
 
 def replacement(model, s: Subject, ref: Subject | None, layer: int, site: str, how: str,
-                heads: torch.Tensor | None = None) -> torch.Tensor:
+                heads: torch.Tensor | None = None, act: torch.Tensor | None = None) -> torch.Tensor:
     """What an ablated activation becomes, for one row or (with `heads`, n of them) n rows: 0; the mean over the
-    reference's positions; or the reference's value at each position (t mod its length)."""
+    reference's positions; or the reference's value at each position (t mod its length). `act`: the reference's
+    activation there, (1, T_ref, ...), when the caller has it already."""
     if how == "zero":
         return torch.zeros(())
-    _, kept = cache(model, lambda: ref.logits(model), [(layer, site)])
-    act = kept[(layer, site)][0]                                    # (T_ref, C) or (T_ref, nh, hs)
+    if act is None:
+        _, kept = cache(model, lambda: ref.predict(model), [(layer, site)])
+        act = kept[(layer, site)]
+    act = act[0]                                                    # (T_ref, C) or (T_ref, nh, hs)
     value = act.mean(0) if how == "mean" else act[torch.arange(len(s.ids)) % len(ref.ids)]
     if heads is None:
         return value                                                # (C,) or (T, C); (nh, hs) or (T, nh, hs)
@@ -418,11 +421,11 @@ def ablate(m, text: str, target: str = "head", layer=0, head=0, how: str = "zero
 
 
 def _layer_rows(model, s: Subject, ref: Subject | None, how: str, layer: int, heads: list[int],
-                stream: torch.Tensor) -> torch.Tensor:
+                stream: torch.Tensor, act: torch.Tensor | None) -> torch.Tensor:
     """Logits (n, V) at the predicting position with head heads[i] of `layer` knocked out in row i, the blocks run
     from `layer` on the plain run's stream entering it."""
     index = torch.tensor(heads)
-    value = replacement(model, s, ref, layer, "z", how, index)
+    value = replacement(model, s, ref, layer, "z", how, index, act)
     edit = Edit(layer, "z", torch.arange(len(heads)), value, head=index)
     return s.predict_from(model, layer, stream.expand(len(heads), -1, -1), edit_hooks([edit]))
 
@@ -433,11 +436,14 @@ def head_effects(model, s: Subject, ref: Subject | None, how: str, n_layer: int,
     log-probability, as (n_layer, n_head) lists: one batched pass per layer, its heads one per row, from the
     stream entering that layer."""
     streams = s.streams(model)
+    heads_out = [(layer, "z") for layer in range(n_layer)]
+    acts = {} if ref is None else cache(model, lambda: ref.predict(model), heads_out)[1]   # one reference run
     base = F.log_softmax(s.predict_from(model, 0, streams[0])[0], -1)
     best = int(base.argmax())
     kl, change = torch.zeros(n_layer, n_head), torch.zeros(n_layer, n_head)
     for layer in range(n_layer):
-        after = F.log_softmax(_layer_rows(model, s, ref, how, layer, list(range(n_head)), streams[layer]), -1)
+        rows = _layer_rows(model, s, ref, how, layer, list(range(n_head)), streams[layer], acts.get((layer, "z")))
+        after = F.log_softmax(rows, -1)
         kl[layer] = (base.exp() * (base - after)).sum(-1)
         change[layer] = after[:, best] - base[best]
         if progress is not None:
