@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     parser.add_argument("--hall-model", choices=["smollm2"], help="the browsers' hall with attention and generation "
                         "on this model (with --hall-only)")
     parser.add_argument("--heads-only", action="store_true", help="only the induction and head finder rows")
+    parser.add_argument("--causal-only", action="store_true", help="only the Causal lab rows")
     args = parser.parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     sys.path.insert(0, str(ROOT))
@@ -47,6 +48,11 @@ def main(argv: list[str] | None = None) -> list[tuple]:
                       args.runs)
     if args.heads_only:
         return _table(heads_rows(args.runs), args.runs)
+        return _table(lecture_hall_rows(args.students or 200, args.think, args.class_seconds), args.runs)
+    if args.causal_only:
+        from playground.tools.bench_causal import causal_rows
+
+        return _table(causal_rows(min(args.runs, 5)), args.runs)
     wall, imported, rss = app_ready()
     rows.append(("app ready (fresh process: import, models, UI)", f"{wall:.2f} s", "", "≤ 8 s", wall <= 8))
     rows.append(("  of which `import app`", f"{imported:.2f} s", "", "", None))

@@ -28,7 +28,10 @@ HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, (
         ("seq2seq_evaluate", "per_length"): 5, ("generate", "max_new_tokens"): 20, ("compare_generate", "max_new_tokens"): 20,
         # the fine-tuning tab's live runs on the GPT, a few steps (SmolLM2's runs: tests/test_finetune.py)
         ("lora_finetune", "steps"): 2, ("sft", "steps"): 2, ("dpo", "steps"): 2, ("sft", "model"): "gpt-shakespeare",
-        ("dpo", "model"): "gpt-shakespeare", ("lora_finetune", "model"): "gpt-shakespeare"}
+        ("dpo", "model"): "gpt-shakespeare", ("lora_finetune", "model"): "gpt-shakespeare",
+        # the causal lab on the GPT without its sanity checks (SmolLM2's and the checks: tests/test_causal_lab.py)
+        **{(name, "model_name"): "gpt-shakespeare" for name in ("patch", "ablate", "head_sweep", "steer")},
+        **{(name, "sanity"): False for name in ("patch", "ablate", "head_sweep")}}
 NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
 ENDPOINTS = {fn.api_name: fn for fn in app.demo.fns.values() if fn.api_visibility == "public" and fn.fn is not None}
 

@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.text import Encoded  # every family's input; nets/bert.py's encode() makes it
+from playground.nets.hooks import HookPoint, add_block_hooks
 
 IGNORE_INDEX = -100  # label of a position that is not masked (the loss skips it), as in transformers
 
@@ -61,6 +62,7 @@ class SelfAttention(nn.Module):
         self.value = nn.Linear(config.n_embd, config.n_embd)  # W^V
         self.proj = nn.Linear(config.n_embd, config.n_embd)   # W^O
         self.dropout = config.dropout
+        self.hook_z = HookPoint()                             # each head's output, before W^O
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None, return_internals: bool = False):
         """x (B, T, C); key_mask (B, T) bool, True for real tokens. Returns MultiHead(x) (B, T, C) and,
@@ -83,7 +85,8 @@ class SelfAttention(nn.Module):
             att = F.softmax(masked, dim=-1)                     # padding keys get exactly 0
             y = F.dropout(att, dropout_p, self.training) @ v    # (B, nh, T, hs)
             layer = dict(q=q, k=k, v=v, scores=scores, attn=att)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)        # Concat(head_1..head_h): (B, T, C)
+        z = self.hook_z(y.transpose(1, 2))                      # (B, T, nh, hs): the heads, one by one
+        y = z.reshape(B, T, C)                                  # Concat(head_1..head_h): (B, T, C)
         return self.proj(y), layer
 
 
@@ -109,12 +112,15 @@ class Block(nn.Module):
         self.mlp = FeedForward(config)
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.drop = nn.Dropout(config.dropout)
+        add_block_hooks(self)         # hook_resid_pre, hook_attn_out, ... (nets/hooks.py): no parameters
 
     def forward(self, x: torch.Tensor, key_mask: torch.Tensor | None = None, return_internals: bool = False):
+        x = self.hook_resid_pre(x)
         a, layer = self.attn(x, key_mask, return_internals)
-        x = self.ln_1(x + self.drop(a))              # post-norm: the sum is normalised (GPT-2 normalises the input)
-        x = self.ln_2(x + self.drop(self.mlp(x)))
-        return x, layer
+        # post-norm: the sum is normalised (GPT-2 normalises the input); resid_mid is after this first LayerNorm
+        x = self.hook_resid_mid(self.ln_1(x + self.drop(self.hook_attn_out(a))))
+        x = self.ln_2(x + self.drop(self.hook_mlp_out(self.mlp(x))))
+        return self.hook_resid_post(x), layer
 
 
 @dataclass

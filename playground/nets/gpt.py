@@ -23,6 +23,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.nets.hooks import HookPoint, add_block_hooks
+
 
 class LayerNorm(nn.Module):
     """y = (x - mean) / sqrt(var + eps) * gamma + beta over the last dimension (Ba et al. 2016)."""
@@ -61,6 +63,7 @@ class CausalSelfAttention(nn.Module):
         self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)      # W^O
         self.dropout = config.dropout
         self.resid_dropout = nn.Dropout(config.dropout)
+        self.hook_z = HookPoint()                                                    # each head's output, before W^O
 
     def forward(self, x: torch.Tensor, past: tuple[torch.Tensor, torch.Tensor] | None = None,
                 return_internals: bool = False):
@@ -91,7 +94,8 @@ class CausalSelfAttention(nn.Module):
             att = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)  # masked entries are exactly 0
             y = F.dropout(att, dropout_p, self.training) @ v         # (B, nh, T, hs)
             layer = dict(q=q, k=k, v=v, scores=scores, attn=att)
-        y = y.transpose(1, 2).contiguous().view(B, T, C)            # Concat(head_1..head_h): (B, T, C)
+        z = self.hook_z(y.transpose(1, 2))                          # (B, T, nh, hs): the heads, one by one
+        y = z.reshape(B, T, C)                                      # Concat(head_1..head_h): (B, T, C)
         return self.resid_dropout(self.c_proj(y)), (k, v), layer
 
 
@@ -119,12 +123,14 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(config)
         self.ln_2 = LayerNorm(config.n_embd, config.layer_norm_eps, config.bias)
         self.mlp = MLP(config)
+        add_block_hooks(self)         # hook_resid_pre, hook_attn_out, ... (nets/hooks.py): no parameters
 
     def forward(self, x, past=None, return_internals: bool = False):
+        x = self.hook_resid_pre(x)
         a, kv, layer = self.attn(self.ln_1(x), past, return_internals)
-        x = x + a                     # pre-norm (GPT-2), not the post-norm of Vaswani et al. 2017
-        x = x + self.mlp(self.ln_2(x))
-        return x, kv, layer
+        x = self.hook_resid_mid(x + self.hook_attn_out(a))  # pre-norm (GPT-2), not the post-norm of Vaswani 2017
+        x = x + self.hook_mlp_out(self.mlp(self.ln_2(x)))
+        return self.hook_resid_post(x), kv, layer
 
 
 @dataclass

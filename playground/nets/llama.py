@@ -28,6 +28,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from playground.nets.gpt import GPT, cached_step
+from playground.nets.hooks import HookPoint, add_block_hooks
 
 
 class RMSNorm(nn.Module):
@@ -108,6 +109,7 @@ class Attention(nn.Module):
         self.k_proj = Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^K, per group
         self.v_proj = Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^V, per group
         self.o_proj = Linear(config.n_head * config.head_dim, config.n_embd, bias=False)     # W^O
+        self.hook_z = HookPoint()                                                            # each head, before W^O
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past=None,
                 return_internals: bool = False):
@@ -141,7 +143,8 @@ class Attention(nn.Module):
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
-        y = y.transpose(1, 2).reshape(B, T, nh * hs)            # Concat(head_1..head_h): (B, T, nh hs)
+        z = self.hook_z(y.transpose(1, 2))                      # (B, T, nh, hs): the heads, one by one
+        y = z.reshape(B, T, nh * hs)                            # Concat(head_1..head_h): (B, T, nh hs)
         return self.o_proj(y), cache, layer
 
 
@@ -167,12 +170,14 @@ class Block(nn.Module):
         self.self_attn = Attention(config)
         self.post_attention_layernorm = RMSNorm(config.n_embd, config.rms_norm_eps)
         self.mlp = SwiGLU(config)
+        add_block_hooks(self)         # hook_resid_pre, hook_attn_out, ... (nets/hooks.py): no parameters
 
     def forward(self, x, cos, sin, past=None, return_internals: bool = False):
+        x = self.hook_resid_pre(x)
         a, kv, layer = self.self_attn(self.input_layernorm(x), cos, sin, past, return_internals)
-        x = x + a
-        x = x + self.mlp(self.post_attention_layernorm(x))
-        return x, kv, layer
+        x = self.hook_resid_mid(x + self.hook_attn_out(a))
+        x = x + self.hook_mlp_out(self.mlp(self.post_attention_layernorm(x)))
+        return self.hook_resid_post(x), kv, layer
 
 
 @dataclass

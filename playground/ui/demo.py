@@ -14,8 +14,8 @@ from starlette.middleware import Middleware
 from playground import checkpoints
 from playground.analysis import focus
 from playground.text import MAX_CHARS
-from playground.ui import (attention_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab, gradient_tab,
-                           patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
+from playground.ui import (attention_tab, causal_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab,
+                           gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
 from playground.ui.cache import AnswerCache
 from playground.ui.compute import Lanes
 from playground.ui.workers import Workers, share_cores
@@ -42,7 +42,8 @@ RELAY_JS = "window.playgroundRelay.register(%r, trigger);"
 # Tabs in the order of the lecture story
 TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RNN gradient flow", gradient_tab),
         ("Attention", attention_tab), ("Seq2seq attention", seq2seq_tab), ("Masked-LM fill-in", fill_mask_tab),
-        ("Generation", generation_tab), ("Fine-tuning", finetune_tab), ("Class quiz", quiz_tab)]
+        ("Generation", generation_tab), ("Fine-tuning", finetune_tab), ("Causal lab", causal_tab),
+        ("Class quiz", quiz_tab)]
 
 
 def tab_id(title: str) -> str:

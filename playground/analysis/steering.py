@@ -1,0 +1,108 @@
+"""Steering a causal LM by adding a direction to its residual stream (activation addition, Turner et al. 2023).
+
+The direction comes from contrast prompts: the mean residual stream entering block `layer` over the positions (and
+lines) of the positive prompts, minus the same over the negative ones ("Love" − "Hate"). Added, times a strength,
+to the stream entering that block at every position of the prompt and of every generated token, it moves what the
+model writes. The same prompt is continued twice with the same seed, with and without the addition, so that the
+difference between the two texts is the direction's doing; the logit shift on chosen words at the prompt's last
+position says by how much each word gained or lost, before any sampling.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from playground.analysis import generation, sampling
+from playground.analysis.interventions import (InterventionError, answer_token, blocks, cache, clamp, hooked,
+                                               masked_lm, read)
+
+MAX_STRENGTH = 20.0     # in units of the direction itself (the difference of the two means)
+MAX_NEW = 60            # tokens generated each way
+MAX_LINES = 16          # contrast prompts per side (each is one forward pass)
+RULE = {"temperature": 0.8, "top_k": 0, "top_p": 0.95}  # how both continuations are sampled
+
+
+def _lines(text: str, notices: list[str]) -> list[str]:
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    if len(lines) > MAX_LINES:
+        notices.append(f"{len(lines)} contrast prompts on one side: the first {MAX_LINES} are used")
+    return lines[:MAX_LINES]
+
+
+def direction(m, positive: str, negative: str, layer: int, notices: list[str]) -> torch.Tensor:
+    """mean(h_layer over the positive lines' positions) − mean(h_layer over the negative lines'), (C,). Each line
+    weighs the same, whatever its length."""
+    sides = []
+    for name, text in (("positive", positive), ("negative", negative)):
+        lines = _lines(text, notices)
+        if not lines:
+            raise InterventionError(f"the {name} prompts are empty: one prompt per line (e.g. 'Love')")
+        means = []
+        for line in lines:
+            s = read(m, line, notices, f"a {name} prompt")
+            _, kept = cache(m.model, lambda s=s: s.predict(m.model), [(layer, "resid_pre")])
+            means.append(kept[(layer, "resid_pre")][0].mean(0))
+        sides.append(torch.stack(means).mean(0))
+    return sides[0] - sides[1]
+
+
+def _strength(value, notices: list[str]) -> float:
+    try:
+        v = float(value)
+    except OverflowError:                    # an integer beyond a float's range
+        v = MAX_STRENGTH * 2 if value > 0 else -MAX_STRENGTH * 2
+    except (TypeError, ValueError):
+        notices.append(f"strength {value!r} is not a number: 0 is used")
+        return 0.0
+    if v != v or abs(v) > MAX_STRENGTH:   # NaN, or beyond the range
+        kept = 0.0 if v != v else max(-MAX_STRENGTH, min(MAX_STRENGTH, v))
+        notices.append(f"strength {v} is out of range ±{MAX_STRENGTH:g}: {kept:g} is used")
+        return kept
+    return v
+
+
+def _continue(m, ids: list[int], n: int, seed: int) -> tuple[str, list[int]]:
+    tokens = [step["token"] for step in sampling.stream(m.model, torch.tensor([ids]), n, seed=seed,
+                                                        stop=generation.stops(m), **RULE)]
+    return generation.decode(m.tokenizer, tokens), tokens
+
+
+def steer(m, prompt: str, positive: str, negative: str, layer=None, strength=4.0, words: str = "",
+          max_new_tokens: int = 30, seed: int = 0) -> dict:
+    """The prompt continued with and without `strength` × direction added at block `layer` (`direction`), with the
+    same seed, and each of `words` (comma-separated) with its logit and probability at the prompt's last position,
+    with and without. `layer` None: the middle block."""
+    notices: list[str] = []
+    if masked_lm(m):
+        raise InterventionError(f"{m.name} is a masked LM: steering writes text, choose a causal LM (GPT, SmolLM2)")
+    n_layer = len(blocks(m.model))
+    layer = n_layer // 2 if layer is None else clamp(layer, 0, n_layer - 1, "layer", notices)
+    strength = _strength(strength, notices)
+    n = clamp(max_new_tokens, 1, MAX_NEW, "max_new_tokens", notices)
+    s = read(m, prompt, notices, "the prompt")
+    chosen = [w.strip() for w in (words or "").split(",") if w.strip()]
+    with torch.inference_mode():
+        d = direction(m, positive, negative, layer, notices)
+        word_ids = [answer_token(m, w, notices, prompt) for w in chosen]
+        plain_logits = s.predict()[0]
+        plain_text, plain_ids = _continue(m, s.ids, n, seed)
+        with hooked(m.model, {(layer, "resid_pre"): lambda out: out + strength * d}):
+            steered_logits = s.predict()[0]
+            steered_text, steered_ids = _continue(m, s.ids, n, seed)
+    p, q = F.softmax(plain_logits, -1), F.softmax(steered_logits, -1)
+    shifts = [{"word": w, "id": i, "logit_without": float(plain_logits[i]), "logit_with": float(steered_logits[i]),
+               "shift": float(steered_logits[i] - plain_logits[i]), "prob_without": float(p[i]),
+               "prob_with": float(q[i])} for w, i in zip(chosen, word_ids)]
+    return {"model": m.name, "prompt_tokens": s.tokens, "layer": layer, "strength": strength, "seed": seed,
+            "sampling": RULE, "direction_norm": float(d.norm()),
+            "stream_norm": _stream_norm(m, s, layer),
+            "without": {"text": plain_text, "ids": plain_ids}, "with": {"text": steered_text, "ids": steered_ids},
+            "shifts": shifts, "notices": notices}
+
+
+def _stream_norm(m, s, layer: int) -> float:
+    """The mean norm of the stream the direction is added to (at the prompt's positions), for scale."""
+    with torch.inference_mode():
+        _, kept = cache(m.model, lambda: s.predict(m.model), [(layer, "resid_pre")])
+    return float(kept[(layer, "resid_pre")][0].norm(dim=-1).mean())

@@ -1,0 +1,195 @@
+"""Figures of the Causal lab: the patching grids, an ablation's before and after, the heads sweep, steering.
+
+Each figure has a text alternative built from the same data (a Markdown summary and table), shown beside it: the
+numbers a screen reader reads are the ones the picture draws.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from playground.figures.common import ACCENT, MUTED, fixed, layout, token_label
+
+DIVERGING = "RdBu"        # blue: the clean answer restored; red: pushed further toward the corrupted one
+
+
+def md(text) -> str:
+    """User text (a token, a word) safe inside Markdown: its markup characters escaped."""
+    out = token_label(str(text))
+    for ch in "\\`*_{}[]<>()#+!|~":
+        out = out.replace(ch, "\\" + ch)
+    return out or "∅"
+
+
+def _positions(data: dict) -> list[str]:
+    """Column labels: the clean token, and "clean/corrupted" where the two prompts differ."""
+    return [f"{t}: {token_label(a)}" if a == b else f"{t}: {token_label(a)}/{token_label(b)}"
+            for t, (a, b) in enumerate(zip(data["clean_tokens"], data["corrupted_tokens"]))]
+
+
+def _grid(part: dict) -> tuple[list, bool]:
+    """The normalised grid, or the raw changes when normalising is 0/0."""
+    return (part["normalised"], True) if part["normalised"] is not None else (part["raw"], False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Patching
+
+
+def patch_figure(data: dict) -> go.Figure:
+    """The exact grid, the attribution grid and the re-initialised model's grid, layers × positions, side by side."""
+    panels = [("Exact patching", data["exact"])]
+    if "attribution" in data:
+        panels.append(("Attribution patching", data["attribution"]))
+    if "sanity" in data:
+        panels.append(("Sanity: re-initialised model", data["sanity"]["reinit"]))
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], shared_yaxes=True,
+                        horizontal_spacing=0.04)
+    x, y = _positions(data), [f"layer {l}" for l in range(data["layers"])]
+    for i, (title, part) in enumerate(panels, start=1):
+        z, normalised = _grid(part)
+        limit = 1.0 if normalised else max(1e-9, max(abs(v) for row in z for v in row))
+        fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=DIVERGING, zmid=0, zmin=-limit, zmax=limit,
+                                 showscale=i == 1, name=title,
+                                 colorbar=dict(title="restored" if normalised else "Δ metric", len=0.8),
+                                 hovertemplate="%{y}, %{x}<br>" + ("restored %{z:.3f}" if normalised
+                                                                   else "Δ metric %{z:.3f}") + "<extra></extra>"),
+                      row=1, col=i)
+    agreement = data.get("agreement")
+    shown = "" if agreement is None else f"; exact vs attribution r = {agreement:.2f}"
+    metric = f"logit({token_label(data['answer']['text'])}) − logit({token_label(data['other']['text'])})"
+    fig.update_layout(**layout(title=dict(text=f"{data['site']} patching, metric {metric}{shown}", font=dict(size=15)),
+                               height=max(320, 22 * data["layers"] + 160), margin=dict(l=70, r=10, t=80, b=90)))
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def _top_cells(grid: list, x: list[str], n: int = 5) -> list[tuple[float, int, str]]:
+    cells = sorted(((v, layer, x[t]) for layer, row in enumerate(grid) for t, v in enumerate(row)),
+                   key=lambda c: -abs(c[0]))
+    return cells[:n]
+
+
+def _cells(cells: list[tuple[float, int, str]]) -> str:
+    return "; ".join(f"layer {layer}, {md(position)}: {fixed(v)}" for v, layer, position in cells)
+
+
+def patch_markdown(data: dict) -> str:
+    """The grid as text: the metric on both prompts, the cells that restore most, agreement, sanity, the table."""
+    x = _positions(data)
+    z, normalised = _grid(data["exact"])
+    unit = "restored (0 = corrupted, 1 = clean)" if normalised else "change of the metric (normalising is 0/0)"
+    lines = [f"**Metric** logit({md(data['answer']['text'])}) − logit({md(data['other']['text'])}): "
+             f"clean {fixed(data['metric_clean'])}, corrupted {fixed(data['metric_corrupted'])}. Cells: {unit}.", "",
+             "**Largest exact effects:** " + _cells(_top_cells(z, x))]
+    if "attribution" in data:
+        a, _ = _grid(data["attribution"])
+        lines.append("**Largest by attribution:** " + _cells(_top_cells(a, x)))
+        r = "undefined (a constant grid)" if data["agreement"] is None else fixed(data["agreement"])
+        lines.append(f"**Agreement** (Pearson r over all cells): {r}. Where they differ, the model is not linear "
+                     "between the two prompts.")
+    if "sanity" in data:
+        s = data["sanity"]
+        re = s["reinit"]
+        lines.append(f"**Sanity:** two clean prompts change the metric by at most {s['clean_clean_max_abs']:.1e} "
+                     f"(nothing to restore); the re-initialised model's margin is {fixed(re['metric_clean'])} vs "
+                     f"{fixed(re['metric_corrupted'])}: any pattern it shows is not knowledge.")
+    lines += ["", "| layer | " + " | ".join(md(p) for p in x) + " |", "|---" * (len(x) + 1) + "|"]
+    lines += [f"| {l} | " + " | ".join(fixed(v) for v in row) + " |" for l, row in enumerate(z)]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Ablation and the sweep
+
+
+def ablate_figure(data: dict) -> go.Figure:
+    """Left: the top tokens' probabilities before and after; right: the loss at every position before and after."""
+    at = token_label(data["tokens"][data["position"]])
+    fig = make_subplots(rows=1, cols=2, subplot_titles=[f"Prediction at {at}", "Loss per position"],
+                        horizontal_spacing=0.1)
+    ids = [t["id"] for t in data["before"]] + [t["id"] for t in data["after"] if t["id"] not in
+                                                 {b["id"] for b in data["before"]}]
+    label = {t["id"]: token_label(t["token"]) for t in data["before"] + data["after"]}
+    after = {t["id"]: t["prob"] for t in data["after"]}
+    after.update({m["id"]: m["after"] for m in data["movers"]})
+    before = {t["id"]: t["prob"] for t in data["before"]}
+    before.update({m["id"]: m["before"] for m in data["movers"]})
+    x = [f"{label[i]} " for i in ids]
+    fig.add_trace(go.Bar(x=x, y=[before.get(i, 0) for i in ids], name="before", marker_color=MUTED), row=1, col=1)
+    fig.add_trace(go.Bar(x=x, y=[after.get(i, 0) for i in ids], name="after", marker_color=ACCENT), row=1, col=1)
+    positions = [f"{t}: {token_label(tok)}" for t, tok in enumerate(data["tokens"])]
+    for name, key, colour in (("loss before", "loss_before", MUTED), ("loss after", "loss_after", ACCENT)):
+        fig.add_trace(go.Scatter(x=positions, y=data[key], name=name, mode="lines+markers",
+                                 line=dict(color=colour)), row=1, col=2)
+    what = {"head": f"head {data['head']} of layer {data['layer']}", "attn": f"layer {data['layer']}'s attention",
+            "mlp": f"layer {data['layer']}'s MLP"}[data["target"]]
+    fig.update_layout(**layout(title=dict(text=f"{what} ablated ({data['how']}): KL = {data['kl']:.3f} nats",
+                                          font=dict(size=15)), barmode="group", height=380))
+    return fig
+
+
+def ablate_markdown(data: dict) -> str:
+    top1 = data["top1"]
+    lines = [f"**KL(before ‖ after)** = {data['kl']:.4f} nats. The top token {md(top1['token'])}: log p "
+             f"{fixed(top1['logp_before'], 3)} → {fixed(top1['logp_after'], 3)} ({top1['change']:+.3f}).", "",
+             "| token | before | after | change |", "|---|---|---|---|"]
+    lines += [f"| {md(m['token'])} | {m['before']:.3f} | {m['after']:.3f} | {m['change']:+.3f} |"
+              for m in data["movers"]]
+    if "sanity" in data:
+        s = data["sanity"]
+        lines += ["", f"**Sanity**, the same ablation on the re-initialised model: KL = {s['kl']:.4f}, top-token log p "
+                      f"change {s['top1_change']:+.3f}."]
+    return "\n".join(lines)
+
+
+def sweep_figure(data: dict) -> go.Figure:
+    """KL(before ‖ after) of every head knocked out, layers × heads."""
+    fig = go.Figure(go.Heatmap(z=data["kl"], x=[f"head {h}" for h in range(data["heads"])],
+                               y=[f"layer {l}" for l in range(data["layers"])], colorscale="Reds", zmin=0,
+                               colorbar=dict(title="KL"),
+                               hovertemplate="%{y}, %{x}<br>KL %{z:.4f} nats<extra></extra>"))
+    fig.update_layout(**layout(title=dict(text=f"Which heads matter here? Each knocked out ({data['how']}) in turn",
+                                          font=dict(size=15)), height=max(300, 18 * data["layers"] + 140)))
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def sweep_markdown(data: dict, n: int = 10) -> str:
+    lines = [f"The prediction {md(data['top1']['token'])} (log p {fixed(data['top1']['logp'], 3)}); the "
+             f"{n} heads whose ablation moves it most:", "", "| rank | layer | head | KL | Δ log p(top) |",
+             "|---|---|---|---|---|"]
+    lines += [f"| {i + 1} | {r['layer']} | {r['head']} | {r['kl']:.4f} | {r['top1_change']:+.3f} |"
+              for i, r in enumerate(data["ranking"][:n])]
+    if "sanity" in data:
+        lines += ["", f"**Sanity:** on the re-initialised model the largest KL of any head is "
+                      f"{data['sanity']['max_kl']:.4f}."]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Steering
+
+
+def steer_figure(data: dict) -> go.Figure:
+    """The logit shift of each chosen word at the prompt's last position."""
+    words = [token_label(s["word"]) for s in data["shifts"]]
+    shifts = [s["shift"] for s in data["shifts"]]
+    fig = go.Figure(go.Bar(x=words, y=shifts, marker_color=[ACCENT if v < 0 else "#3b7dd8" for v in shifts],
+                           hovertemplate="%{x}: %{y:+.3f}<extra></extra>"))
+    fig.update_layout(**layout(title=dict(text=f"Logit shift, strength {data['strength']:g} at layer {data['layer']}",
+                                          font=dict(size=15)), height=320, yaxis=dict(title="Δ logit")))
+    return fig
+
+
+def steer_markdown(data: dict) -> str:
+    lines = [f"Direction norm {data['direction_norm']:.2f} (the stream's mean norm there: {data['stream_norm']:.2f}); "
+             f"strength {data['strength']:g}, seed {data['seed']}.", "",
+             "| without | with |", "|---|---|",
+             f"| {md(data['without']['text'])} | {md(data['with']['text'])} |", ""]
+    if data["shifts"]:
+        lines += ["| word | logit without | logit with | shift | p without | p with |", "|---|---|---|---|---|---|"]
+        lines += [f"| {md(s['word'])} | {fixed(s['logit_without'])} | {fixed(s['logit_with'])} | {s['shift']:+.3f} | "
+                  f"{s['prob_without']:.4f} | {s['prob_with']:.4f} |" for s in data["shifts"]]
+    return "\n".join(lines)

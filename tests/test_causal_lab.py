@@ -1,0 +1,119 @@
+"""The causal lab's analysis on the shipped GPT (analysis/interventions.py, patching.py, steering.py): the odd input
+the issue names (prompts of different lengths, identical prompts, a split answer, out-of-range numbers), the sweep's
+ranking against single ablations, steering's determinism, and the sanity checks."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from playground.analysis import interventions as iv
+from playground.analysis import models, patching, steering
+
+QUEEN = ("KING HENRY:\nMy lord, the quee", "KING HENRY:\nMy lord, the thin", "n", "g")
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    return models.get("gpt-shakespeare")
+
+
+def test_prompts_of_different_lengths_are_refused_naming_where_they_part(gpt):
+    with pytest.raises(iv.InterventionError, match=r"has 8 tokens and the corrupted one 9.*token 4: clean 'k"):
+        patching.patch(gpt, "the king", "the queen", "n", "g")
+
+
+def test_identical_prompts_say_0_over_0_and_give_no_nan(gpt):
+    data = patching.patch(gpt, QUEEN[0], QUEEN[0], "n", "g", sanity=False)
+    assert data["exact"]["normalised"] is None and data["attribution"]["normalised"] is None
+    assert any("0/0" in n for n in data["notices"])
+    assert all(v == 0 for row in data["exact"]["raw"] for v in row) and data["agreement"] is None
+    assert not any(math.isnan(v) for row in data["attribution"]["raw"] for v in row)
+
+
+def test_a_split_answer_says_which_piece_is_used_and_ranges_are_clamped(gpt):
+    data = patching.patch(gpt, *QUEEN[:2], "no", "g", sanity=False, attribution=False)
+    assert any("'no' is 2 tokens" in n and "'n', is used" in n for n in data["notices"])
+    data = iv.ablate(gpt, QUEEN[0], "head", 99, -3, "zero", sanity=False)
+    assert (data["layer"], data["head"]) == (3, 0)
+    assert any("layer 99 is out of range 0..3" in n for n in data["notices"])
+    assert any("head -3 is out of range 0..5" in n for n in data["notices"])
+    with pytest.raises(iv.InterventionError, match="same token"):
+        patching.patch(gpt, *QUEEN[:2], "n", "n")
+
+
+def test_the_patching_grid_is_normalised_between_corrupted_and_clean(gpt):
+    data = patching.patch(gpt, *QUEEN, sanity=True)
+    grid = torch.tensor(data["exact"]["normalised"])
+    assert grid.shape == (4, len(data["clean_tokens"]))
+    assert data["metric_clean"] > 5 > -5 > data["metric_corrupted"]
+    # the stream entering block 0 at the last position holds the last token itself: patching it restores most
+    assert grid[0, -1] > 0.5 and grid[:, :-4].abs().max() < 1e-5   # the prompts agree before "quee"/"thin"
+    assert -1 <= data["agreement"] <= 1
+    assert data["sanity"]["clean_clean_max_abs"] < 1e-4
+    reinit = data["sanity"]["reinit"]
+    assert abs(reinit["metric_clean"] - reinit["metric_corrupted"]) < 1   # no trained margin to restore
+
+
+@pytest.mark.parametrize("how,reference", [("zero", ""), ("resample", "ROMEO:\nO, she doth teach the torches")])
+def test_the_sweep_ranks_heads_as_single_ablations_measure_them(gpt, how, reference):
+    data = iv.sweep(gpt, QUEEN[0], how, reference, sanity=how == "zero")
+    assert len(data["ranking"]) == 4 * 6
+    best = data["ranking"][0]
+    single = iv.ablate(gpt, QUEEN[0], "head", best["layer"], best["head"], how, reference, sanity=False)
+    assert single["kl"] == pytest.approx(best["kl"], abs=1e-5)
+    assert [r["kl"] for r in data["ranking"]] == sorted((r["kl"] for r in data["ranking"]), reverse=True)
+    assert how != "zero" or data["sanity"]["max_kl"] >= 0
+
+
+def test_ablation_reports_the_distribution_before_and_after(gpt):
+    data = iv.ablate(gpt, QUEEN[0], "mlp", 0, 0, "mean", reference="ROMEO:\nO, she doth teach the torches")
+    assert abs(sum(t["prob"] for t in data["before"]) - 1) < 0.5 and data["kl"] > 0
+    assert len(data["loss_before"]) == len(data["tokens"]) and data["loss_before"][-1] is None
+    assert data["movers"][0]["change"] != 0 and "sanity" in data
+
+
+def test_steering_with_the_same_seed_is_deterministic_and_zero_strength_changes_nothing(gpt):
+    args = (gpt, "ROMEO:\nI", "Love\nI love thee", "Hate\nI hate thee", 2)
+    a = steering.steer(*args, 0.0, "l, h", 20, 3)
+    assert a["with"]["text"] == a["without"]["text"] and all(s["shift"] == 0 for s in a["shifts"])
+    b, c = steering.steer(*args, 8.0, "l", 20, 3), steering.steer(*args, 8.0, "l", 20, 3)
+    assert b == c and b["without"]["text"] == a["without"]["text"] and b["with"]["text"] != b["without"]["text"]
+    d = steering.steer(*args, 500, "l", 20, 3)
+    assert d["strength"] == steering.MAX_STRENGTH and any("out of range" in n for n in d["notices"])
+
+
+def test_a_masked_lm_predicts_at_its_mask_and_needs_one():
+    m = models.get("bert-english")
+    data = iv.ablate(m, "the capital of france is [MASK] .", "attn", 1, 0, "zero", sanity=False)
+    assert data["tokens"][data["position"]] == "[MASK]" and data["loss_before"][data["position"]] is None
+    with pytest.raises(iv.InterventionError, match="needs a \\[MASK\\]"):
+        iv.ablate(m, "no mask here", "head", 0, 0, "zero")
+    with pytest.raises(iv.InterventionError, match="masked LM"):
+        steering.steer(m, "hello", "a", "b")
+
+
+# ---------------------------------------------------------------------------------------------
+# The API: gradio_client calls, each answering its figure, its text alternative and the JSON last
+
+
+def test_the_causal_endpoints_are_named_and_answer_their_json(client):
+    from gradio_client.exceptions import AppError
+
+    api = client.view_api(return_format="dict", print_info=False)
+    assert {"/patch", "/ablate", "/head_sweep", "/steer"} <= set(api["named_endpoints"])
+    *_, text, data = client.predict("gpt-shakespeare", *QUEEN, "resid", True, False, api_name="/patch")
+    assert data["layers"] == 4 and len(data["exact"]["normalised"][0]) == len(data["clean_tokens"])
+    assert data["metric_clean"] > 5 and "Agreement" in text and "| layer |" in text
+    *_, data = client.predict("gpt", QUEEN[0], "head", 1, 2, "zero", "", False, api_name="/ablate")
+    assert data["model"] == "gpt-shakespeare" and (data["layer"], data["head"]) == (1, 2) and data["kl"] >= 0
+    *_, data = client.predict("gpt-shakespeare", QUEEN[0], "zero", "", False, api_name="/head_sweep")
+    assert len(data["ranking"]) == 24
+    *_, data = client.predict("gpt-shakespeare", "ROMEO:\nI", "Love", "Hate", 2, 2.0, "l", 10, 0, api_name="/steer")
+    assert len(data["with"]["ids"]) == 10 and data["shifts"][0]["word"] == "l"
+    with pytest.raises(AppError, match="as many"):
+        client.predict("gpt-shakespeare", "the king", "the queen", "n", "g", "resid", True, False, api_name="/patch")
+    with pytest.raises(AppError, match="Unknown model"):
+        client.predict("word2vec-english", QUEEN[0], "head", 0, 0, "zero", "", False, api_name="/ablate")

