@@ -18,12 +18,13 @@ import sys
 from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARGS, ROOT, app_ready, embeddings_rows,
                                     endpoint_calls, finetune_rows, generation_beside_python, generation_speed,
                                     heads_rows, ms, retrain_seconds_per_mb, time_calls, training_race)
+from playground.tools.bench_causal import causal_rows
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
                                            hub_rows, lecture_hall_rows, load_rows, serving_rows,
                                            smollm2_memory_rows, smollm2_rows, soak_rows)
 
 
-def main(argv: list[str] | None = None) -> list[tuple]:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m playground.bench", description=__doc__)
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--no-http", action="store_true", help="skip the gradio_client round trips")
@@ -38,21 +39,21 @@ def main(argv: list[str] | None = None) -> list[tuple]:
                         "on this model (with --hall-only)")
     parser.add_argument("--heads-only", action="store_true", help="only the induction and head finder rows")
     parser.add_argument("--causal-only", action="store_true", help="only the Causal lab rows")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> list[tuple]:
+    args = _parser().parse_args(argv)
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     sys.path.insert(0, str(ROOT))
 
+    only = {"hall_only": lambda: lecture_hall_rows(args.students or 200, args.think, args.class_seconds,
+                                                   args.hall_model),
+            "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5))}
+    for flag, some_rows in only.items():
+        if getattr(args, flag):
+            return _table(some_rows(), args.runs)
     rows = []  # (metric, median, p95, budget, ok)
-    if args.hall_only:
-        return _table(lecture_hall_rows(args.students or 200, args.think, args.class_seconds, args.hall_model),
-                      args.runs)
-    if args.heads_only:
-        return _table(heads_rows(args.runs), args.runs)
-        return _table(lecture_hall_rows(args.students or 200, args.think, args.class_seconds), args.runs)
-    if args.causal_only:
-        from playground.tools.bench_causal import causal_rows
-
-        return _table(causal_rows(min(args.runs, 5)), args.runs)
     wall, imported, rss = app_ready()
     rows.append(("app ready (fresh process: import, models, UI)", f"{wall:.2f} s", "", "≤ 8 s", wall <= 8))
     rows.append(("  of which `import app`", f"{imported:.2f} s", "", "", None))
@@ -86,7 +87,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("a new prompt's 200 tokens (Generation's handler) alone", f"{alone:.2f} s", "", "", None))
     rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
-    rows += [*smollm2_rows(), *hub_rows(), *smollm2_memory_rows(), *heads_rows(args.runs)]  # SmolLM2, heads
+    rows += [*smollm2_rows(), *hub_rows(), *smollm2_memory_rows(), *heads_rows(args.runs),
+             *causal_rows(min(args.runs, 5))]  # SmolLM2, heads, the Causal lab
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())
     rows.extend(every_tab_rows())
