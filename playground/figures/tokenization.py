@@ -108,7 +108,7 @@ element.addEventListener('focusin', (event) => {
   const tok = event.target.closest('.tok'), info = element.querySelector('.kb-info');
   light(tok);
   if (info) info.textContent = tok ? tok.closest('.tok-row').querySelector('.tok-name').textContent + ': '
-    + tok.title.replace(/\n/g, '; ') : '';
+    + tok.title.replace(/\\n/g, '; ') : '';
 });
 element.addEventListener('keydown', (event) => {
   const row = event.target.closest('.tok-text'), step = {ArrowRight: 1, ArrowLeft: -1}[event.key];
