@@ -38,9 +38,10 @@ RUN_JS = """async ([tags, excluded]) => {
   }).map((n) => [n.target.join(' '), (n.failureSummary || '').replace(/\\s+/g, ' ').slice(0, 220)])])
     .filter(([, , nodes]) => nodes.length);
 }"""
-# no output of the page still computing (Gradio's status trackers)
-IDLE_JS = "() => ![...document.querySelectorAll('#tabs .wrap.full:not(.hide), #tabs .wrap.minimal:not(.hide)')]" \
-          ".some((el) => el.offsetParent)"
+# no output of the page still computing: Gradio's status trackers hidden, and no output faded as pending (its text
+# at 0.2 opacity would be measured as a contrast failure of ours)
+IDLE_JS = "() => ![...document.querySelectorAll('#tabs .wrap.full:not(.hide), #tabs .wrap.minimal:not(.hide), " \
+          "#tabs .pending')].some((el) => el.offsetParent)"
 
 
 def views() -> list[tuple[str, str | None, str | None]]:
