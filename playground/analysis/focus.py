@@ -52,7 +52,11 @@ def chips_html(text: str, span: tuple[int, int] | None) -> str:
     units = words(text)
     if not units:
         return '<div class="chips chips-empty">Type a sentence: its words appear here to select one.</div>'
+    # buttons for the keyboard too: one tab stop (the selected chip, else the first), the arrow keys move between
+    # them, Enter or Space selects (CHIP_CLICK_JS)
+    stop = next((i for i, (s, e, _) in enumerate(units) if (s, e) == span), 0)
     chips = [f'<span class="chip{" on" if (s, e) == span else ""}" data-i="{i}" data-s="{s}" data-e="{e}" '
+             f'role="button" tabindex="{0 if i == stop else -1}" aria-pressed="{str((s, e) == span).lower()}" '
              f'title="select “{html.escape(w)}” in every tab">{html.escape(w)}</span>'
              for i, (s, e, w) in enumerate(units)]
     more = ""
@@ -71,6 +75,17 @@ CHIP_CLICK_JS = """
 element.addEventListener('click', (event) => {
   const chip = event.target.closest('.chip[data-i]');
   if (chip) trigger('select', {index: +chip.dataset.i, value: chip.textContent});
+});
+element.addEventListener('keydown', (event) => {
+  const chip = event.target.closest('.chip[data-i]');
+  if (!chip) return;
+  if (event.key === 'Enter' || event.key === ' ') {
+    event.preventDefault();
+    trigger('select', {index: +chip.dataset.i, value: chip.textContent});
+  }
+  const step = {ArrowRight: 1, ArrowLeft: -1}[event.key];
+  const next = step && element.querySelector(`.chip[data-i="${+chip.dataset.i + step}"]`);
+  if (next) { event.preventDefault(); next.focus(); }
 });
 let opened = null;  // the data-key of the text whose other words were opened by hand
 element.addEventListener('click', (event) => {

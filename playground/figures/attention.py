@@ -75,8 +75,9 @@ def head_view_html(tokens: list[str], segments: list[int], A_layer: np.ndarray,
                     f'x="{text_w + GAP_W}" y="{y}" dominant-baseline="middle">{label}</text>')
     width = 2 * text_w + GAP_W
     heads = "".join(
-        f'<label class="hv-hb" title="head {h}"><input type="checkbox" data-h="{h}"{" checked" if h in on else ""}>'
-        f'<span style="background:{HEAD_COLOURS[h % len(HEAD_COLOURS)]}">{h}</span></label>'
+        f'<label class="hv-hb" title="head {h}"><input type="checkbox" data-h="{h}" aria-label="head {h}"'
+        f'{" checked" if h in on else ""}><span style="{_head_style(HEAD_COLOURS[h % len(HEAD_COLOURS)])}">{h}</span>'
+        "</label>"
         for h in range(H)
     )
     filters = ""
@@ -96,11 +97,24 @@ def head_view_html(tokens: list[str], segments: list[int], A_layer: np.ndarray,
         f'<button type="button" class="hv-all">all</button><button type="button" class="hv-none">none</button>'
         f"{filters}</div>"
         f'<div class="hv-help">{opening}Left: each token as a query; right: the same tokens as keys. Hover a token '
-        f"to see only its lines (left: where it looks; right: who looks at it).</div>"
-        f'<div class="hv-scroll"><svg class="hv-svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
-        f'<g class="hv-lines" fill="none" stroke-width="2">{lines}</g>{"".join(text)}</svg></div></div>'
+        f"to see only its lines (left: where it looks; right: who looks at it), or Tab into the box and use the "
+        f"arrow keys (up and down: a token; left and right: query or key side).</div>"
+        f'<div class="hv-scroll" tabindex="0" role="group" aria-label="Head view, layer {layer}: arrow keys choose a '
+        f'token, its strongest lines are listed below"><svg class="hv-svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" aria-hidden="true">'
+        f'<g class="hv-lines" fill="none" stroke-width="2">{lines}</g>{"".join(text)}</svg></div>'
+        '<div class="kb-info" aria-live="polite"></div></div>'
     )
+
+
+def _head_style(colour: str) -> str:
+    """A head's square: its colour, and a number in black or white, whichever reads at 4.5:1 on it (WCAG's
+    relative luminance; white on Tableau's orange or olive is below 3:1)."""
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    r, g, b = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    luminance = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    text = "#000" if (luminance + 0.05) / 0.05 >= 1.05 / (luminance + 0.05) else "#fff"
+    return f"background:{colour};color:{text};--hv-colour:{colour}"
 
 
 # Runs once when the component mounts; listeners are delegated to `element`, so they keep working
@@ -112,8 +126,7 @@ const clear = () => {
   hv.classList.remove('hover');
   hv.querySelectorAll('.on').forEach((el) => el.classList.remove('on'));
 };
-element.addEventListener('mouseover', (event) => {
-  const t = event.target.closest('.hv-t');
+const show = (t) => {
   clear();
   if (!t) return;
   const hv = element.querySelector('.hv');
@@ -121,8 +134,37 @@ element.addEventListener('mouseover', (event) => {
   t.classList.add('on');
   const cls = (t.dataset.side === 'q' ? '.q' : '.k') + t.dataset.i;
   hv.querySelectorAll('path' + cls).forEach((el) => el.classList.add('on'));
-});
+  return cls;
+};
+element.addEventListener('mouseover', (event) => show(event.target.closest('.hv-t')));
 element.addEventListener('mouseleave', clear);
+// The keyboard's hover: arrow keys move a token cursor; the lines drawn for it are listed in words (.kb-info),
+// strongest first, from the lines' own weights (their opacity) in the heads that are on
+const say = (t, cls) => {
+  const hv = element.querySelector('.hv'), info = hv.querySelector('.kb-info'), query = t.dataset.side === 'q';
+  const name = (side, i) => hv.querySelector(`.hv-t[data-side="${side}"][data-i="${i}"]`).textContent;
+  const lines = [...hv.querySelectorAll('.hv-head:not(.off) path' + cls)].map((p) => {
+    const other = p.getAttribute('class').match(query ? /\\bk(\\d+)/ : /\\bq(\\d+)/)[1];
+    return [+p.getAttribute('stroke-opacity'), p.parentNode.dataset.h, name(query ? 'k' : 'q', other)];
+  }).sort((a, b) => b[0] - a[0]).slice(0, 6);
+  const what = query ? 'attends to' : 'is attended by';
+  info.textContent = `${query ? 'Query' : 'Key'} ${t.dataset.i} "${t.textContent}" ${what}: ` + (lines.length
+    ? lines.map(([w, h, other]) => `"${other}" ${w.toFixed(2)} (head ${h})`).join(', ') : 'no line drawn');
+};
+element.addEventListener('keydown', (event) => {
+  const box = event.target.closest('.hv-scroll');
+  const moves = {ArrowDown: [1, 0], ArrowUp: [-1, 0], ArrowLeft: [0, 'q'], ArrowRight: [0, 'k']};
+  if (!box || !(event.key in moves)) return;
+  event.preventDefault();
+  const count = box.querySelectorAll('.hv-t[data-side="q"]').length;
+  const [step, side] = moves[event.key];
+  const at = box.dataset.at === undefined ? (step < 0 ? count : -1) : +box.dataset.at;
+  box.dataset.at = Math.max(0, Math.min(count - 1, at + step));
+  box.dataset.side = side || box.dataset.side || 'q';
+  const t = box.querySelector(`.hv-t[data-side="${box.dataset.side}"][data-i="${box.dataset.at}"]`);
+  say(t, show(t));
+  t.scrollIntoView({block: 'nearest'});
+});
 element.addEventListener('change', (event) => {
   const input = event.target;
   const hv = element.querySelector('.hv');
@@ -173,7 +215,7 @@ def model_view_html(thumbs: np.ndarray, selected: tuple[int, int], factor: int) 
     for l in range(L):
         tiles = "".join(
             f'<div class="mv-tile{" sel" if (l, h) == tuple(selected) else ""}" data-l="{l}" data-h="{h}" '
-            f'role="button" title="layer {l}, head {h}: click to enlarge" style="background-position:'
+            f'role="button" tabindex="0" title="layer {l}, head {h}: click to enlarge" style="background-position:'
             f'-{h * (n + 1) * scale:.2f}px -{l * (n + 1) * scale:.2f}px"></div>'
             for h in range(H)
         )
@@ -187,12 +229,20 @@ def model_view_html(thumbs: np.ndarray, selected: tuple[int, int], factor: int) 
 
 
 HEAD_PICK_JS = """
-element.addEventListener('click', (event) => {
-  const tile = event.target.closest('.mv-tile');
-  if (!tile) return;
+const pick = (tile) => {
   element.querySelectorAll('.mv-tile.sel').forEach((el) => el.classList.remove('sel'));
   tile.classList.add('sel');
   trigger('select', {index: [+tile.dataset.l, +tile.dataset.h], value: tile.title});
+};
+element.addEventListener('click', (event) => {
+  const tile = event.target.closest('.mv-tile');
+  if (tile) pick(tile);
+});
+element.addEventListener('keydown', (event) => {  // a tile is a button: Enter and Space press it
+  const tile = event.target.closest('.mv-tile');
+  if (!tile || (event.key !== 'Enter' && event.key !== ' ')) return;
+  event.preventDefault();
+  pick(tile);
 });
 """
 

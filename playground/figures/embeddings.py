@@ -117,7 +117,13 @@ def table_html(columns: list[str], rows: list[list], row_labels: list[str], capt
         body.append(f"<tr><th>{html.escape(label)}</th>{''.join(cells)}</tr>")
     note = f"<p><em>First {max_cols} columns shown; the JSON has all of them.</em></p>" if cut else ""
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return (f'<div class="emb-table"><table>{cap}<tr><th></th>{head}</tr>{"".join(body)}</table></div>{note}')
+    return (f'<div class="emb-table" {_scrolls(caption or "table")}><table>{cap}<tr><th></th>{head}</tr>'
+            f'{"".join(body)}</table></div>{note}')
+
+
+def _scrolls(name: str) -> str:
+    """A table that may scroll sideways is a focusable region, so a keyboard can scroll it (WCAG 2.1.1)."""
+    return f'tabindex="0" role="region" aria-label="{html.escape(name, quote=True)}"'
 
 
 def neighbours_html(rows: list[dict], title: str) -> str:
@@ -128,7 +134,8 @@ def neighbours_html(rows: list[dict], title: str) -> str:
     for r in rows:
         cells = " · ".join(f"{html.escape(w)} <small>{fixed(s)}</small>" for w, s in r["neighbours"])
         lines.append(f"<tr><th>{html.escape(r['word'])}</th><td>{cells}</td></tr>")
-    return f'<div class="emb-table"><table><caption>{html.escape(title)}</caption>{"".join(lines)}</table></div>'
+    return (f'<div class="emb-table" {_scrolls(title)}><table><caption>{html.escape(title)}</caption>'
+            f'{"".join(lines)}</table></div>')
 
 
 def search_html(query: str, hits: list[dict]) -> str:

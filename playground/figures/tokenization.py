@@ -82,25 +82,41 @@ def tokens_html(data: dict) -> str:
             f'<div class="tok-row" data-key="{html.escape(key)}">'
             f'<div class="tok-head"><span class="tok-name">{html.escape(result["label"])}</span>'
             f'<span class="tok-stats">{stats}</span></div>'
-            f'<div class="tok-text" dir="auto">{token_spans_html(text, result)}</div>'
+            f'<div class="tok-text" dir="auto" tabindex="0" role="group" aria-label="{html.escape(result["label"])} '
+            f'tokens: arrow keys move from token to token">{token_spans_html(text, result)}</div>'
             f'<details class="tok-ids"><summary>ids</summary><code>{ids}</code></details></div>'
         )
-    return f'<div class="tok-compare">{"".join(rows)}</div>'
+    info = '<div class="kb-info" aria-live="polite"></div>'  # what a focused token shows (TOKEN_HOVER_JS)
+    return f'<div class="tok-compare">{info}{"".join(rows)}</div>'
 
 
-# Hover a token: every token of every tokenizer that covers one of the same characters lights up.
+# Hover a token: every token of every tokenizer that covers one of the same characters lights up. The keyboard
+# does the same: Tab reaches a tokenizer's row, the arrow keys move from token to token (each focused in turn), and
+# focus lights up what hover does and says the token's tooltip in words above the rows (.kb-info, read aloud).
 TOKEN_HOVER_JS = """
-element.addEventListener('mouseover', (event) => {
-  const tok = event.target.closest('.tok');
+const light = (tok) => {
   element.querySelectorAll('.tok.hl').forEach((el) => el.classList.remove('hl'));
   if (!tok) return;
   const s = +tok.dataset.s, e = +tok.dataset.e;
   element.querySelectorAll('.tok').forEach((el) => {
     if (+el.dataset.s < e && +el.dataset.e > s) el.classList.add('hl');
   });
+};
+element.addEventListener('mouseover', (event) => light(event.target.closest('.tok')));
+element.addEventListener('mouseleave', () => light(null));
+element.addEventListener('focusin', (event) => {
+  const tok = event.target.closest('.tok'), info = element.querySelector('.kb-info');
+  light(tok);
+  if (info) info.textContent = tok ? tok.closest('.tok-row').querySelector('.tok-name').textContent + ': '
+    + tok.title.replace(/\\n/g, '; ') : '';
 });
-element.addEventListener('mouseleave', () => {
-  element.querySelectorAll('.tok.hl').forEach((el) => el.classList.remove('hl'));
+element.addEventListener('keydown', (event) => {
+  const row = event.target.closest('.tok-text'), step = {ArrowRight: 1, ArrowLeft: -1}[event.key];
+  if (!row || !step) return;
+  event.preventDefault();
+  const toks = [...row.querySelectorAll('.tok')], at = toks.indexOf(event.target.closest('.tok'));
+  const next = toks[at < 0 ? (step > 0 ? 0 : toks.length - 1) : Math.max(0, Math.min(toks.length - 1, at + step))];
+  if (next) { next.tabIndex = -1; next.focus(); }
 });
 """
 

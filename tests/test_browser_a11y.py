@@ -1,0 +1,146 @@
+"""WCAG 2.1 AA in a real browser, measured by axe-core (the engine shipped in the PyPI package axe-playwright-python;
+its axe.min.js is injected into the page, nothing is fetched): every top-level tab and sub-tab, in light mode,
+dark mode and lecture mode, then the guided tour, a tab's quiz questions and the class quiz's lecturer panel. A
+critical or serious violation fails the test, named by mode, view, rule, element and axe's own summary.
+
+Excluded, each for exactly one rule on one selector of Gradio's own markup (docs/accessibility.md says why): see
+EXCLUDED. Run: `nice -n 19 python -m pytest tests/test_browser_a11y.py -x -q`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Traffic
+
+axe_package = pytest.importorskip("axe_playwright_python", reason="pip install axe-playwright-python")
+AXE_JS = (Path(axe_package.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+
+TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]   # WCAG 2.0 and 2.1, levels A and AA
+FAILING = ("critical", "serious")
+# rule id -> the CSS selector of the elements it is not applied to, with why
+EXCLUDED = {
+    # Gradio's Empty placeholder (@gradio/atoms Empty.svelte, drawn by gr.Plot and gr.Image before their first
+    # value) is a <div aria-label="Empty value"> without a role, where ARIA forbids a label. Its markup is Gradio's;
+    # it holds only an icon, so a screen reader loses nothing by skipping it.
+    "aria-prohibited-attr": '.empty[aria-label="Empty value"]',
+}
+MODES = {"light": ("", "light"), "dark": ("?__theme=dark", "dark"), "lecture": ("?lecture=1", "light")}
+
+# axe over the whole page, the violations as [rule, impact, [[selector, summary], ...]] without the excluded
+# elements; axe looks at what is shown (hidden tabs are skipped by its own visibility rules)
+RUN_JS = """async ([tags, excluded]) => {
+  const result = await axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']});
+  return result.violations.map((v) => [v.id, v.impact, v.nodes.filter((n) => {
+    const el = document.querySelector(n.target[0]);
+    return !(excluded[v.id] && el && el.matches(excluded[v.id]));
+  }).map((n) => [n.target.join(' '), (n.failureSummary || '').replace(/\\s+/g, ' ').slice(0, 220)])])
+    .filter(([, , nodes]) => nodes.length);
+}"""
+# no output of the page still computing: Gradio's status trackers hidden, and no output faded as pending (its text
+# at 0.2 opacity would be measured as a contrast failure of ours)
+IDLE_JS = "() => ![...document.querySelectorAll('#tabs .wrap.full:not(.hide), #tabs .wrap.minimal:not(.hide), " \
+          "#tabs .pending')].some((el) => el.offsetParent)"
+
+
+def views() -> list[tuple[str, str | None, str | None]]:
+    """(tab, accordion, sub-tab) of every view, in the page's order, read from the app itself (a new sub-tab is
+    tested too); accordion: the one a sub-tab sits in (opened first), or None."""
+    import gradio as gr
+
+    import app
+
+    tabs = next(b for b in app.demo.blocks.values() if isinstance(b, gr.Tabs) and b.elem_id == "tabs")
+
+    def inner(block, accordion=None) -> list[tuple[str | None, str]]:
+        found = []
+        for child in getattr(block, "children", None) or []:
+            found += [(accordion, str(child.label))] if isinstance(child, gr.Tab) else []
+            found += inner(child, str(child.label) if isinstance(child, gr.Accordion) else accordion)
+        return found
+
+    out = []
+    for tab in (child for child in tabs.children if isinstance(child, gr.Tab)):
+        subs = inner(tab)
+        out += [(str(tab.label), accordion, sub) for accordion, sub in subs] if subs else [(str(tab.label), None, None)]
+    return out
+
+
+def audit(page, where: str) -> list[str]:
+    """The failing violations on the page as it is now, one line per element."""
+    page.traffic.settle(quiet_ms=400)
+    page.wait_for_function(IDLE_JS, timeout=60_000)
+    if not page.evaluate("typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE_JS)
+    found = page.evaluate(RUN_JS, [TAGS, EXCLUDED])
+    return [f"{where}: {rule} ({impact}) at {target}: {summary}"
+            for rule, impact, nodes in found if impact in FAILING for target, summary in nodes]
+
+
+def _open(page, tab: str, sub: str | None, accordion: str | None = None) -> None:
+    page.get_by_role("tab", name=tab, exact=True).first.click()
+    if accordion and not page.get_by_role("tab", name=sub, exact=True).first.is_visible():
+        page.get_by_role("button", name=accordion).locator("visible=true").first.click()
+    if sub:
+        page.get_by_role("tab", name=sub, exact=True).first.click()
+
+
+@pytest.fixture(scope="module")
+def pages(browser, app_url):
+    """One browser context per mode (dark mode: the system's preference and Gradio's own switch)."""
+    made, contexts = {}, []
+    try:
+        def open_mode(mode: str):
+            if mode not in made:
+                query, scheme = MODES[mode]
+                context = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
+                contexts.append(context)
+                page = context.new_page()
+                page.traffic = Traffic(page)
+                page.goto(app_url + query)
+                page.wait_for_selector("#tabs", timeout=30_000)
+                made[mode] = page
+            return made[mode]
+        yield open_mode
+    finally:
+        for context in contexts:
+            if browser.is_connected():
+                context.close()
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_view_has_no_serious_violation(pages, mode):
+    page = pages(mode)
+    if mode == "lecture":
+        page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=30_000)
+    if mode == "dark":
+        page.wait_for_function("() => document.body.classList.contains('dark')", timeout=30_000)
+    problems = []
+    for tab, accordion, sub in views():
+        _open(page, tab, sub, accordion)
+        problems += audit(page, f"{mode} · {tab}" + (f" / {sub}" if sub else ""))
+    assert not problems, f"{len(problems)} serious or critical violation(s):\n" + "\n".join(problems)
+
+
+@pytest.mark.timeout(600)
+def test_tour_and_quiz_have_no_serious_violation(pages):
+    """The guided tour open at its first step, a tab's own questions open, and the class quiz's lecturer panel with a
+    room opened (its code shown large)."""
+    page = pages("light")
+    problems = []
+    page.locator("#tour").get_by_text("Guided tour").click()
+    page.locator("#tour-next").click()
+    page.wait_for_function("() => document.querySelector('#tour-text')?.innerText.includes('Step 1 of')",
+                           timeout=15_000)
+    problems += audit(page, "tour, step 1")
+    _open(page, "Tokenization", "Compare tokenizers")
+    page.get_by_text("Predict, then reveal").locator("visible=true").first.click()
+    problems += audit(page, "Tokenization's questions")
+    _open(page, "Class quiz", None)
+    page.locator("#quiz-lecturer").get_by_text("Lecturer: open a room").click()
+    page.locator("#quiz-open").click()
+    page.wait_for_selector("#quiz-opened .quiz-room b", timeout=30_000)
+    problems += audit(page, "class quiz, a room opened")
+    assert not problems, f"{len(problems)} serious or critical violation(s):\n" + "\n".join(problems)

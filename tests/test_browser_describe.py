@@ -1,0 +1,95 @@
+"""The figures' text alternatives (assets/describe.js) in a real browser, their numbers checked against the JSON the
+same endpoint returns through the API for the page's own inputs: the attention heatmap (each query's most attended
+key and its weight) and the gradient-flow plot (each cell's first and last gradient norm and its factor per step).
+Each figure is the plot's aria-describedby, and "Describe this figure" shows the text."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from playground.figures.attention import labels
+from tests.conftest import Traffic
+
+NUMBER = r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+
+
+def page_inputs(api_name: str) -> list:
+    """The inputs a fresh page sends to an event: its components' initial values (the shared sentence's too)."""
+    import app
+
+    fn = next(f for f in app.demo.fns.values() if f.api_name == api_name)
+    return [block.value for block in fn.inputs]
+
+
+def close(shown: str, exact: float) -> bool:
+    """A number as the text shows it (3 significant digits, or 2 in exponent form) against the exact one."""
+    return math.isclose(float(shown), exact, rel_tol=0.06, abs_tol=1e-12)
+
+
+def description(page, plot: str) -> str:
+    """The text alternative of the figure in `plot`, once drawn: the plot names it as its description."""
+    page.wait_for_function(f"() => {{ const gd = document.querySelector('{plot} .js-plotly-plot'); const id = gd &&"
+                           " gd.getAttribute('aria-describedby'); return id && document.getElementById(id)"
+                           ".textContent.length > 20; }", timeout=60_000)
+    page.traffic.settle(quiet_ms=400)
+    page.wait_for_timeout(500)  # redescribed after its last drawing (300 ms after the page's last change)
+    return page.evaluate(f"() => document.getElementById(document.querySelector('{plot} .js-plotly-plot')"
+                         ".getAttribute('aria-describedby')).textContent")
+
+
+@pytest.fixture(scope="module")
+def described(browser, app_url):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    try:
+        page = context.new_page()
+        page.traffic = Traffic(page)
+        page.goto(app_url)
+        page.wait_for_selector("#tabs", timeout=30_000)
+        yield page
+    finally:
+        if browser.is_connected():
+            context.close()
+
+
+@pytest.mark.timeout(300)
+def test_attention_heatmap_text_names_each_querys_strongest_key(described, client):
+    page = described
+    page.get_by_role("tab", name="Attention", exact=True).click()
+    text = description(page, "#attn-heatmap")
+    data = client.predict(*page_inputs("attention"), api_name="/attention")[-1]
+    A, names = data["attention"], labels(data["tokens"])
+    rows = [line for line in text.splitlines() if re.match(r"^\d+ ", line)]
+    assert len(rows) == min(len(A), 40), f"one line per query row: {text[:300]}"
+    for i, line in enumerate(rows):
+        key, weight = re.match(rf"^{re.escape(names[i])}: (.+?) ({NUMBER})(?:, then|$)", line).groups()
+        best = max(range(len(A[i])), key=lambda j: A[i][j])
+        assert close(weight, A[i][best]), f"row {i}: {line} vs {A[i][best]}"
+        assert A[i][names.index(key)] == pytest.approx(A[i][best]), f"row {i}: {key} is a strongest key"
+    # shown on request, under the figure
+    page.locator("#attn-heatmap .fig-describe summary").click()
+    assert page.locator("#attn-heatmap .fig-describe p").is_visible()
+
+
+@pytest.mark.timeout(300)
+def test_gradient_flow_text_gives_each_cells_decay_per_step(described, client):
+    page = described
+    page.get_by_role("tab", name="RNN gradient flow", exact=True).click()
+    text = description(page, "#gf-plot")
+    data = client.predict(*page_inputs("gradient_flow"), api_name="/gradient_flow")[-1]
+    cells, checked = data["cells"], 0
+    for cell in cells.values():
+        y = cell["grad_norms"]   # the plot's points: t = 1..T, a zero or a missing norm left out
+        finite = [t for t, v in enumerate(y) if v is not None and v > 0]
+        start, end = finite[0], finite[-1]
+        line = next((ln for ln in text.splitlines()
+                     if re.search(rf": {NUMBER} at {start + 1} to {NUMBER} at {end + 1}", ln)
+                     and close(re.search(rf": ({NUMBER}) at", ln).group(1), y[start])), None)
+        assert line, f"a line from {y[start]} at t={start + 1}: {text}"
+        last, factor = (float(v) for v in re.search(rf" to ({NUMBER}) at \d+, × ({NUMBER}) per step", line).groups())
+        assert close(last, y[end]), line
+        assert close(factor, (y[end] / y[start]) ** (1 / (end - start))), line
+        checked += 1
+    assert checked >= 1
