@@ -147,6 +147,7 @@ def test_a_hub_that_does_not_answer_is_a_message_not_a_traceback(standin, monkey
     assert smollm2.source() is None  # a Space whose Hub does not answer starts without SmolLM2, and says why not
     from playground.analysis import models
 
+    monkeypatch.setattr(models, "_loaded", {})  # a process starting: no model loaded yet (another test may have one)
     assert models.resolve("smollm2") is None and models.ids("llama") == []
     assert "did not answer" in models.missing()
 
