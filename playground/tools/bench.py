@@ -25,6 +25,8 @@ ALL = ["char", "word", "bpe", "wordpiece", "unigram", "minilm"]
 TEXT_LONG = (TEXT_32 + " ") * 25  # > 512 MiniLM tokens: the attention tab cuts it to 512
 ATTENTION_32 = TEXT_32 + " It rained all day."  # 32 MiniLM tokens, [CLS] and [SEP] included
 FILL_32 = ATTENTION_32.replace("river", "[MASK]")  # the same 32 tokens, one of them masked
+# 100 words (the lemmatizer's budget is stated for a 100-word text): the lecture's sentence and TEXT_32, repeated
+TEXT_100 = " ".join(" ".join(["Running was considered better than going to gym.", TEXT_32] * 5).split()[:100])
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -76,6 +78,7 @@ def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
         "bpe_segment (3 words)": (tab.bpe_segment, (BPE_TABLE, 10, "lowest newer wider"), None),
         "explain_split (WordPiece + Unigram)": (tab.explain_split, ("unaffable tokenization", "wordpiece"), None),
         "normalize (4 steps)": (tab.normalize_text, (TEXT_32, ["lowercase", "punctuation", "stopwords", "stem"]), None),
+        "lemmatize (100 words, WordNet, auto POS)": (tab.lemmatize_text, (TEXT_100, "auto"), 0.050),
     }
 
 
