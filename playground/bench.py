@@ -17,7 +17,8 @@ import sys
 
 from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARGS, ROOT, app_ready, embeddings_rows,
                                     endpoint_calls, finetune_rows, generation_beside_python, generation_speed, ms,
-                                    retrain_seconds_per_mb, time_calls, training_race)
+                                    retrain_seconds_per_mb, time_calls, tool_round_trip_rows,
+                                    training_race)
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
                                            lecture_hall_rows, load_rows, serving_rows, smollm2_memory_rows,
                                            smollm2_rows, soak_rows)
@@ -75,6 +76,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
     rows.extend(smollm2_rows())
+    rows.extend(tool_round_trip_rows())
     rows.extend(smollm2_memory_rows())
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())

@@ -279,3 +279,26 @@ def training_race(corpus: str, args: list[str] = RACE_ARGS) -> tuple[float | Non
 
 def ms(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds * 1000:,.1f} ms"
+
+
+TOOL_QUESTION = "What is 1234 times 5678?"
+
+
+def tool_round_trip_rows() -> list[tuple]:
+    """The tool-calling loop (analysis/tool_calling.py) on SmolLM2, greedy, a call forced: a round trip is the model's
+    call, our calculator, the result sent back and the model's answer (two model turns). Timed after a warm-up
+    run, SmolLM2 already loaded; a loop that needed a third turn is reported, not judged."""
+    from playground.analysis import models, tool_calling
+
+    if models.resolve(models.SMOLLM2) is None:
+        return [("chat_tools (SmolLM2)", "not installed", "", "", None)]
+    m = models.get(models.SMOLLM2)
+    rule = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
+    tool_calling.run(m, TOOL_QUESTION, rule, 0, [])
+    started = time.perf_counter()
+    data = tool_calling.run(m, TOOL_QUESTION, rule, 0, [])
+    seconds = time.perf_counter() - started
+    turns = len(data["turns"])
+    judged = turns <= 2
+    return [(f"chat_tools: one tool round trip ({TOOL_QUESTION!r}: {turns} model turns, {data['stopped']})",
+             f"{seconds:.1f} s", "", "≤ 15 s" if judged else "", seconds <= 15 if judged else None)]
