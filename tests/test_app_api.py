@@ -116,6 +116,17 @@ def test_normalize_endpoint(client):
     assert data["stages"][-1]["tokens"] == ["cat", "run", "!"]
 
 
+def test_the_smollm2_reasoning_endpoints_refuse_an_empty_question(client):
+    from playground.analysis import models
+
+    if models.resolve(models.SMOLLM2) is None:
+        pytest.skip("SmolLM2 is not installed: the Generation tab has no reasoning panels")
+    with pytest.raises(AppError, match="Type a question"):
+        client.predict("  ", 0, 0, api_name="/chain_of_thought")
+    with pytest.raises(AppError, match="Type a question"):
+        client.predict("", 0, 0, True, api_name="/chat_tools")
+
+
 def test_lemmatize_endpoint_and_the_lemmatizer_stage(client):
     lecture = "Running was considered better than going to gym."
     html, data = client.predict(lecture, "auto", api_name="/lemmatize")

@@ -84,7 +84,8 @@ def _scripted(monkeypatch, replies: list[str]) -> list[list[dict]]:
         text = replies[len(shown) - 1]
         assert text.startswith(prefix)
         return generation.Prompt("", [1] * (10 * len(shown)), frozenset({2})), [
-            {"token": text[len(prefix):], "id": 7, "prob": 0.5}, {"token": "<|im_end|>", "id": 2, "prob": 0.9}]
+            {"token": text[len(prefix):], "id": 7, "prob": 0.5, "entropy": 1.0},
+            {"token": "<|im_end|>", "id": 2, "prob": 0.9, "entropy": 0.5}]
 
     monkeypatch.setattr(tool_calling, "_reply", reply)
     return shown
@@ -138,6 +139,7 @@ def test_the_shipped_problems_and_the_answer_rule():
 
 
 @needs_smollm2
+@pytest.mark.timeout(900)   # about 40 s on an idle 2-core machine; minutes when it is shared
 def test_smollm2_answers_both_ways_and_runs_the_loop():
     m = models.get(models.SMOLLM2)
     problem = reasoning.problems()[0]
@@ -150,4 +152,29 @@ def test_smollm2_answers_both_ways_and_runs_the_loop():
     loop = tool_calling.run(m, "What is 12 times 3?", GREEDY, 0, [])
     first = loop["turns"][0]
     assert first["reply"].startswith("<tool_call>[") and 1 <= len(loop["turns"]) <= tool_calling.MAX_TURNS
-    assert (first["tool_calls"] is None) != (first["parse_error"] is None) or first["tool_calls"] == []
+    assert (first["tool_calls"] is not None) != (first["parse_error"] is not None)   # parsed, or its error
+
+
+# ---------------------------------------------------------------------------------------------
+# The figures: every part of a turn and each way said in text
+
+
+def test_the_figures_say_each_way_and_each_turn_in_text(monkeypatch):
+    from playground.figures import generation as fgen
+
+    step = {"token": " 8", "id": 5, "prob": 0.75, "entropy": 1.0}
+    way = {"steps": [step], "answer": 8, "correct": True, "n_tokens": 1, "stopped": True}
+    html = fgen.way_html({"direct": way, "expected": 8, "prompts": {"direct": "Q?<x>"}}, "direct")
+    assert "Directly: answer: 8 · correct (expected 8)" in html and "Q?&lt;x&gt;" in html and "p = 0.750" in html
+    measured = {"model": "m", "n": 2, "decoding": "greedy", "protocol": "P", "command": "c", "seconds": 3.0,
+                "correct": {"direct": 1, "step_by_step": 0}, "accuracy": {"direct": 0.5, "step_by_step": 0.0},
+                "complete": False, "set_size": 40}
+    table = fgen.measured_html(measured)
+    assert "1 of 2" in table and "50.0%" in table and "first 2 of the set&#x27;s 40" in table
+    assert "Not measured yet" in fgen.measured_html(None)
+    _scripted(monkeypatch, ['<tool_call>[{"name": "calculator", "arguments": {"expression": "1/0"}}]</tool_call>',
+                            "<tool_call>[{bad}]</tool_call>", "No."])
+    turns = fgen.tool_turns_html(tool_calling.run(_Model(), "q", GREEDY, 0, []))
+    assert "Tool call, parsed:" in turns and "calculator → error: division by zero" in turns
+    assert "Malformed tool call: the tool call is not valid JSON" in turns and "Answer: No." in turns
+    assert "&lt;tool_response&gt;" in turns and "&lt;tool_call&gt;[" in turns   # the forced start, escaped
