@@ -17,7 +17,8 @@ import sys
 
 from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARGS, ROOT, app_ready, embeddings_rows,
                                     endpoint_calls, finetune_rows, generation_beside_python, generation_speed,
-                                    heads_rows, ms, retrain_seconds_per_mb, time_calls, training_race)
+                                    heads_rows, ms, retrain_seconds_per_mb, time_calls, tool_round_trip_rows,
+                                    training_race)
 from playground.tools.bench_causal import causal_rows
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
                                            hub_rows, lecture_hall_rows, load_rows, serving_rows,
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("a new prompt's 200 tokens (Generation's handler) alone", f"{alone:.2f} s", "", "", None))
     rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
-    rows += [*smollm2_rows(), *hub_rows(), *smollm2_memory_rows(), *heads_rows(args.runs),
+    rows += [*smollm2_rows(), *hub_rows(), *tool_round_trip_rows(), *smollm2_memory_rows(), *heads_rows(args.runs),
              *causal_rows(min(args.runs, 5))]  # SmolLM2, heads, the Causal lab
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())

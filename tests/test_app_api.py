@@ -6,7 +6,7 @@ import pytest
 from gradio_client.exceptions import AppError
 
 ALL = ["char", "word", "bpe", "wordpiece", "unigram", "minilm", "smollm2"]
-ENDPOINTS = ["/tokenize", "/bpe_trace", "/bpe_segment", "/explain_split", "/normalize"]
+ENDPOINTS = ["/tokenize", "/bpe_trace", "/bpe_segment", "/explain_split", "/normalize", "/lemmatize"]
 
 
 def tokenize(client, text, names=ALL, retrain=False, vocab=2000):
@@ -114,6 +114,31 @@ def test_explain_split_endpoint(client):
 def test_normalize_endpoint(client):
     html, data = client.predict("The cats are running!", ["lowercase", "stopwords", "stem"], api_name="/normalize")
     assert data["stages"][-1]["tokens"] == ["cat", "run", "!"]
+
+
+def test_the_smollm2_reasoning_endpoints_refuse_an_empty_question(client):
+    from playground.analysis import models
+
+    if models.resolve(models.SMOLLM2) is None:
+        pytest.skip("SmolLM2 is not installed: the Generation tab has no reasoning panels")
+    with pytest.raises(AppError, match="Type a question"):
+        client.predict("  ", 0, 0, api_name="/chain_of_thought")
+    with pytest.raises(AppError, match="Type a question"):
+        client.predict("", 0, 0, True, api_name="/chat_tools")
+
+
+def test_lemmatize_endpoint_and_the_lemmatizer_stage(client):
+    lecture = "Running was considered better than going to gym."
+    html, data = client.predict(lecture, "auto", api_name="/lemmatize")
+    assert data["stems"] == ["run", "wa", "consid", "better", "than", "go", "to", "gym"]
+    assert data["lemmas"] == ["run", "be", "consider", "good", "than", "go", "to", "gym"]
+    assert "WordNet lemma" in html and "consid" in html
+    assert client.predict(lecture, "n", api_name="/lemmatize")[1]["lemmas"][:2] == ["running", "wa"]
+    with pytest.raises(AppError, match="not in the list of choices"):   # gradio refuses it before the handler
+        client.predict(lecture, "noun", api_name="/lemmatize")
+    _, stages = client.predict(lecture, ["lowercase", "stem", "lemmatize"], api_name="/normalize")
+    assert [s["step"] for s in stages["stages"]] == ["original", "lowercase", "stem", "lemmatize"]
+    assert stages["stages"][-1]["tokens"][:4] == ["run", "be", "consider", "good"]
 
 
 def test_every_model_event_clears_its_results_when_it_fails(app_url):

@@ -90,6 +90,18 @@ def test_normalize_html_strikes_removed_tokens():
     assert "removed" in html and "run" in html
 
 
+def test_the_lemmatizer_row_shows_each_words_part_of_speech_and_its_table_every_row():
+    stages = normalize.apply("Better cats", ["lowercase", "stem", "lemmatize"])["stages"]
+    html = ft.normalize_html(stages)
+    assert "good<sub>a</sub>" in html and "reads the lowercase stage" in html
+    table = ft.lemma_table_html(normalize.stem_and_lemmatize("Better <cats>", "auto"))
+    assert "<th>better</th>" in table and "<td>good</td>" in table
+    for row in ("Porter stem", "part of speech", "WordNet lemma", "lemma as adverb"):
+        assert f'<th scope="row">{row}</th>' in table
+    assert "every word read as a verb" in ft.lemma_table_html(normalize.stem_and_lemmatize("x", "v"))
+    assert "No words" in ft.lemma_table_html(normalize.stem_and_lemmatize("", "auto"))
+
+
 def test_similarity_cells_print_two_decimals_and_only_while_readable():
     import re
 

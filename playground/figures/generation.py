@@ -217,3 +217,59 @@ def quant_gap_markdown(result: dict) -> str:
             + f"\n\nLoss increase {result['loss_increase']:+.4f} nats/token; mean KL(original ‖ 4-bit) "
             f"{result['kl']:.4g} nats per position; top-1 agreement {result['top1_agreement']:.2%}; largest logit "
             f"difference {result['max_logit_diff']:.3f}.\n\n*Protocol:* {html.escape(result['protocol'])}.")
+# Chain of thought and tool calling with SmolLM2 (analysis/reasoning.py, analysis/tool_calling.py)
+
+WAY_TITLES = {"direct": "Directly", "step_by_step": "Step by step"}
+
+
+def way_html(data: dict, way: str) -> str:
+    """One way's answer: a verdict line (the extracted answer, right or wrong when the answer is known), then the
+    reply token by token, each shaded by its probability (hover: p and entropy)."""
+    got = data[way]
+    verdict = f"answer: {got['answer'] if got['answer'] is not None else 'no number'}"
+    if got.get("correct") is not None:
+        verdict += f" · {'correct' if got['correct'] else 'wrong'} (expected {data['expected']})"
+    verdict += f" · {got['n_tokens']} tokens" + ("" if got.get("stopped") else " (stopped at the token budget)")
+    title = f"{WAY_TITLES[way]}: {verdict}"
+    return generated_html(data.get("prompts", {}).get(way, ""), got["steps"], title=title)
+
+
+def measured_html(results: dict | None) -> str:
+    """The accuracy the evaluation script measured, as a table with its count and protocol (its own text)."""
+    if not results:
+        return ("<p><i>Not measured yet: run <code>python -m playground.tools.chain_of_thought</code> to measure "
+                "both ways on the shipped word problems.</i></p>")
+    n = results["n"]
+    rows = "".join(f"<tr><th scope=\"row\">{WAY_TITLES[way]}</th><td>{results['correct'][way]} of {n}</td>"
+                   f"<td>{100 * results['accuracy'][way]:.1f}%</td></tr>" for way in WAY_TITLES)
+    partial = "" if results.get("complete", True) else (
+        f" The run was interrupted: these are the first {n} of the set's {results.get('set_size', '?')} problems.")
+    return (f'<div class="emb-table"><table><caption>{html.escape(results["model"])} on {n} word problems '
+            f"({html.escape(results['decoding'])} decoding)</caption><tr><th>way</th><th>correct</th>"
+            f"<th>accuracy</th></tr>{rows}</table></div><p>Protocol: {html.escape(results['protocol'])}"
+            f"{html.escape(partial)} Measured by <code>{html.escape(results['command'])}</code> in "
+            f"{results['seconds']:,.0f} s.</p>")
+
+
+def tool_turns_html(data: dict) -> str:
+    """The agent loop, turn by turn: the model's reply token by token, then what was parsed from it (the calls as
+    JSON, or the parse error), what our tools returned, and the message that went back to the model."""
+    parts = [f'<div class="notice">{html.escape(n)}</div>' for n in data.get("notices", [])]
+    for turn in data["turns"]:
+        parts.append(generated_html(turn.get("forced", ""), turn["steps"], title=f"Model turn {turn['turn']} "
+                                                             f"({turn['prompt_tokens']} tokens of context)"))
+        if turn["parse_error"]:
+            parts.append(f'<div class="notice">Malformed tool call: {html.escape(turn["parse_error"])}</div>')
+        elif turn["tool_calls"]:
+            calls = json.dumps(turn["tool_calls"], indent=1, ensure_ascii=False)
+            parts.append(f"<div>Tool call, parsed:</div><pre>{html.escape(calls)}</pre>")
+            for r in turn["results"]:
+                shown = f"error: {r['error']}" if "error" in r else f"result: {json.dumps(r['result'])}"
+                parts.append(f"<div>{html.escape(r['name'])} → {html.escape(shown)}</div>")
+        if turn["tool_message"]:
+            parts.append(f"<div>Sent back to the model as a user turn:</div>"
+                         f"<pre>{html.escape(turn['tool_message'])}</pre>")
+    ending = (f"Answer: {data['answer']}" if data["stopped"] == "answer"
+              else "No answer in words: the loop stopped at its turn limit.")
+    parts.append(f'<div class="gen-title">{html.escape(ending)}</div>')
+    return "".join(parts)

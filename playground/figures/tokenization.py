@@ -306,13 +306,20 @@ def unigram_html(explained: list[dict]) -> str:
 
 
 def normalize_html(stages: list[dict]) -> str:
+    """Each stage a row of tokens (changed ones marked, removed ones struck through); the lemmatizer's row carries
+    each word's part of speech as a subscript and says which stage it read."""
     rows = []
     for stage in stages:
         changed = set(stage["changed"])
+        pos = stage.get("pos") or [None] * len(stage["tokens"])
         tokens = "".join(
-            f'<span class="chip{" new" if i in changed else ""}">{html.escape(t)}</span>'
-            for i, t in enumerate(stage["tokens"])
+            f'<span class="chip{" new" if i in changed else ""}">{html.escape(t)}'
+            f'{f"<sub>{p}</sub>" if p else ""}</span>'
+            for i, (t, p) in enumerate(zip(stage["tokens"], pos))
         )
+        if stage.get("from"):
+            tokens += f' <span class="tok-stats">(reads the {html.escape(stage["from"])} stage, beside stemming)</span>'
+
         removed = "".join(f'<span class="chip removed">{html.escape(t)}</span>' for t in stage["removed"])
         removed = f'<div class="norm-removed">removed: {removed}</div>' if removed else ""
         rows.append(
@@ -321,3 +328,25 @@ def normalize_html(stages: list[dict]) -> str:
             f"<div>{tokens or '<i>nothing left</i>'}</div>{removed}</div>"
         )
     return "".join(rows)
+
+
+POS_NAMES = {"n": "noun", "v": "verb", "a": "adjective", "r": "adverb", None: "not in WordNet"}
+
+
+def lemma_table_html(data: dict) -> str:
+    """The lecture's two rows as a table, one column per word: the word, the Porter stem, the part of speech used
+    and the WordNet lemma, then the lemma under each part of speech. The table is its own text alternative."""
+    rows = data["rows"]
+    if not rows:
+        return "<p><i>No words to lemmatize.</i></p>"
+    cell = lambda v, tag="td": f"<{tag}>{html.escape(str(v))}</{tag}>"  # noqa: E731
+    lines = [("word", [r["word"] for r in rows], "th"), ("Porter stem", data["stems"], "td"),
+             ("part of speech", [POS_NAMES[r["pos"]] for r in rows], "td"),
+             ("WordNet lemma", data["lemmas"], "td")]
+    lines += [(f"lemma as {POS_NAMES[p]}", [r["lemmas"][p] for r in rows], "td") for p in ("n", "v", "a", "r")]
+    body = "".join(f'<tr><th scope="row">{name}</th>{"".join(cell(v, tag) for v in values)}</tr>'
+                   for name, values, tag in lines)
+    caption = ("each word's part of speech guessed from WordNet's tag counts" if data["mode"] == "auto"
+               else f"every word read as a {POS_NAMES[data['mode']]}")
+    return (f'<div class="emb-table"><table><caption>Stemming and lemmatization: {html.escape(caption)}</caption>'
+            f"{body}</table></div>")

@@ -25,6 +25,8 @@ ALL = ["char", "word", "bpe", "wordpiece", "unigram", "minilm"]
 TEXT_LONG = (TEXT_32 + " ") * 25  # > 512 MiniLM tokens: the attention tab cuts it to 512
 ATTENTION_32 = TEXT_32 + " It rained all day."  # 32 MiniLM tokens, [CLS] and [SEP] included
 FILL_32 = ATTENTION_32.replace("river", "[MASK]")  # the same 32 tokens, one of them masked
+# 100 words (the lemmatizer's budget is stated for a 100-word text): the lecture's sentence and TEXT_32, repeated
+TEXT_100 = " ".join(" ".join(["Running was considered better than going to gym.", TEXT_32] * 5).split()[:100])
 
 
 def percentiles(samples: list[float]) -> tuple[float, float]:
@@ -76,6 +78,7 @@ def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
         "bpe_segment (3 words)": (tab.bpe_segment, (BPE_TABLE, 10, "lowest newer wider"), None),
         "explain_split (WordPiece + Unigram)": (tab.explain_split, ("unaffable tokenization", "wordpiece"), None),
         "normalize (4 steps)": (tab.normalize_text, (TEXT_32, ["lowercase", "punctuation", "stopwords", "stem"]), None),
+        "lemmatize (100 words, WordNet, auto POS)": (tab.lemmatize_text, (TEXT_100, "auto"), 0.050),
     }
 
 
@@ -308,3 +311,24 @@ def heads_rows(runs: int) -> list[tuple]:
     median, p95 = time_calls(lambda: attention_heads.head_finder(TEXT_32, "minilm", "text", "previous"), runs)
     rows.append(("head_finder: MiniLM's 72 heads on a 32-token text: handler", ms(median), ms(p95), "", None))
     return rows
+TOOL_QUESTION = "What is 1234 times 5678?"
+
+
+def tool_round_trip_rows() -> list[tuple]:
+    """The tool-calling loop (analysis/tool_calling.py) on SmolLM2, greedy, a call forced: a round trip is the model's
+    call, our calculator, the result sent back and the model's answer (two model turns). Timed after a warm-up
+    run, SmolLM2 already loaded; a loop that needed a third turn is reported, not judged."""
+    from playground.analysis import models, tool_calling
+
+    if models.resolve(models.SMOLLM2) is None:
+        return [("chat_tools (SmolLM2)", "not installed", "", "", None)]
+    m = models.get(models.SMOLLM2)
+    rule = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
+    tool_calling.run(m, TOOL_QUESTION, rule, 0, [])
+    started = time.perf_counter()
+    data = tool_calling.run(m, TOOL_QUESTION, rule, 0, [])
+    seconds = time.perf_counter() - started
+    turns = len(data["turns"])
+    judged = turns <= 2
+    return [(f"chat_tools: one tool round trip ({TOOL_QUESTION!r}: {turns} model turns, {data['stopped']})",
+             f"{seconds:.1f} s", "", "≤ 15 s" if judged else "", seconds <= 15 if judged else None)]

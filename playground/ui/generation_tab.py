@@ -12,6 +12,7 @@ import orjson
 from playground.figures import generation as fgen
 from playground.analysis import focus, generation, models
 from playground.ui import smollm2_card
+from playground.ui import generation_reasoning
 from playground.ui.common import (FIGURE, FOLLOW, Shared, as_int, as_number, json_file, model_ids, text_input,
                                   things_to_try, warn)
 
@@ -411,6 +412,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
 
     _logit_lens_panel()
     smollm2_card.build()
+    generation_reasoning.build(demo)   # chain of thought and tool calling: SmolLM2's panels, when it is installed
     with gr.Accordion("n-grams against the networks: perplexity on held-out Shakespeare", open=False):
         gr.Markdown(perplexity_md(), elem_id="gen-perplexity")
 

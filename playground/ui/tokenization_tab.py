@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.analysis import normalize, subwords, tokenization
+from playground.analysis import lemmatize, normalize, subwords, tokenization
 from playground.figures import tokenization as ft
 from playground.ui.common import (FIGURE, LATEX, Shared, as_int, chosen, json_file, left_out, text_input,
                                   things_to_try, warn)
@@ -109,6 +109,20 @@ def normalize_text(text, steps):
     return ft.normalize_html(data["stages"]), data
 
 
+def lemmatize_text(text, pos="auto"):
+    """The lecture's stemmer row and lemmatizer row for the text, each word's part of speech chosen by `pos`."""
+    notices: list[str] = []
+    text = text_input(text, notices)
+    if pos not in lemmatize.MODES:
+        raise gr.Error(f"Part of speech should be one of {', '.join(lemmatize.MODES)} (auto: guessed per word).")
+    data = normalize.stem_and_lemmatize(text, pos)
+    if not data["words"]:
+        notices.append("No words to lemmatize: type a sentence, e.g. 'Running was considered better than going "
+                       "to gym.'")
+    warn(notices)
+    return ft.lemma_table_html(data), data
+
+
 # ---------------------------------------------------------------------------------------------
 # Layout and events
 
@@ -146,7 +160,17 @@ dynamic programming over the lattice of pieces. Below, the five most probable se
 
 NORMALIZE_MD = """Classic preprocessing for bag-of-words models, applied in this order. It shrinks the vocabulary
 (compare *distinct*), but it throws information away: stop-word lists drop *not*, stemming conflates words, lowercasing
-merges *US* and *us*. Neural tokenizers keep the raw text instead (WordPiece uncased still lowercases)."""
+merges *US* and *us*. Neural tokenizers keep the raw text instead (WordPiece uncased still lowercases).
+**Stemming** (Porter 1980) chops suffixes by rule and may leave a non-word (*consid*); **lemmatization** (WordNet's
+morphy: its lists of irregular forms, then its suffix rules, each candidate checked against WordNet's dictionary)
+returns a dictionary form, but needs each word's part of speech: *better* is *good* as an adjective. The lemmatizer
+row reads the stage before stemming, so the two stand side by side."""
+
+LEMMA_MD = """**Part of speech.** *auto* guesses each word's part of speech without reading its context: the one under
+which WordNet's lemma of the word was sense-tagged most often in its semantic concordance (a most-frequent-tag
+baseline, not a tagger: *running* is always a verb; its accuracy on running text is not measured, for want of a
+tagged corpus offline). Or read every word as one part of speech (NLTK's `WordNetLemmatizer` reads nouns by
+default). Words WordNet does not know (*than*, *to*) stay as they are."""
 
 
 TRY = [("a typo", ["I recieved teh pacakge yesterdya, thnaks!"]),
@@ -255,3 +279,12 @@ def _normalisation(demo: gr.Blocks, shared: Shared) -> None:
         norm_json = gr.JSON(label="normalize")
     gr.on([demo.load, shared.changed("text"), norm_steps.change], normalize_text, inputs=[shared.text, norm_steps],
           outputs=[norm_view, norm_json], api_name="normalize", trigger_mode="always_last", show_progress="hidden")
+    gr.Markdown(LEMMA_MD)
+    lemma_pos = gr.Radio([("auto (WordNet's tag counts)", "auto")]
+                         + [(f"every word a {lemmatize.POS_LABELS[p]}", p) for p in lemmatize.POS],
+                         value="auto", label="Part of speech for the lemmatizer")
+    lemma_view = gr.HTML(elem_classes=FIGURE)
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
+        lemma_json = gr.JSON(label="lemmatize")
+    gr.on([demo.load, shared.changed("text"), lemma_pos.change], lemmatize_text, inputs=[shared.text, lemma_pos],
+          outputs=[lemma_view, lemma_json], api_name="lemmatize", trigger_mode="always_last", show_progress="hidden")

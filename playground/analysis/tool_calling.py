@@ -1,0 +1,188 @@
+"""Tool calling with SmolLM2, as plain data: a visible agent loop.
+
+SmolLM2-Instruct learned function calling in its fine-tuning (Argilla's Synth-APIGen data): the tools are offered as
+JSON schemas between `<tools>` and `</tools>` in the system turn, and the model calls them by replying with a JSON
+list of `{"name": ..., "arguments": {...}}` between `<tool_call>` and `</tool_call>`. The chat template in the GGUF
+file (nets/smollm2.py reads it) has system, user and assistant turns and no tool section of its own, so the tools
+go in the system turn (SYSTEM) and each result goes back as a user turn holding `<tool_response>` JSON
+`</tool_response>`, the way SmolLM2's function-calling examples return them.
+
+The loop (`run`): the model replies; a reply without `<tool_call>` is its answer; a tool call is parsed and checked
+(a known tool, the arguments its schema names, with the right types), our tool runs, and its result (or the error)
+goes back; at most MAX_TURNS model turns. A reply whose call cannot be parsed is kept as it is, with the parse
+error, and the error goes back to the model like a result. Each turn keeps every token with its probability and
+the top candidates (generation.named).
+
+The tools: `calculator` (analysis/calculator.py: its own grammar, never `eval`), `capital` (a lookup in the shipped
+table assets/reasoning/capitals.json) and `count_tokens` (the number of SmolLM2 tokens of a text, by the app's own
+tokenizer).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+
+from playground.analysis import calculator, generation
+from playground.checkpoints import ASSETS_DIR
+
+CAPITALS = ASSETS_DIR / "reasoning" / "capitals.json"
+MAX_TURNS = 3          # model turns in one run: a call, an answer, and one more call or retry
+MAX_REPLY = 96         # new tokens per model turn
+MAX_TOOL_TEXT = 2_000  # characters of text a tool takes (count_tokens' text)
+
+TOOLS = [
+    {"name": "calculator", "description": "Evaluate an arithmetic expression: numbers, + - * / ^, parentheses, "
+                                          "sqrt() and abs(). Returns the number.",
+     "parameters": {"type": "object", "properties": {"expression": {
+         "type": "string", "description": "The expression, for example \"(3 + 4) * 2\"."}},
+         "required": ["expression"]}},
+    {"name": "capital", "description": "Look up the capital city of a country.",
+     "parameters": {"type": "object", "properties": {"country": {
+         "type": "string", "description": "The country's English name, for example \"France\"."}},
+         "required": ["country"]}},
+    {"name": "count_tokens", "description": "Count how many SmolLM2 tokens a text is split into.",
+     "parameters": {"type": "object", "properties": {"text": {"type": "string", "description": "The text."}},
+                    "required": ["text"]}},
+]
+NAMES = [tool["name"] for tool in TOOLS]
+
+# The system turn: the tools between <tools> tags and the call format, in SmolLM2's function-calling convention (the
+# structure of its fine-tuning data: a list of calls inside <tool_call> tags, or an empty list when none is needed)
+SYSTEM = ("You compose function calls. Given a question and the functions below, make one or more function calls "
+          "that answer it. If no function fits the question, say so.\n\n"
+          "You have these tools:\n<tools>{tools}</tools>\n\n"
+          "Reply in exactly this format and with no other text. Give every argument the type its tool asks for; if "
+          "no call is needed, reply with an empty list [].\n"
+          '<tool_call>[\n{{"name": "func_name1", "arguments": {{"argument1": "value1"}}}}\n]</tool_call>')
+_CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
+_TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
+
+
+class ToolError(ValueError):
+    """A tool call that cannot run (unknown tool, wrong arguments) or a tool that refuses its input."""
+
+
+@lru_cache(maxsize=1)
+def capitals() -> dict[str, str]:
+    """The shipped lookup table, country -> capital."""
+    return json.loads(CAPITALS.read_text(encoding="utf-8"))["capitals"]
+
+
+def system_prompt() -> str:
+    return SYSTEM.format(tools=json.dumps(TOOLS, ensure_ascii=False))
+
+
+def parse_calls(reply: str) -> tuple[list[dict] | None, str | None]:
+    """The tool calls in a reply: (None, None) when it has no `<tool_call>` (an answer), (calls, None) when they
+    parse, (None, the parse error) when they do not. Each call is {"name": str, "arguments": dict}; one call
+    written without the list's brackets is accepted as a list of one."""
+    match = _CALL.search(reply)
+    if not match:
+        return None, None
+    body, closed = match.group(1).strip(), match.group(2)
+    if not closed:
+        return None, "the reply opens <tool_call> but never closes it (</tool_call>)"
+    try:
+        calls = json.loads(body) if body else []
+    except json.JSONDecodeError as err:
+        return None, f"the tool call is not valid JSON: {err.msg} at line {err.lineno} column {err.colno}"
+    calls = [calls] if isinstance(calls, dict) else calls
+    if not isinstance(calls, list):
+        return None, f"the tool call should be a JSON list of calls, not {type(calls).__name__}"
+    for n, call in enumerate(calls, 1):
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) \
+                or not isinstance(call.get("arguments", {}), dict):
+            return None, f'call {n} should be {{"name": "...", "arguments": {{...}}}}, not {json.dumps(call)[:80]}'
+        call.setdefault("arguments", {})
+    return calls, None
+
+
+def _check_arguments(name: str, arguments: dict) -> None:
+    """The arguments against the tool's schema: each required one given, none unknown, each of its type."""
+    schema = next(tool for tool in TOOLS if tool["name"] == name)["parameters"]
+    missing = [a for a in schema["required"] if a not in arguments]
+    unknown = [a for a in arguments if a not in schema["properties"]]
+    if missing or unknown:
+        raise ToolError(f"{name} takes {', '.join(schema['properties'])}"
+                        + (f"; missing: {', '.join(missing)}" if missing else "")
+                        + (f"; unknown: {', '.join(map(str, unknown))}" if unknown else ""))
+    for arg, value in arguments.items():
+        wanted = schema["properties"][arg]["type"]
+        if not isinstance(value, _TYPES[wanted]) or isinstance(value, bool) and wanted != "boolean":
+            raise ToolError(f"{name}: the argument {arg} should be a {wanted}, not {type(value).__name__} "
+                            f"({json.dumps(value)[:40]})")
+
+
+def run_tool(call: dict, count_tokens) -> dict:
+    """Run one parsed call: {name, arguments, result} or {name, arguments, error}. `count_tokens(text) -> int` is
+    the app's tokenizer count (SmolLM2's)."""
+    name, arguments = call["name"], call["arguments"]
+    try:
+        if name not in NAMES:
+            raise ToolError(f"unknown tool {name[:40]!r}; the tools are {', '.join(NAMES)}")
+        _check_arguments(name, arguments)
+        if name == "calculator":
+            result = calculator.evaluate(arguments["expression"])
+        elif name == "capital":
+            table = {country.lower(): city for country, city in capitals().items()}
+            country = arguments["country"].strip()
+            if country.lower() not in table:
+                raise ToolError(f"no capital for {country[:40]!r} in the table ({len(table)} countries)")
+            result = table[country.lower()]
+        else:
+            if len(arguments["text"]) > MAX_TOOL_TEXT:
+                raise ToolError(f"count_tokens reads at most {MAX_TOOL_TEXT:,} characters")
+            result = count_tokens(arguments["text"])
+    except (ToolError, calculator.CalculatorError) as err:
+        return {"name": name, "arguments": arguments, "error": str(err)}
+    return {"name": name, "arguments": arguments, "result": result}
+
+
+def _reply(m, messages: list[dict], prefix: str, rule: dict, seed: int,
+           notices: list[str]) -> tuple[generation.Prompt, list]:
+    """One model turn: the conversation through the chat template (and `prefix`, the start of the reply when the
+    app forces a call), decoded to the end of turn or MAX_REPLY new tokens."""
+    text, ids = generation.encode_prompt(m, m.chat(messages) + prefix, notices)
+    prompt = generation.Prompt(text, ids, generation.stops(m))
+    steps: list[dict] = []
+    for steps in generation.sampled(m, prompt, MAX_REPLY, rule, seed):
+        pass
+    return prompt, steps
+
+
+FORCED = "<tool_call>["   # the start of the first reply when a call is forced (an API's tool_choice="required")
+
+
+def run(m, question: str, rule: dict, seed: int, notices: list[str], force_call: bool = True) -> dict:
+    """The `chat_tools` endpoint's JSON: {model, question, tools, system, force_call, temperature, top_k, top_p, seed,
+    turns, answer, stopped, notices}. Each turn: {turn, prompt_tokens, forced (the reply's start the app wrote, or
+    ""), reply (forced start included), steps (the model's tokens), tool_calls (parsed, or None), parse_error,
+    results, tool_message}. `stopped`: "answer", or "turns" when MAX_TURNS ran out. With `force_call` the first reply
+    starts with FORCED, so the model must write a call (the 135M model, asked freely, mostly answers by itself)."""
+    messages = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": question}]
+    count = lambda text: len(m.tokenizer.encode(text, add_special_tokens=False).ids)  # noqa: E731
+    turns, answer, stopped = [], None, "turns"
+    for n in range(1, MAX_TURNS + 1):
+        forced = FORCED if force_call and n == 1 else ""
+        prompt, steps = _reply(m, messages, forced, rule, seed, notices)
+        reply = forced + "".join(s["token"] for s in steps if s["id"] not in prompt.stops)
+        calls, error = parse_calls(reply)
+        turn = {"turn": n, "prompt_tokens": len(prompt.ids), "forced": forced, "reply": reply, "steps": steps,
+                "tool_calls": calls, "parse_error": error, "results": [], "tool_message": None}
+        turns.append(turn)
+        if calls is None and error is None or calls == []:   # no call (or an empty list): the model's answer
+            answer, stopped = reply, "answer"
+            break
+        if error is None:
+            turn["results"] = [run_tool(call, count) for call in calls]
+        payload = turn["results"] if error is None else [{"error": error}]
+        turn["tool_message"] = f"<tool_response>\n{json.dumps(payload, ensure_ascii=False)}\n</tool_response>"
+        messages += [{"role": "assistant", "content": reply.strip()},
+                     {"role": "user", "content": turn["tool_message"]}]
+    if stopped == "turns":
+        notices.append(f"Stopped after {MAX_TURNS} model turns without an answer in words.")
+    return {"model": m.name, "question": question, "tools": TOOLS, "system": messages[0]["content"],
+            "force_call": force_call, **rule, "seed": seed, "turns": turns, "answer": answer, "stopped": stopped,
+            "notices": notices}
