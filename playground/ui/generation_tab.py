@@ -359,6 +359,14 @@ def _causal_attention_panel(gpts: list[tuple[str, str]]) -> gr.Textbox:
     return att_text
 
 
+def _smollm2_panels(demo: gr.Blocks) -> None:
+    """SmolLM2's card, its chain-of-thought and tool-calling panels (when it is here), and the n-grams' perplexity."""
+    smollm2_card.build()
+    generation_reasoning.build(demo)
+    with gr.Accordion("n-grams against the networks: perplexity on held-out Shakespeare", open=False):
+        gr.Markdown(perplexity_md(), elem_id="gen-perplexity")
+
+
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; the prompt can take `shared.text`, the sentence shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
@@ -411,10 +419,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     att_text = _causal_attention_panel(gpts)
 
     _logit_lens_panel()
-    smollm2_card.build()
-    generation_reasoning.build(demo)   # chain of thought and tool calling: SmolLM2's panels, when it is installed
-    with gr.Accordion("n-grams against the networks: perplexity on held-out Shakespeare", open=False):
-        gr.Markdown(perplexity_md(), elem_id="gen-perplexity")
+    _smollm2_panels(demo)
 
     gr.on([shared.changed("focus"), shared.changed("text"), follow.change],
           lambda s, f, on: focus.prefix(s, focus.parse(f, s or "")) if on and s else gr.skip(),
