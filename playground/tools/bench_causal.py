@@ -5,31 +5,21 @@ as the app keeps it, half-stored), without the sanity checks (they are asked for
 
 from __future__ import annotations
 
-import time
 
 import torch
 
 from playground.analysis import interventions as iv
 from playground.analysis import models, patching
-from playground.tools.bench import percentiles
+from playground.tools.bench import time_calls
 
 # 32 characters each for our character-level GPT, differing in one word
 GPT_PAIR = ("KING HENRY:\nMy lord, the queen i", "KING HENRY:\nMy lord, the thing i", "s", "n")
 SMOL_PAIR = patching.DEMOS["Indirect object: Mary or John? (SmolLM2)"][1:]
 
 
-def _timed(fn, runs: int) -> tuple[float, float]:
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return percentiles(samples)
-
-
 def _row(name: str, fn, runs: int, budget: float) -> tuple:
     fn()  # warm: the first call of a shape pays for allocations
-    median, p95 = _timed(fn, runs)
+    median, p95 = time_calls(fn, runs, warmup=0)
     return name, f"{median:.3f} s", f"{p95:.3f} s", f"≤ {budget:g} s", median <= budget
 
 

@@ -8,13 +8,8 @@ on a Space: playground/hub.py). The machines this project is built on reach no h
 docs/models.md; this tool is what measures it. `--against` compares with
 another such folder instead of the GGUF file.
 
-The measurement itself is playground/analysis/quant_gap.py's (the app's card view of SmolLM2 runs it too).
-Protocol (`PROTOCOL`): the text is tokenized once with the original's tokenizer (both models must share the
-vocabulary), cut into consecutive windows of `block` tokens, each read from its own start (no context carried
-across windows); both models run in fp32. Per model: the mean next-token loss in nats and its perplexity; between
-them: the mean KL(original || other) of the next-token distributions, how often their top-1 tokens agree, and the
-largest difference of a logit. The default text is the dialogue written for this project
-(assets/finetune/lora_text.txt), so that neither model can have seen it in training.
+The measurement and its protocol are playground/analysis/quant_gap.py's (`PROTOCOL`); the app's card view of
+SmolLM2 runs the same measurement.
 """
 
 from __future__ import annotations
