@@ -5,7 +5,6 @@ as the app keeps it, half-stored), without the sanity checks (they are asked for
 
 from __future__ import annotations
 
-
 import torch
 
 from playground.analysis import interventions as iv
