@@ -248,6 +248,35 @@ def test_hooks_are_always_removed_even_when_the_run_fails(gpt_pair):
     assert len(points) == GPT_TINY.n_layer * 6 and not any(p._forward_hooks for p in points)
 
 
+def test_a_hook_acts_only_in_the_computation_that_set_it(gpt_pair):
+    """The server's models are shared: while one request has an ablation's hooks set, another thread's forward of
+    the same model (another student's view) gives the model's own logits, and this thread's is ablated."""
+    import threading
+
+    ours, _ = gpt_pair
+    x = torch.tensor([ids(16, GPT_TINY.vocab_size, 5)])
+    with torch.no_grad():
+        plain = ours(x)[0]
+    inside, release, other = threading.Event(), threading.Event(), {}
+
+    def ablating():
+        with iv.hooked(ours, {(1, "mlp_out"): torch.zeros_like}):
+            with torch.no_grad():
+                other["ablated"] = ours(x)[0]
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=ablating)
+    thread.start()
+    assert inside.wait(10)
+    with torch.no_grad():
+        meanwhile = ours(x)[0]
+    release.set()
+    thread.join(10)
+    assert torch.equal(meanwhile, plain)
+    assert not torch.allclose(other["ablated"], plain)
+
+
 # ---------------------------------------------------------------------------------------------
 # The hook points cost nothing and change no state dict
 

@@ -19,6 +19,7 @@ of analysis/patching.py, which needs a gradient.
 from __future__ import annotations
 
 import copy
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
@@ -69,12 +70,18 @@ def hook_point(model, layer: int, site: str):
 @contextmanager
 def hooked(model, hooks: dict[tuple[int, str], Callable[[torch.Tensor], torch.Tensor | None]]):
     """Forward hooks on the hook points (layer, site) -> fn(activation) (a replacement, or None to keep it), for the
-    duration of the `with`; removed however it ends."""
+    duration of the `with`; removed however it ends.
+
+    The models are shared by every user of the server, so a hook acts only in the thread that set it: another
+    computation running the same model meanwhile (another student's attention, another patching grid) reads the
+    model as it is. Before, a concurrent grid on the same GPT met this one's patched activations (a shape error
+    under the load test; wrong numbers when the shapes happened to agree)."""
+    owner = threading.get_ident()
     handles = []
     try:
         for (layer, site), fn in hooks.items():
             handles.append(hook_point(model, layer, site).register_forward_hook(
-                lambda _module, _inputs, out, fn=fn: fn(out)))
+                lambda _module, _inputs, out, fn=fn: fn(out) if threading.get_ident() == owner else None))
         yield
     finally:
         for handle in handles:

@@ -107,3 +107,9 @@ def warm() -> None:
     for trace in traces:
         go.Figure(trace, layout=layout()).to_json()
     make_subplots(rows=1, cols=2, subplot_titles=["a", "b"]).to_json()
+
+
+def scrolls(name: str) -> str:
+    """The attributes of a table that may scroll sideways: a focusable region, so a keyboard can scroll it
+    (WCAG 2.1.1; axe's scrollable-region-focusable)."""
+    return f'tabindex="0" role="region" aria-label="{html.escape(name, quote=True)}"'

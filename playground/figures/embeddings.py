@@ -12,7 +12,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import fixed, layout
+from playground.figures.common import fixed, layout, scrolls
 
 LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
 LABEL_MAX_3D = 80     # in 3D labels pile up in depth sooner: up to this many, smaller (hover beyond)
@@ -117,13 +117,8 @@ def table_html(columns: list[str], rows: list[list], row_labels: list[str], capt
         body.append(f"<tr><th>{html.escape(label)}</th>{''.join(cells)}</tr>")
     note = f"<p><em>First {max_cols} columns shown; the JSON has all of them.</em></p>" if cut else ""
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-    return (f'<div class="emb-table" {_scrolls(caption or "table")}><table>{cap}<tr><th></th>{head}</tr>'
+    return (f'<div class="emb-table" {scrolls(caption or "table")}><table>{cap}<tr><th></th>{head}</tr>'
             f'{"".join(body)}</table></div>{note}')
-
-
-def _scrolls(name: str) -> str:
-    """A table that may scroll sideways is a focusable region, so a keyboard can scroll it (WCAG 2.1.1)."""
-    return f'tabindex="0" role="region" aria-label="{html.escape(name, quote=True)}"'
 
 
 def neighbours_html(rows: list[dict], title: str) -> str:
@@ -134,7 +129,7 @@ def neighbours_html(rows: list[dict], title: str) -> str:
     for r in rows:
         cells = " · ".join(f"{html.escape(w)} <small>{fixed(s)}</small>" for w, s in r["neighbours"])
         lines.append(f"<tr><th>{html.escape(r['word'])}</th><td>{cells}</td></tr>")
-    return (f'<div class="emb-table" {_scrolls(title)}><table><caption>{html.escape(title)}</caption>'
+    return (f'<div class="emb-table" {scrolls(title)}><table><caption>{html.escape(title)}</caption>'
             f'{"".join(lines)}</table></div>')
 
 

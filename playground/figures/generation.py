@@ -8,7 +8,7 @@ import json
 
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, layout, row_labels, token_label
+from playground.figures.common import ACCENT, layout, row_labels, scrolls, token_label
 
 # ---------------------------------------------------------------------------------------------
 # Generation: the text as it is generated, one step's next-token distribution, causal attention
@@ -244,7 +244,7 @@ def measured_html(results: dict | None) -> str:
                    f"<td>{100 * results['accuracy'][way]:.1f}%</td></tr>" for way in WAY_TITLES)
     partial = "" if results.get("complete", True) else (
         f" The run was interrupted: these are the first {n} of the set's {results.get('set_size', '?')} problems.")
-    return (f'<div class="emb-table"><table><caption>{html.escape(results["model"])} on {n} word problems '
+    return (f'<div class="emb-table" {scrolls("Chain of thought: accuracy")}><table><caption>{html.escape(results["model"])} on {n} word problems '
             f"({html.escape(results['decoding'])} decoding)</caption><tr><th>way</th><th>correct</th>"
             f"<th>accuracy</th></tr>{rows}</table></div><p>Protocol: {html.escape(results['protocol'])}"
             f"{html.escape(partial)} Measured by <code>{html.escape(results['command'])}</code> in "

@@ -8,8 +8,8 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.figures.common import (ACCENT, MUTED, PALETTE_SIZE, count_axis, layout, plural, token_label,
-                                       visible)
+from playground.figures.common import (ACCENT, MUTED, PALETTE_SIZE, count_axis, layout, plural, scrolls,
+                                       token_label, visible)
 
 # ---------------------------------------------------------------------------------------------
 # Tokens coloured over the original text
@@ -348,5 +348,6 @@ def lemma_table_html(data: dict) -> str:
                    for name, values, tag in lines)
     caption = ("each word's part of speech guessed from WordNet's tag counts" if data["mode"] == "auto"
                else f"every word read as a {POS_NAMES[data['mode']]}")
-    return (f'<div class="emb-table"><table><caption>Stemming and lemmatization: {html.escape(caption)}</caption>'
+    return (f'<div class="emb-table" {scrolls("Stemming and lemmatization")}><table><caption>Stemming and '
+            f'lemmatization: {html.escape(caption)}</caption>'
             f"{body}</table></div>")
