@@ -244,7 +244,8 @@ def measured_html(results: dict | None) -> str:
                    f"<td>{100 * results['accuracy'][way]:.1f}%</td></tr>" for way in WAY_TITLES)
     partial = "" if results.get("complete", True) else (
         f" The run was interrupted: these are the first {n} of the set's {results.get('set_size', '?')} problems.")
-    return (f'<div class="emb-table" {scrolls("Chain of thought: accuracy")}><table><caption>{html.escape(results["model"])} on {n} word problems '
+    return (f'<div class="emb-table" {scrolls("Chain of thought: accuracy")}><table>'
+            f'<caption>{html.escape(results["model"])} on {n} word problems '
             f"({html.escape(results['decoding'])} decoding)</caption><tr><th>way</th><th>correct</th>"
             f"<th>accuracy</th></tr>{rows}</table></div><p>Protocol: {html.escape(results['protocol'])}"
             f"{html.escape(partial)} Measured by <code>{html.escape(results['command'])}</code> in "
