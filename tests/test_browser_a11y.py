@@ -120,7 +120,12 @@ def test_every_view_has_no_serious_violation(pages, mode):
     problems = []
     for tab, accordion, sub in views():
         _open(page, tab, sub, accordion)
-        problems += audit(page, f"{mode} · {tab}" + (f" / {sub}" if sub else ""))
+        where = f"{mode} · {tab}" + (f" / {sub}" if sub else "")
+        found = audit(page, where)
+        if found:  # once more after 2 s: an output Gradio is still fading in read as low contrast (1.48 to 2.86:1
+            page.wait_for_timeout(2000)  # on one list in two runs); what the page keeps showing fails
+            found = audit(page, where)
+        problems += found
     assert not problems, f"{len(problems)} serious or critical violation(s):\n" + "\n".join(problems)
 
 
