@@ -68,6 +68,22 @@ def test_induction_clamps_and_refuses_with_messages(client):
         client.predict("minilm", 10, 0, api_name="/induction")
 
 
+def test_induction_knocks_out_the_top_heads_and_as_many_others(client):
+    """The trailing `knock_out` input: the JSON names the k heads of highest induction score and k others, gives
+    the three runs' losses, the loss figure draws them, and the text says their second-copy means."""
+    loss_plot, _, summary, _, data = client.predict("gpt-shakespeare", 12, 3, 2, api_name="/induction")
+    a = data["ablation"]
+    top = sorted(((s, l, h) for l, row in enumerate(data["induction"]) for h, s in enumerate(row)), reverse=True)
+    assert a["k"] == 2 and [(h["layer"], h["head"]) for h in a["induction_heads"]] == [(l, h) for _, l, h in top[:2]]
+    assert not {(h["layer"], h["head"]) for h in a["control_heads"]} & {(l, h) for _, l, h in top[:2]}
+    assert a["runs"]["none"]["losses"] == pytest.approx(data["losses"], abs=1e-3)
+    for name in ("none", "induction_heads", "control_heads"):
+        assert len(a["runs"][name]["losses"]) == 23
+        assert f"**{a['runs'][name]['second_copy_loss']:.2f}**" in summary
+    assert "Knockout" in summary
+    assert "ablation" not in client.predict("gpt-shakespeare", 12, 3, api_name="/induction")[-1]  # k = 0: none
+
+
 def test_the_figures_and_their_text_alternatives():
     data = {"stat": "entropy", "source": "corpus", "order": "smallest", "layers": 2, "heads": 2,
             "corpus": "assets/corpus_sample.txt", "protocol": {"windows": 3},
@@ -83,6 +99,16 @@ def test_the_figures_and_their_text_alternatives():
     assert list(fh.scores_figure(ind).data[0].y) == [0.9, 0.1]
     md = fh.induction_md(ind, k=1)
     assert "falls by 2.05 nats" in md and "| 0 | 0 | 0.900 | 0.000 |" in md and "| 0 | 1 | 0.100 | 0.800 |" in md
+    runs = {"none": [1.0, 2.0, 3.0, 0.5, 0.4], "induction_heads": [1.0, 2.0, 3.0, 2.5, 2.4],
+            "control_heads": [1.0, 2.0, 3.0, 0.6, 0.4]}
+    ind["ablation"] = {"k": 1, "how": "zero", "control": "1 other head", "induction_heads": [{"layer": 0, "head": 0}],
+                       "control_heads": [{"layer": 0, "head": 1}],
+                       "runs": {k: {"losses": v, "second_copy_loss": float(np.mean(v[3:]))} for k, v in runs.items()}}
+    fig = fh.copy_loss_figure(ind)
+    assert [list(t.y) for t in fig.data[1:]] == [runs["induction_heads"], runs["control_heads"]]
+    md = fh.induction_md(ind, k=1)
+    assert "**0.45** nats as it is, **2.45** without the top 1 induction heads (0.0)" in md
+    assert "**0.50** without 1 other head (0.1)" in md and "undoes much more" in md
 
 
 def test_a_model_without_attention_is_refused_with_the_models_that_have_it():

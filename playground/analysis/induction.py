@@ -15,6 +15,11 @@ in training (TransformerLens prepends a BOS token the same way); our character G
 The model runs through `run`, one call idx (1, T) -> (logits (1, T, V), internals): by default its own forward with
 `return_internals`. An experiment that changes the model for one call (a head ablated) passes its own `run` and
 gets the same analysis, the second copy's loss included.
+
+`ablation` is the experiment that closes the argument: knock out the k heads with the highest induction score (their
+output zeroed where W^O reads it, as interventions.ablate does for one head) and the second copy's loss comes back
+up. Its sanity check is the same number of other heads, drawn with the seed from the rest: if knocking out any k
+heads raised the loss as much, the induction heads would not be what the model copies with.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from playground.analysis import interventions as iv
+
 N_MIN, N_MAX = 4, 100          # tokens per copy: a few, up to 100 (2 x 100 + 1 positions)
+ABLATE_MAX = 20                # induction heads knocked out at most (and as many others, for the sanity check)
 DEFAULT_N, DEFAULT_SEED = 40, 0
 DOCUMENT_START = {"llama": "<|endoftext|>"}  # read first, as in training; the GPT's characters have none
 
@@ -93,11 +101,46 @@ def induction(model: torch.nn.Module, tokenizer, family: str, n: int = DEFAULT_N
         logits, internals = (run or default_run(model))(torch.tensor([ids], dtype=torch.long))
     A = tuple(layer["attn"][0].float().numpy() for layer in internals["layers"])   # L x (H, T, T)
     losses = token_losses(logits, ids)                                  # losses[i - 1] is token i's
-    first = losses[p: p + n - 1]                                        # tokens p+1 .. p+n-1
-    second = losses[p + n: p + 2 * n - 1]                               # tokens p+n+1 .. p+2n-1
+    first, second = copy_losses(losses, p, n)                           # tokens p+1 .. p+n-1, p+n+1 .. p+2n-1
     return {"ids": ids, "prefix": p, "n": n, "seed": seed, "losses": losses,
-            "first_copy_loss": float(first.mean()), "second_copy_loss": float(second.mean()),
+            "first_copy_loss": first, "second_copy_loss": second,
             "chance_loss": float(np.log(len(ordinary_ids(tokenizer)))), **scores(A, p, n)}
+
+
+def copy_losses(losses: np.ndarray, p: int, n: int) -> tuple[float, float]:
+    """Each copy's mean loss over its tokens after its first (the ones the first copy lets a model predict)."""
+    return float(losses[p: p + n - 1].mean()), float(losses[p + n: p + 2 * n - 1].mean())
+
+
+def ablation(model: torch.nn.Module, r: dict, k: int, seed: int) -> dict:
+    """The sequence of `r` (an `induction` result) run again three times in one batch: as it is, with the k heads of
+    highest induction score knocked out, and with k other heads drawn with `seed` from the rest knocked out. Each
+    row's per-token losses and its copies' mean losses; the heads, as (layer, head, induction score)."""
+    score = np.asarray(r["induction"])
+    n_heads = score.size
+    k = max(0, min(int(k), ABLATE_MAX, n_heads // 2))
+    ranked = np.argsort(-score, axis=None, kind="stable")
+    top = ranked[:k]
+    rest = ranked[k:]
+    control = rest[torch.randperm(len(rest), generator=torch.Generator().manual_seed(seed))[:k].numpy()]
+    H = score.shape[1]
+    edits = [iv.Edit(int(i) // H, "z", torch.tensor([row]), torch.zeros(()), head=int(i) % H)
+             for row, chosen in ((1, top), (2, control)) for i in chosen]
+    ids = torch.tensor([r["ids"]], dtype=torch.long).expand(3, -1)
+    with torch.inference_mode(), iv.hooked(model, iv.edit_hooks(edits)):
+        logits = model(ids)[0]
+    rows = {}
+    for row, name in enumerate(("none", "induction_heads", "control_heads")):
+        losses = token_losses(logits[row: row + 1], r["ids"])
+        first, second = copy_losses(losses, r["prefix"], r["n"])
+        rows[name] = {"losses": losses, "first_copy_loss": first, "second_copy_loss": second}
+    return {"k": k, "induction_heads": _named(score, top), "control_heads": _named(score, control), "runs": rows}
+
+
+def _named(score: np.ndarray, flat: np.ndarray) -> list[tuple[int, int, float]]:
+    """Flat head indices of a (layers, heads) table as (layer, head, score)."""
+    H = score.shape[1]
+    return [(int(i) // H, int(i) % H, float(score.flat[i])) for i in flat]
 
 
 def limit(tokenizer, family: str, positions: int) -> int:
@@ -106,13 +149,25 @@ def limit(tokenizer, family: str, positions: int) -> int:
     return max(N_MIN, min(N_MAX, (positions - start) // 2, len(ordinary_ids(tokenizer))))
 
 
-def view(m, n: int, seed: int, run: Run | None = None) -> dict:
+def view(m, n: int, seed: int, run: Run | None = None, ablate: int = 0) -> dict:
     """The induction view's JSON for a model of the Attention tab (analysis/attention.AttentionModel): the sequence
-    as tokens, each token's loss, both copies' means, and per head (layer × head) the three scores, rounded."""
+    as tokens, each token's loss, both copies' means, and per head (layer × head) the three scores, rounded; with
+    `ablate` > 0, the `ablation` of that many top induction heads (and as many others) under "ablation"."""
     r = induction(m.model, m.tokenizer, m.family, n, seed, run)
     tokens = [m.tokenizer.decode([i], skip_special_tokens=False) for i in r["ids"]]
-    return {"model": m.key, "label": m.label.split(" (")[0], "n": n, "seed": seed, "prefix": r["prefix"],
+    data = {"model": m.key, "label": m.label.split(" (")[0], "n": n, "seed": seed, "prefix": r["prefix"],
             "ids": r["ids"], "tokens": tokens, "vocabulary": len(ordinary_ids(m.tokenizer)),
             "losses": np.round(r["losses"], 4).tolist(), "loss_of": "token i + 1 for losses[i]",
             **{k: round(r[k], 4) for k in ("first_copy_loss", "second_copy_loss", "chance_loss")},
             **{k: np.round(r[k], 4).tolist() for k in ("induction", "previous", "duplicate")}}
+    if ablate > 0:
+        a = ablation(m.model, r, ablate, seed)
+        data["ablation"] = {
+            "k": a["k"], "how": "zero (each head's output, where W^O reads it)",
+            "control": f"{a['k']} other heads drawn with seed {seed} from the rest",
+            **{key: [{"layer": l, "head": h, "induction": round(score, 4)} for l, h, score in a[key]]
+               for key in ("induction_heads", "control_heads")},
+            "runs": {name: {"losses": np.round(row["losses"], 4).tolist(),
+                            **{k: round(row[k], 4) for k in ("first_copy_loss", "second_copy_loss")}}
+                     for name, row in a["runs"].items()}}
+    return data

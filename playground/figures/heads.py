@@ -4,9 +4,10 @@ out; no torch, no gradio.
 
 - `finder_figure`: one statistic for every head (layers down, heads across), the top-ranked heads outlined;
 - `finder_md`: the ranking's first rows as a table, every statistic of each head;
-- `copy_loss_figure`: each token's loss along the repeated random sequence, the two copies shaded, chance marked;
+- `copy_loss_figure`: each token's loss along the repeated random sequence, the two copies shaded, chance marked
+  (and, after an ablation, the same losses with the top induction heads and with as many other heads knocked out);
 - `scores_figure`: every head placed by its previous-token (x) and induction (y) score, coloured by layer;
-- `induction_md`: the two copies' losses and the strongest heads as tables.
+- `induction_md`: the two copies' losses and the strongest heads as tables, and the ablation's losses in words.
 """
 
 from __future__ import annotations
@@ -68,6 +69,14 @@ def copy_loss_figure(data: dict) -> go.Figure:
     fig = go.Figure(go.Scatter(x=x, y=losses, mode="lines+markers", name="loss of each token",
                                line=dict(color="#1f77b4"), marker=dict(size=4),
                                hovertemplate="token %{x}: %{y:.2f} nats<extra></extra>"))
+    ablation = data.get("ablation")
+    if ablation:
+        k = ablation["k"]
+        for name, label, style in (("induction_heads", f"top {k} induction heads knocked out", "solid"),
+                                   ("control_heads", f"{k} other heads knocked out", "dash")):
+            fig.add_trace(go.Scatter(x=x, y=ablation["runs"][name]["losses"], mode="lines", name=label,
+                                     line=dict(color="#d62728" if style == "solid" else "#7f7f7f", dash=style),
+                                     hovertemplate=f"{label}, token %{{x}}: %{{y:.2f}} nats<extra></extra>"))
     shapes, notes = [], []  # written into the layout at once: plotly's add_vrect and add_hline take ~0.1 s each
     for lo, hi, name, colour in ((p, p + n - 1, "first copy", MUTED), (p + n, p + 2 * n - 1, "second copy", ACCENT)):
         shapes.append(dict(type="rect", xref="x", yref="paper", x0=lo - 0.5, x1=hi + 0.5, y0=0, y1=1, line_width=0,
@@ -83,7 +92,8 @@ def copy_loss_figure(data: dict) -> go.Figure:
                           xanchor="right", yanchor="top"))
     fig.update_layout(**layout(title=f"{data['label']}: loss on {n} random tokens, then the same {n} again",
                                xaxis=dict(title="position in the sequence"), yaxis=dict(title="loss (nats)"),
-                               height=380, showlegend=False, shapes=shapes, annotations=notes))
+                               height=380, showlegend=bool(ablation), shapes=shapes, annotations=notes,
+                               legend=dict(orientation="h", y=-0.25)))
     return fig
 
 
@@ -128,4 +138,23 @@ def induction_md(data: dict, k: int = 5) -> str:
             f"{data['chance_loss']:.2f}). {verdict}\n\n"
             f"Strongest induction heads (of {len(data['induction']) * len(data['induction'][0])}):\n\n"
             + _top_table(data, "induction", k) + "\nStrongest previous-token heads:\n\n"
-            + _top_table(data, "previous", k))
+            + _top_table(data, "previous", k) + _ablation_md(data.get("ablation")))
+
+
+def _ablation_md(a: dict | None) -> str:
+    """The knockout's three runs in words: the second copy's loss as it is, without the top induction heads and
+    without as many other heads (the sanity check), and what a student may conclude."""
+    if not a:
+        return ""
+    runs = a["runs"]
+    base, top, other = (runs[name]["second_copy_loss"] for name in ("none", "induction_heads", "control_heads"))
+    named = ", ".join(f"{h['layer']}.{h['head']}" for h in a["induction_heads"])
+    control = ", ".join(f"{h['layer']}.{h['head']}" for h in a["control_heads"])
+    verdict = ("Knocking out the induction heads undoes much more of the copying than knocking out as many other "
+               "heads: they are what the model copies with (on this sequence; a larger k, or another seed, tests it "
+               "further)." if top - base > 2 * abs(other - base) and top - base > 0.5 else
+               "Knocking out these heads does not undo the copying much more than knocking out as many other heads: "
+               "on this model and sequence, the induction scores do not single out the heads the copying needs.")
+    return (f"\n\n**Knockout** ({a['how']}): second copy's mean loss **{base:.2f}** nats as it is, **{top:.2f}** "
+            f"without the top {a['k']} induction heads ({named}), **{other:.2f}** without {a['control']} "
+            f"({control}). {verdict}")

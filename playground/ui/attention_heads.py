@@ -73,9 +73,10 @@ def open_head(choice, model_key):
     return gr.update(value=layer), gr.update(value=str(head)), gr.update(selected=HEAD_VIEW_TAB)
 
 
-def induction(model_key=DEFAULT_CAUSAL, n_tokens=ind.DEFAULT_N, seed=ind.DEFAULT_SEED):
+def induction(model_key=DEFAULT_CAUSAL, n_tokens=ind.DEFAULT_N, seed=ind.DEFAULT_SEED, knock_out=0):
     """A random sequence of n tokens repeated twice: each token's loss, every head's induction and previous-token
-    score, each figure with its text alternative, the JSON."""
+    score, each figure with its text alternative, the JSON. With `knock_out` k > 0, the same sequence again without
+    the k strongest induction heads, and without k other heads (the sanity check)."""
     notices: list[str] = []
     if models.resolve(model_key) in models.ids("bert"):
         raise gr.Error("Induction needs a causal language model (our GPT or SmolLM2): it measures the loss on the "
@@ -83,7 +84,9 @@ def induction(model_key=DEFAULT_CAUSAL, n_tokens=ind.DEFAULT_N, seed=ind.DEFAULT
     m = _attention_model(model_key, CAUSAL)
     n = as_int(n_tokens, "Tokens per copy", ind.N_MIN, ind.limit(m.tokenizer, m.family, m.max_tokens), notices)
     seed = as_int(seed, "Seed", 0, SEED_MAX, notices)
-    data = ind.view(m, n, seed)
+    s = models.shape(m.key)
+    k = as_int(knock_out, "Heads knocked out", 0, min(ind.ABLATE_MAX, s.layers * s.heads // 2), notices)
+    data = ind.view(m, n, seed, ablate=k)
     warn(notices)
     text = fh.induction_md(data)
     return fh.copy_loss_figure(data), fh.scores_figure(data), text, json_file(data, "induction"), data
@@ -148,6 +151,8 @@ def _build_induction() -> None:
                                 allow_custom_value=True, scale=3)
             n = gr.Slider(ind.N_MIN, ind.N_MAX, value=ind.DEFAULT_N, step=1, label="Random tokens per copy", scale=2)
             seed = gr.Number(ind.DEFAULT_SEED, precision=0, label="Seed", minimum=0, scale=1)
+            knock_out = gr.Slider(0, ind.ABLATE_MAX, value=0, step=1, scale=2,
+                                  label="Knock out the top induction heads (and as many others, to compare)")
         with gr.Row():
             with gr.Column():
                 loss_plot = gr.Plot(label="Loss on the first and the second copy", elem_id="attn-induction-loss")
@@ -157,6 +162,7 @@ def _build_induction() -> None:
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             file = gr.DownloadButton("Download JSON", size="sm")
             data = gr.JSON(label="induction")
-    gr.on([tab.select, model.change, n.release, seed.submit], induction, inputs=[model, n, seed],
+    gr.on([tab.select, model.change, n.release, seed.submit, knock_out.release], induction,
+          inputs=[model, n, seed, knock_out],
           outputs=[loss_plot, scatter, summary, file, data], api_name="induction", trigger_mode="always_last",
           show_progress="minimal")
