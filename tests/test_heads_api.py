@@ -122,3 +122,26 @@ def test_a_model_without_attention_is_refused_with_the_models_that_have_it():
         attention_heads.induction("lstm-shakespeare", 10, 0)
     with pytest.raises(gr.Error, match="Rank the heads first"):
         attention_heads.open_head(None, "minilm")
+
+
+def test_the_head_views_knockout_is_the_causal_labs_ablation_of_that_head():
+    """The head view's "Knock it out": a numbered head is that head, an aggregate the layer's attention; a masked LM
+    without a [MASK] in the sentence gets its last word masked; a sentence encoder without an LM head is refused."""
+    import gradio as gr
+
+    from playground.analysis import interventions as iv
+    from playground.analysis import models
+    from playground.ui import attention_heads
+
+    _, text, data = attention_heads.knock_out("ROMEO:\nI will", "gpt", 1, "2", "zero")
+    expected = iv.ablate(models.get("gpt-shakespeare"), "ROMEO:\nI will", "head", 1, 2, "zero")
+    assert (data["target"], data["layer"], data["head"]) == ("head", 1, 2) and data["kl"] == expected["kl"] > 0
+    assert f"{data['kl']:.4f}" in text
+    layer = attention_heads.knock_out("ROMEO:\nI will", "gpt-shakespeare", 2, "mean")[-1]
+    assert (layer["target"], layer["layer"], layer["head"]) == ("attn", 2, None)
+    masked = attention_heads.knock_out("The cat sat on the mat.", "bert-english", 0, "1")[-1]
+    assert masked["tokens"][masked["position"]] == "[MASK]" and "mat" not in masked["tokens"]
+    with pytest.raises(gr.Error, match="no prediction to change"):
+        attention_heads.knock_out("The cat sat.", "minilm", 0, "0")
+    with pytest.raises(gr.Error, match="Type a sentence"):
+        attention_heads.knock_out("   ", "bert-english", 0, "0")

@@ -5,9 +5,13 @@ Head finder: every head of a model ranked by one statistic, over the shipped cor
 a ranked head opens in the head view (the layer and head controls are set, the head view's sub-tab selected).
 Induction: a seeded random sequence repeated twice through our GPT or SmolLM2, each token's loss and every head's
 induction and previous-token score.
+Knock out: the head (or, with an aggregate chosen, the layer's whole attention) the head view shows, knocked out on
+the sentence above, through the Causal lab's `ablate` (the same analysis and figures, next to the view it changes).
 """
 
 from __future__ import annotations
+
+import re
 
 import gradio as gr
 
@@ -16,6 +20,7 @@ from playground.analysis import head_finder as hf
 from playground.analysis import heads, models
 from playground.analysis import induction as ind
 from playground.figures import heads as fh
+from playground.ui import causal_tab
 from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
 
 HEAD_VIEW_TAB = "head-view"                                 # the id of the head view's sub-tab (attention_tab)
@@ -92,6 +97,26 @@ def induction(model_key=DEFAULT_CAUSAL, n_tokens=ind.DEFAULT_N, seed=ind.DEFAULT
     return fh.copy_loss_figure(data), fh.scores_figure(data), text, json_file(data, "induction"), data
 
 
+def knock_out(text, model_key, layer=0, head="mean", how="zero"):
+    """The head view's head (a number) or, for an aggregate ("mean", "max"), the layer's attention, knocked out on
+    the sentence: the prediction before and after, as the Causal lab's `ablate` computes it. A masked LM predicts at
+    a [MASK]: when the sentence has none, its last word is masked, with a notice."""
+    key = models.resolve(model_key)
+    if key not in causal_tab.ALL:
+        raise gr.Error(f"{att.label(key) if key else 'This model'} has no prediction to change (a sentence encoder "
+                       f"without an LM head): knock out a head of {', '.join(causal_tab.ALL)}.")
+    text = str(text or "")
+    if key in causal_tab.MASKED and "[mask]" not in text.lower():
+        words = list(re.finditer(r"\w+", text))
+        if not words:
+            raise gr.Error("Type a sentence first: the knockout changes the prediction at one of its words.")
+        last = words[-1]
+        text = text[:last.start()] + "[MASK]" + text[last.end():]
+        gr.Info(f"No [MASK] in the sentence: its last word, {last.group()!r}, is masked and predicted.")
+    one = str(head).isdigit()
+    return causal_tab.ablate(key, text, "head" if one else "attn", layer, int(head) if one else 0, how, "", True)
+
+
 FINDER_MD = r"""**Find a head by what it does.** Each head is described by six numbers, averaged over the queries
 (from the second token on): the **entropy** of its attention (low: it looks at one token), the **mean distance** it
 looks over, its weight on the **previous** token, on the **first** token (where idle heads park their weight: an
@@ -106,6 +131,31 @@ from the first: it finds the earlier occurrence of the current token and copies 
 attends from each token of the second copy to the token after its earlier occurrence (its **induction score** is
 that weight, averaged); it needs a **previous-token head** in an earlier layer, which writes each token's predecessor
 into it. Same model, seed and length: the same sequence and the same numbers."""
+
+
+KNOCK_OUT_MD = """Change the model and see what follows. **Knock out** the head chosen above (or, with *mean* or
+*max* chosen, the layer's whole attention) on the sentence above, and compare the next-token prediction (GPT,
+SmolLM2; a masked LM's at its [MASK]) before and after, with the loss at every position. The sanity check beside it
+is the same knockout on the model with its weights re-initialised: a trained model's effect should dwarf it. The
+Causal lab does the same for any text and ranks every head."""
+
+
+def build_knock_out(shared: Shared, model: gr.Dropdown, layer: gr.Slider, head: gr.Dropdown) -> None:
+    """An accordion in the head view: the chosen head knocked out on the sentence, computed when asked (a button)."""
+    with gr.Accordion("Knock this head out: what changes?", open=False):
+        gr.Markdown(KNOCK_OUT_MD)
+        with gr.Row():
+            how = gr.Radio(list(causal_tab.iv.HOWS), value="zero", label="By (mean and resample read the sentence)")
+            go = gr.Button("Knock it out", variant="primary", scale=0)
+        with gr.Row():
+            with gr.Column(scale=3):
+                plot = gr.Plot(label="Before and after", elem_id="attn-knockout")
+            with gr.Column(scale=2):
+                text = gr.Markdown(elem_id="attn-knockout-text", elem_classes=["figure-text"])
+        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
+            data = gr.JSON(label="ablate")
+    go.click(knock_out, inputs=[shared.text, model, layer, head, how], outputs=[plot, text, data],
+             api_visibility="private", show_progress="minimal")
 
 
 def build(shared: Shared, model: gr.Dropdown, layer: gr.Slider, head: gr.Dropdown, views: gr.Tabs):

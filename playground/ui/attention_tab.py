@@ -286,6 +286,14 @@ TRY = [("a pronoun", ["The animal didn't cross the street because it was too tir
        ("repeated words", ["the cat saw the cat and the dog saw the dog", ""])]
 
 
+def _below_heatmap(shared: Shared, model: gr.Dropdown, layer: gr.Slider, head: gr.Dropdown) -> gr.Plot:
+    """The head view's two accordions: knock the chosen head out, and every head at a glance (its plot returned)."""
+    attention_heads.build_knock_out(shared, model, layer, head)
+    with gr.Accordion("Every head at a glance: the head summary", open=False):
+        gr.Markdown(SUMMARY_MD)
+        return gr.Plot(label="Head summary", elem_id="attn-summary")
+
+
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The tab's components and events; `sentence` is the text shared by every tab."""
     sentence = shared.text  # the committed sentence (see Shared)
@@ -315,9 +323,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     model_view = gr.HTML(elem_id="attn-model-view", elem_classes=FIGURE, js_on_load=fa.HEAD_PICK_JS)
             heatmap = gr.Plot(label="Attention heatmap", elem_id="attn-heatmap")
             patterns = gr.Markdown(PATTERNS_MD, elem_id="attn-reading")  # then the chosen model's, with its numbers
-            with gr.Accordion("Every head at a glance: the head summary", open=False):
-                gr.Markdown(SUMMARY_MD)
-                summary = gr.Plot(label="Head summary", elem_id="attn-summary")
+            summary = _below_heatmap(shared, model, layer, head)
             with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
                 detail = gr.Radio([("the chosen head or aggregate (T × T)", "head"),
                                    (f"every layer and head (L × H × T × T, up to {att.ALL_LAYERS_MAX} tokens)", "all")],
