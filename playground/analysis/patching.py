@@ -25,8 +25,10 @@ from typing import Callable
 
 import torch
 
+from playground.analysis import batched
 from playground.analysis.interventions import (REINIT_SEED, Edit, InterventionError, Subject, answer_token, blocks,
-                                               cache, edit_hooks, hooked, read, reinitialised)
+                                               cache, hooked, read, reinitialised)
+from playground.nets.llama import fp32_products
 
 SITES = {"resid": "resid_pre", "attn": "attn_out", "mlp": "mlp_out"}
 # The lecture's pairs, one click away; each has a clear clean-vs-corrupted margin on the shipped models
@@ -42,7 +44,6 @@ DEMOS = {
     "My lov·e or My lor·d? (our GPT)": ("gpt-shakespeare", "O, speak again, bright angel! My lov",
                                         "O, speak again, bright angel! My lor", "e", "d"),
 }
-CHUNK = 96          # patched runs per batched forward pass
 TINY = 1e-6         # |m(clean) − m(corrupted)| below this: the normalisation is 0/0
 
 
@@ -70,25 +71,47 @@ def _metric(logits: torch.Tensor, good: int, bad: int) -> torch.Tensor:
 def exact_grid(model, clean: Subject, corrupted: Subject, site: str, good: int, bad: int,
                progress: Callable[[float, str], None] | None = None) -> tuple[torch.Tensor, float, float]:
     """m(corrupted with (layer, position) patched from clean) − m(corrupted) for every layer and position,
-    (L, T); and m(clean), m(corrupted). One batched pass per layer (up to CHUNK positions), each row patched at its
-    own position, from the corrupted stream entering that layer (the blocks before it are unchanged by the patch)."""
+    (L, T); and m(clean), m(corrupted).
+
+    One plain run of each prompt; then every patched run as a row of one batched pass (analysis/batched.run), each
+    row joining at its layer with the corrupted stream entering it. Computed less, never approximated:
+    - a cell whose clean activation equals the corrupted one (bit for bit: the positions before the first token
+      where the prompts differ, in a causal model) patches nothing, so its run is the corrupted run: 0, not run;
+    - in a causal model a patch at position p leaves the positions before it as they were, so the rows compute
+      only the positions from the first patched one on, the earlier keys and values those of the corrupted run."""
     L, T = len(blocks(model)), len(clean.ids)
     keys = [(layer, site) for layer in range(L)]
-    entering = [(layer, "resid_pre") for layer in range(L)]
-    _, kept = cache(model, lambda: clean.predict(model), list(dict.fromkeys(keys + entering)))
-    streams = corrupted.streams(model)
-    m_clean = float(_metric(clean.predict_from(model, 0, kept[(0, "resid_pre")])[0], good, bad))
-    m_corrupted = float(_metric(corrupted.predict_from(model, 0, streams[0])[0], good, bad))
+    with fp32_products():
+        c, k = batched.trace(model, clean, keys), batched.trace(model, corrupted, keys)
+        m_clean, m_corrupted = (float(_metric(run.logits[0], good, bad)) for run in (c, k))
+        cells = [(layer, t) for layer in range(L) for t in range(T)
+                 if not torch.equal(c.kept[(layer, site)][0, t], k.kept[(layer, site)][0, t])]
+        pos0 = min((t for _, t in cells), default=0) if k.kvs is not None else 0   # a BERT reads every position
+        groups = []
+        for layer in range(L):
+            pos = torch.tensor([t for at_layer, t in cells if at_layer == layer], dtype=torch.long)
+            if len(pos):
+                groups.append(_patched_rows(k, c, layer, site, pos, pos0))
+        logits = batched.run(model, corrupted.at, groups, k, pos0, progress)
     out = torch.zeros(L, T)
-    for layer in range(L):
-        for start in range(0, T, CHUNK):
-            pos = torch.arange(start, min(T, start + CHUNK))
-            edit = Edit(layer, site, torch.arange(len(pos)), kept[(layer, site)][0, pos], pos=pos)
-            logits = corrupted.predict_from(model, layer, streams[layer].expand(len(pos), -1, -1), edit_hooks([edit]))
-            out[layer, pos] = _metric(logits, good, bad) - m_corrupted
-        if progress is not None:
-            progress((layer + 1) / L, f"{(layer + 1) * T} of {L * T} patched runs")
+    if cells:
+        where = torch.tensor(cells)
+        out[where[:, 0], where[:, 1]] = _metric(logits, good, bad) - m_corrupted
     return out, m_clean, m_corrupted
+
+
+def _patched_rows(corrupted: batched.Trace, clean: batched.Trace, layer: int, site: str, pos: torch.Tensor,
+                  pos0: int) -> batched.Rows:
+    """The rows of `layer`, one per position in `pos`: the corrupted stream entering the layer (positions pos0 on),
+    row i patched at pos[i] with the clean activation: in the stream itself for the residual, else by an edit in
+    the block."""
+    n, value = len(pos), clean.kept[(layer, site)][0, pos]
+    x = corrupted.streams[layer][:, pos0:].expand(n, -1, -1)
+    if site != "resid_pre":
+        return batched.Rows(layer, x, [Edit(layer, site, torch.arange(n), value, pos=pos)])
+    x = x.clone()
+    x[torch.arange(n), pos - pos0] = value
+    return batched.Rows(layer, x)
 
 
 def attribution_grid(model, clean: Subject, corrupted: Subject, site: str, good: int, bad: int) -> torch.Tensor:
