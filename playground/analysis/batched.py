@@ -129,17 +129,21 @@ def cache(model, run: Callable[[], torch.Tensor], sites: list[tuple[int, str]]):
     return out, kept
 
 
-def output_layer(model, h: torch.Tensor) -> torch.Tensor:
+def output_layer(model, h: torch.Tensor, columns: torch.Tensor | None = None) -> torch.Tensor:
     """Logits (n, V) from the last stream at one position per row, (n, C): the final norm and output layer (an MLM
     head for a masked LM), always in fp32 (the half-stored SmolLM2 multiplies a few positions in fp16 otherwise, and
-    a batch's rows would not be comparable with a single row)."""
+    a batch's rows would not be comparable with a single row). With `columns`, only those logits, (n, len(columns)):
+    a logit difference needs two of SmolLM2's 49,152 (whose fp16 table is otherwise converted for every call)."""
     if hasattr(model, "mlm"):
-        return model.mlm(h, model.bert.embeddings.tok.weight)
+        logits = model.mlm(h, model.bert.embeddings.tok.weight)
+        return logits if columns is None else logits[:, columns]
     if isinstance(model, Llama):
         h = model.model.norm(h)
         weight = model.model.embed_tokens.weight if model.config.tie_word_embeddings else model.lm_head.weight
-        return F.linear(h, weight.to(h.dtype))
-    return model.unembed(h)
+    else:
+        h, weight = model.transformer.ln_f(h), model.transformer.wte.weight          # our GPT, tied
+    weight = weight if columns is None else weight[columns]
+    return F.linear(h, weight.to(h.dtype))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,8 +195,9 @@ class Trace:
     logits: torch.Tensor
 
 
-def trace(model, s, sites: list[tuple[int, str]] = ()) -> Trace:
-    """The plain run of `s` (interventions.Subject) through every block, keeping what `run` starts from."""
+def trace(model, s, sites: list[tuple[int, str]] = (), columns: torch.Tensor | None = None) -> Trace:
+    """The plain run of `s` (interventions.Subject) through every block, keeping what `run` starts from; its
+    logits only at `columns` when given (output_layer)."""
     x0 = embedded(model, s)
 
     def plain():
@@ -204,22 +209,25 @@ def trace(model, s, sites: list[tuple[int, str]] = ()) -> Trace:
         return streams, kvs, x
 
     (streams, kvs, x), kept = cache(model, plain, list(sites))
-    return Trace(streams, None if kvs[0] is None else kvs, kept, output_layer(model, x[:, s.at]).float())
+    return Trace(streams, None if kvs[0] is None else kvs, kept, output_layer(model, x[:, s.at], columns).float())
 
 
 @dataclass
 class Rows:
-    """n rows that join the batch at block `layer`: their stream entering it, x (n, S, C) (positions pos0 ..), and
-    the edits made inside that block (their `rows` count from 0 among these n, their `pos` from position 0)."""
+    """n rows that join the batch at block `layer`: their stream entering it, x (n, S, C), of the positions pos0 ..
+    pos0 + S − 1 (the earlier ones, in a causal model, are the plain run's), and the edits made inside that block
+    (their `rows` count from 0 among these n, their `pos` from position 0)."""
 
     layer: int
     x: torch.Tensor
     edits: list[Edit] = field(default_factory=list)
+    pos0: int = 0
 
 
-def _one_pass(model, at: int, groups: list[Rows], base: Trace, pos0: int, step: Callable[[], None]) -> torch.Tensor:
-    """The groups (in layer order) as one batch that grows block by block; logits (n, V) at position `at`."""
-    x, n, g = None, 0, 0
+def _one_pass(model, at: int, groups: list[Rows], base: Trace, step: Callable[[], None],
+              columns: torch.Tensor | None) -> torch.Tensor:
+    """The groups (in layer order, one pos0) as one batch that grows block by block; logits (n, V) at `at`."""
+    x, n, g, pos0 = None, 0, 0, groups[0].pos0
     for layer in range(groups[0].layer, len(blocks(model))):
         edits = []
         while g < len(groups) and groups[g].layer == layer:        # these rows join here, at the end of the batch
@@ -234,29 +242,33 @@ def _one_pass(model, at: int, groups: list[Rows], base: Trace, pos0: int, step: 
         with hooked(model, edit_hooks(edits)):
             x, _ = block_step(model, layer, x, pos0, past)
         step()
-    return output_layer(model, x[:, at - pos0]).float()
+    return output_layer(model, x[:, at - pos0], columns).float()
 
 
-def run(model, at: int, groups: list[Rows], base: Trace, pos0: int = 0,
-        progress: Callable[[float, str], None] | None = None) -> torch.Tensor:
-    """The logits (N, V) at position `at` of every row of `groups` (sorted by layer), in their order: passes of at
-    most ROW_TOKENS rows × positions each (whole groups), every pass from its first group's layer on."""
-    assert all(a.layer <= b.layer for a, b in zip(groups, groups[1:])), "the groups must come in layer order"
-    passes, size = [[]], 0
+def run(model, at: int, groups: list[Rows], base: Trace, progress: Callable[[float, str], None] | None = None,
+        columns: torch.Tensor | None = None) -> torch.Tensor:
+    """The logits (N, V) at position `at` of every row of `groups`, in their order (only `columns` of them when
+    given). The groups come sorted by (pos0, layer); a pass takes the groups of one pos0, at most ROW_TOKENS rows ×
+    positions (whole groups), and runs from its first group's layer on."""
+    order = [(g.pos0, g.layer) for g in groups]
+    assert order == sorted(order), "the groups must come sorted by (pos0, layer)"
+    if base.kvs is None:
+        assert all(g.pos0 == 0 for g in groups), "a BERT reads every position: its rows start at position 0"
+    passes, size = [], 0
     for group in groups:
         tokens = group.x.shape[0] * group.x.shape[1]
-        if passes[-1] and size + tokens > ROW_TOKENS:
+        if not passes or group.pos0 != passes[-1][0].pos0 or size + tokens > ROW_TOKENS:
             passes.append([])
             size = 0
         passes[-1].append(group)
         size += tokens
+    if not passes:
+        return torch.zeros(0)
     L, rows = len(blocks(model)), sum(len(g.x) for g in groups)
-    total, done = sum(L - p[0].layer for p in passes if p), [0]
+    total, done = sum(L - p[0].layer for p in passes), [0]
 
     def step():
         done[0] += 1
         if progress is not None:
             progress(done[0] / total, f"{done[0]} of {total} block calls ({rows} runs as rows)")
-    if not groups:
-        return torch.zeros(0)
-    return torch.cat([_one_pass(model, at, p, base, pos0, step) for p in passes])
+    return torch.cat([_one_pass(model, at, p, base, step, columns) for p in passes])

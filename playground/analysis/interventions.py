@@ -11,8 +11,8 @@ head by how much knocking it out moves the current prediction. Each answer carri
 experiment on a copy of the model whose weights were drawn again (seeded), where an "effect" means nothing.
 
 Rows of one batch carry different interventions (`Edit`s name their rows), so a sweep over 270 heads is one
-batched forward pass whose rows join at their own layer (analysis/batched.run), not 270 separate ones. Everything runs under `torch.inference_mode()` but the attribution
-of analysis/patching.py, which needs a gradient.
+batched forward pass whose rows join at their own layer (analysis/batched.run), not 270 separate ones. Everything
+runs under `torch.inference_mode()` but the attribution of analysis/patching.py, which needs a gradient.
 """
 
 from __future__ import annotations
@@ -304,7 +304,7 @@ def head_effects(model, s: Subject, ref: Subject | None, how: str, n_layer: int,
                                [Edit(layer, "z", index, replacement(model, s, ref, layer, "z", how, index,
                                                                     acts.get((layer, "z"))), head=index)])
                   for layer in range(n_layer)]
-        rows = batched.run(model, s.at, groups, base, 0, progress)               # (n_layer * n_head, V)
+        rows = batched.run(model, s.at, groups, base, progress)                  # (n_layer * n_head, V)
     before = F.log_softmax(base.logits[0], -1)
     best = int(before.argmax())
     after = F.log_softmax(rows, -1)

@@ -73,31 +73,62 @@ def exact_grid(model, clean: Subject, corrupted: Subject, site: str, good: int, 
     """m(corrupted with (layer, position) patched from clean) − m(corrupted) for every layer and position,
     (L, T); and m(clean), m(corrupted).
 
-    One plain run of each prompt; then every patched run as a row of one batched pass (analysis/batched.run), each
+    One plain run of each prompt; then every patched run as a row of a batched pass (analysis/batched.run), each
     row joining at its layer with the corrupted stream entering it. Computed less, never approximated:
     - a cell whose clean activation equals the corrupted one (bit for bit: the positions before the first token
       where the prompts differ, in a causal model) patches nothing, so its run is the corrupted run: 0, not run;
-    - in a causal model a patch at position p leaves the positions before it as they were, so the rows compute
-      only the positions from the first patched one on, the earlier keys and values those of the corrupted run."""
+    - in a causal model a patch at position p leaves the positions before it as they were, so a row computes only
+      the positions from p on (from its band's first position: `bands`), the earlier keys and values those of the
+      corrupted run."""
     L, T = len(blocks(model)), len(clean.ids)
     keys = [(layer, site) for layer in range(L)]
+    pair = torch.tensor([good, bad])                  # the metric's two logits are all the output layer computes
     with fp32_products():
-        c, k = batched.trace(model, clean, keys), batched.trace(model, corrupted, keys)
-        m_clean, m_corrupted = (float(_metric(run.logits[0], good, bad)) for run in (c, k))
+        c, k = batched.trace(model, clean, keys, pair), batched.trace(model, corrupted, keys, pair)
+        m_clean, m_corrupted = (float(run.logits[0, 0] - run.logits[0, 1]) for run in (c, k))
         cells = [(layer, t) for layer in range(L) for t in range(T)
                  if not torch.equal(c.kept[(layer, site)][0, t], k.kept[(layer, site)][0, t])]
-        pos0 = min((t for _, t in cells), default=0) if k.kvs is not None else 0   # a BERT reads every position
-        groups = []
-        for layer in range(L):
-            pos = torch.tensor([t for at_layer, t in cells if at_layer == layer], dtype=torch.long)
-            if len(pos):
-                groups.append(_patched_rows(k, c, layer, site, pos, pos0))
-        logits = batched.run(model, corrupted.at, groups, k, pos0, progress)
+        groups, order = [], []
+        for pos0, band in bands(cells, L, T, causal=k.kvs is not None):
+            for layer in range(L):
+                pos = [t for at_layer, t in band if at_layer == layer]
+                if pos:
+                    groups.append(_patched_rows(k, c, layer, site, torch.tensor(pos), pos0))
+                    order += [(layer, t) for t in pos]
+        logits = batched.run(model, corrupted.at, groups, k, progress, pair)
     out = torch.zeros(L, T)
-    if cells:
-        where = torch.tensor(cells)
-        out[where[:, 0], where[:, 1]] = _metric(logits, good, bad) - m_corrupted
+    if order:
+        where = torch.tensor(order)
+        out[where[:, 0], where[:, 1]] = (logits[:, 0] - logits[:, 1]) - m_corrupted
     return out, m_clean, m_corrupted
+
+
+CALL_COST = 32      # a block call costs about as much as 32 more positions through it (SmolLM2 on a 2-core CPU)
+
+
+def bands(cells: list[tuple[int, int]], L: int, T: int, causal: bool = True) -> list[tuple[int, list]]:
+    """The cells (layer, position) cut into bands of positions, each (pos0, its cells), a batched pass or more
+    each, whose rows compute the positions pos0 .. T − 1. One band from the first position wastes the positions
+    before each row's own; one band per position makes L block calls each: the cut minimises positions × blocks
+    run, plus CALL_COST per block call (dynamic programming over the positions, in order). A BERT: one band from 0."""
+    if not causal or not cells:
+        return [(0, cells)] if cells else []
+    starts = sorted({t for _, t in cells})
+    work = {p: sum(L - layer for layer, t in cells if t == p) for p in starts}       # blocks run, per position
+    first = {p: min(layer for layer, t in cells if t == p) for p in starts}
+    best, cut = [0.0] + [float("inf")] * len(starts), [0] * (len(starts) + 1)
+    for j in range(1, len(starts) + 1):
+        for i in range(j):                                 # a band of starts[i:j], its rows from starts[i]
+            band = starts[i:j]
+            cost = (T - band[0]) * sum(work[p] for p in band) + CALL_COST * (L - min(first[p] for p in band))
+            if best[i] + cost < best[j]:
+                best[j], cut[j] = best[i] + cost, i
+    out, j = [], len(starts)
+    while j:
+        i = cut[j]
+        out.append((starts[i], [cell for cell in cells if starts[i] <= cell[1] <= starts[j - 1]]))
+        j = i
+    return out[::-1]
 
 
 def _patched_rows(corrupted: batched.Trace, clean: batched.Trace, layer: int, site: str, pos: torch.Tensor,
@@ -108,10 +139,10 @@ def _patched_rows(corrupted: batched.Trace, clean: batched.Trace, layer: int, si
     n, value = len(pos), clean.kept[(layer, site)][0, pos]
     x = corrupted.streams[layer][:, pos0:].expand(n, -1, -1)
     if site != "resid_pre":
-        return batched.Rows(layer, x, [Edit(layer, site, torch.arange(n), value, pos=pos)])
+        return batched.Rows(layer, x, [Edit(layer, site, torch.arange(n), value, pos=pos)], pos0)
     x = x.clone()
     x[torch.arange(n), pos - pos0] = value
-    return batched.Rows(layer, x)
+    return batched.Rows(layer, x, [], pos0)
 
 
 def attribution_grid(model, clean: Subject, corrupted: Subject, site: str, good: int, bad: int) -> torch.Tensor:
