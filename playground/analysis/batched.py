@@ -31,7 +31,8 @@ import torch.nn.functional as F
 
 from playground.nets.llama import Llama, rope_angles
 
-ROW_TOKENS = 4096   # rows × positions in one pass at most: SmolLM2's MLP then holds 3 × 4096 × 1536 fp32 (75 MB)
+ROW_TOKENS = 4096   # rows × positions (earlier ones included) in a pass at most: SmolLM2's MLP then holds at most
+#                   3 × 4096 × 1536 fp32 (75 MB), its attention 2 × 4096 × 9 heads × 64 (19 MB)
 
 
 class InterventionError(ValueError):
@@ -249,14 +250,15 @@ def run(model, at: int, groups: list[Rows], base: Trace, progress: Callable[[flo
         columns: torch.Tensor | None = None) -> torch.Tensor:
     """The logits (N, V) at position `at` of every row of `groups`, in their order (only `columns` of them when
     given). The groups come sorted by (pos0, layer); a pass takes the groups of one pos0, at most ROW_TOKENS rows ×
-    positions (whole groups), and runs from its first group's layer on."""
+    positions (whole groups; the positions before pos0 count, as their keys and values are copied for every row), and
+    runs from its first group's layer on."""
     order = [(g.pos0, g.layer) for g in groups]
     assert order == sorted(order), "the groups must come sorted by (pos0, layer)"
     if base.kvs is None:
         assert all(g.pos0 == 0 for g in groups), "a BERT reads every position: its rows start at position 0"
     passes, size = [], 0
     for group in groups:
-        tokens = group.x.shape[0] * group.x.shape[1]
+        tokens = group.x.shape[0] * (group.pos0 + group.x.shape[1])     # the earlier keys and values count too
         if not passes or group.pos0 != passes[-1][0].pos0 or size + tokens > ROW_TOKENS:
             passes.append([])
             size = 0
