@@ -19,11 +19,13 @@ def test_the_heads_rows_run():
     assert [r[0].split(":")[0] for r in rows][-2:] == ["induction", "head_finder"]
     assert all(r[1] for r in rows)
 def test_the_causal_lab_rows_run_as_they_are(monkeypatch):
-    """The GPT's row of `--causal-only` (SmolLM2's rows left out here: tests/test_interventions.py runs its code)."""
+    """The GPT's row of `--causal-only` and its CPU seconds (SmolLM2's rows left out here: tests/test_interventions.py
+    and tests/test_batched.py run their code)."""
     from playground.analysis import models
     from playground.tools import bench_causal
 
     resolve = models.resolve
     monkeypatch.setattr(models, "resolve", lambda name: None if name == models.SMOLLM2 else resolve(name))
     rows = bench_causal.causal_rows(runs=1)
-    assert len(rows) == 1 and "32 positions" in rows[0][0] and rows[0][3] == "≤ 1 s"
+    assert len(rows) == 2 and "32 positions" in rows[0][0] and rows[0][3] == "≤ 1 s"
+    assert "CPU time" in rows[1][0] and float(rows[1][1].split()[0]) > 0

@@ -46,8 +46,11 @@ class InductionError(ValueError):
 
 def ordinary_ids(tokenizer) -> list[int]:
     """The ids the random sequence draws from: every token but the tokenizer's special (control) ones."""
-    special = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
-    return [i for i in range(tokenizer.get_vocab_size()) if i not in special]
+    pool = list(range(tokenizer.get_vocab_size()))
+    special = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special and i < len(pool)}
+    for i in sorted(special, reverse=True):      # a few deletions, not a 49,152-step Python loop (40 ms a call)
+        del pool[i]
+    return pool
 
 
 def sequence(tokenizer, family: str, n: int, seed: int) -> tuple[list[int], int]:

@@ -1,8 +1,7 @@
 """Interventions on a model's forward pass: read or replace an activation at a named hook point, and ablate.
 
-The transformers carry hook points (nets/hooks.py) at the same sites in every block. Here they are used with plain
-torch forward hooks, always installed by `hooked` and removed when it ends, whatever happens inside, so that no
-hook outlives the computation that set it (the app's models are shared by every user).
+The hooks themselves (`hooked`, `Edit`, `cache`) live in analysis/batched.py, with the runner that makes many
+interventions the rows of one forward pass; their names are imported here, where the experiments use them.
 
 A *subject* is a loaded model (analysis/models.py's record) with the text it reads: a causal LM (our GPT,
 SmolLM2) predicts the token after the prompt; a masked LM (our BERT, MiniLM + MLM head) the token at its first
@@ -11,26 +10,26 @@ or by its values on that other text (resample), and reports the prediction befor
 head by how much knocking it out moves the current prediction. Each answer carries a sanity check: the same
 experiment on a copy of the model whose weights were drawn again (seeded), where an "effect" means nothing.
 
-Rows of one batch carry different interventions (`Edit`s name their rows), so a sweep over 270 heads is a few
-batched forward passes, not 270 separate ones. Everything runs under `torch.inference_mode()` but the attribution
-of analysis/patching.py, which needs a gradient.
+Rows of one batch carry different interventions (`Edit`s name their rows), so a sweep over 270 heads is one
+batched forward pass whose rows join at their own layer (analysis/batched.run), not 270 separate ones. Everything
+runs under `torch.inference_mode()` but the attribution of analysis/patching.py, which needs a gradient.
 """
 
 from __future__ import annotations
 
 import copy
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
-from playground.analysis import generation
-from playground.text import token_label
+from playground.analysis import batched, generation
+from playground.analysis.batched import (Edit, InterventionError, blocks, cache, edit_hooks, hook_point,  # noqa: F401
+                                         hooked)
 from playground.nets import bert
-from playground.nets.llama import Llama, rope_angles
+from playground.nets.llama import fp32_products
+from playground.text import token_label
 
 TARGETS = ("head", "attn", "mlp")        # what `ablate` knocks out: one head, a layer's attention, a layer's MLP
 HOWS = ("zero", "mean", "resample")      # with what: zeros, the mean over a reference text, that text's values
@@ -38,128 +37,6 @@ SITE_OF = {"head": "z", "attn": "attn_out", "mlp": "mlp_out"}
 TOP = 10                                 # tokens shown before / after, and top movers
 MAX_TOKENS = 64                          # the longest text an experiment reads (the grids are layers x positions)
 REINIT_SEED = 1234                       # the sanity check's weights
-
-
-class InterventionError(ValueError):
-    """Input an experiment cannot run on; the message is meant for the user."""
-
-
-# ---------------------------------------------------------------------------------------------
-# Hook points and hooks
-
-
-def blocks(model) -> torch.nn.ModuleList:
-    """The blocks of our GPT, Llama, BERT encoder or BERT with heads, in order."""
-    for path in ("transformer.h", "model.layers", "bert.blocks", "blocks"):
-        found = model
-        for part in path.split("."):
-            found = getattr(found, part, None)
-        if isinstance(found, torch.nn.ModuleList):
-            return found
-    raise InterventionError(f"{type(model).__name__} has no transformer blocks to intervene on")
-
-
-def hook_point(model, layer: int, site: str):
-    """The HookPoint of `site` (nets/hooks.SITES) in block `layer`."""
-    block = blocks(model)[layer]
-    if site == "z":
-        return (block.attn if hasattr(block, "attn") else block.self_attn).hook_z   # GPT and BERT, Llama
-    return getattr(block, f"hook_{site}")
-
-
-@contextmanager
-def hooked(model, hooks: dict[tuple[int, str], Callable[[torch.Tensor], torch.Tensor | None]]):
-    """Forward hooks on the hook points (layer, site) -> fn(activation) (a replacement, or None to keep it), for the
-    duration of the `with`; removed however it ends.
-
-    The models are shared by every user of the server, so a hook acts only in the thread that set it: another
-    computation running the same model meanwhile (another student's attention, another patching grid) reads the
-    model as it is. Before, a concurrent grid on the same GPT met this one's patched activations (a shape error
-    under the load test; wrong numbers when the shapes happened to agree)."""
-    owner = threading.get_ident()
-    handles = []
-    try:
-        for (layer, site), fn in hooks.items():
-            handles.append(hook_point(model, layer, site).register_forward_hook(
-                lambda _module, _inputs, out, fn=fn: fn(out) if threading.get_ident() == owner else None))
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
-
-
-@dataclass
-class Edit:
-    """Replace, in the batch rows `rows`, the activation at (layer, site) by `value`: at position `pos` (None: every
-    position) and, for the heads' output `z` (B, T, nh, hs), only head `head` (None: every head)."""
-
-    layer: int
-    site: str
-    rows: torch.Tensor            # (n,) long
-    value: torch.Tensor           # broadcastable to the replaced part of each row, (n, ...) or one row's
-    pos: torch.Tensor | None = None
-    head: int | torch.Tensor | None = None
-
-
-def edit_hooks(edits: list[Edit]) -> dict[tuple[int, str], Callable]:
-    """The hooks that apply `edits` (several per site allowed, applied in order) to a copy of the activation."""
-    by_site: dict[tuple[int, str], list[Edit]] = {}
-    for e in edits:
-        by_site.setdefault((e.layer, e.site), []).append(e)
-
-    def apply(site_edits: list[Edit]):
-        def fn(out: torch.Tensor) -> torch.Tensor:
-            out = out.clone()
-            for e in site_edits:
-                index = (e.rows,) if e.pos is None else (e.rows, e.pos)
-                if e.head is not None:
-                    index = (*index, slice(None), e.head) if e.pos is None else (*index, e.head)
-                out[index] = e.value.to(out.dtype)
-            return out
-        return fn
-
-    return {key: apply(site_edits) for key, site_edits in by_site.items()}
-
-
-def cache(model, run: Callable[[], torch.Tensor], sites: list[tuple[int, str]]):
-    """Run `run()` (a forward pass of `model`) and keep the activations at `sites`: (its output, {site: tensor})."""
-    kept: dict[tuple[int, str], torch.Tensor] = {}
-
-    def keep(key):
-        def fn(out):
-            kept[key] = out.detach()
-        return fn
-
-    with hooked(model, {key: keep(key) for key in sites}):
-        out = run()
-    return out, kept
-
-
-def _run_blocks(model, layer: int, x: torch.Tensor) -> torch.Tensor:
-    """The blocks from `layer` on over the stream x (n, T, C) entering it, every position read (no padding)."""
-    rest = blocks(model)[layer:]
-    if isinstance(model, Llama):
-        c = model.config
-        cos, sin = rope_angles(torch.arange(x.shape[1]), c.head_dim, c.rope_theta)
-        for block in rest:
-            x = block(x, cos, sin)[0]
-        return x
-    for block in rest:
-        x = block(x)[0]
-    return x
-
-
-def _output_layer(model, h: torch.Tensor) -> torch.Tensor:
-    """Logits (n, V) from the last stream at one position per row, (n, C): the final norm and output layer (an MLM
-    head for a masked LM), always in fp32 (the half-stored SmolLM2 multiplies a few positions in fp16 otherwise, and
-    a batch's rows would not be comparable with a single row)."""
-    if hasattr(model, "mlm"):
-        return model.mlm(h, model.bert.embeddings.tok.weight)
-    if isinstance(model, Llama):
-        h = model.model.norm(h)
-        weight = model.model.embed_tokens.weight if model.config.tie_word_embeddings else model.lm_head.weight
-        return F.linear(h, weight.to(h.dtype))
-    return model.unembed(h)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -187,20 +64,6 @@ class Subject:
             return model(self.batch(n))[0].float()
         segments = torch.tensor([self.segments] * n)
         return model(self.batch(n), segments)[0].float()
-
-    def streams(self, model=None) -> list[torch.Tensor]:
-        """The stream entering every block in one plain run, (1, T, C) each."""
-        model = self.m.model if model is None else model
-        keys = [(layer, "resid_pre") for layer in range(len(blocks(model)))]
-        _, kept = cache(model, lambda: self.predict(model), keys)
-        return [kept[key] for key in keys]
-
-    def predict_from(self, model, layer: int, x: torch.Tensor, hooks: dict | None = None) -> torch.Tensor:
-        """The logits (n, V) at the predicting position when the blocks from `layer` on run on the stream x (n, T, C)
-        that enters it, under `hooks`. An intervention at block `layer` or later leaves the blocks before it as they
-        were, so they are not run again: a patching grid's row for layer l costs L − l blocks, not L."""
-        with hooked(model, hooks or {}):
-            return _output_layer(model, _run_blocks(model, layer, x)[:, self.at]).float()
 
     def predict(self, model=None, n: int = 1, hooks: dict | None = None) -> torch.Tensor:
         """The logits (n, V) at the predicting position only, under `hooks`. The last block's output is cut to that
@@ -427,36 +290,28 @@ def ablate(m, text: str, target: str = "head", layer=0, head=0, how: str = "zero
     return data
 
 
-def _layer_rows(model, s: Subject, ref: Subject | None, how: str, layer: int, heads: list[int],
-                stream: torch.Tensor, act: torch.Tensor | None) -> torch.Tensor:
-    """Logits (n, V) at the predicting position with head heads[i] of `layer` knocked out in row i, the blocks run
-    from `layer` on the plain run's stream entering it."""
-    index = torch.tensor(heads)
-    value = replacement(model, s, ref, layer, "z", how, index, act)
-    edit = Edit(layer, "z", torch.arange(len(heads)), value, head=index)
-    return s.predict_from(model, layer, stream.expand(len(heads), -1, -1), edit_hooks([edit]))
-
-
 def head_effects(model, s: Subject, ref: Subject | None, how: str, n_layer: int, n_head: int,
                  progress: Callable[[float, str], None] | None = None) -> dict:
     """Every head's effect on the prediction at `s.at`: KL(before ‖ after) and the change of the top-1 token's
-    log-probability, as (n_layer, n_head) lists: one batched pass per layer, its heads one per row, from the
-    stream entering that layer."""
-    streams = s.streams(model)
-    heads_out = [(layer, "z") for layer in range(n_layer)]
-    acts = {} if ref is None else cache(model, lambda: ref.predict(model), heads_out)[1]   # one reference run
-    base = F.log_softmax(s.predict_from(model, 0, streams[0])[0], -1)
-    best = int(base.argmax())
-    kl, change = torch.zeros(n_layer, n_head), torch.zeros(n_layer, n_head)
-    for layer in range(n_layer):
-        rows = _layer_rows(model, s, ref, how, layer, list(range(n_head)), streams[layer], acts.get((layer, "z")))
-        after = F.log_softmax(rows, -1)
-        kl[layer] = (base.exp() * (base - after)).sum(-1)
-        change[layer] = after[:, best] - base[best]
-        if progress is not None:
-            progress((layer + 1) / n_layer, f"{(layer + 1) * n_head} of {n_layer * n_head} heads")
+    log-probability, as (n_layer, n_head) lists. One batched pass (analysis/batched.run): a row per head, joining
+    at its layer with the plain run's stream entering it, its head replaced there."""
+    with fp32_products():
+        base = batched.trace(model, s)
+        heads_out = [(layer, "z") for layer in range(n_layer)]
+        acts = {} if ref is None else cache(model, lambda: ref.predict(model), heads_out)[1]   # one reference run
+        index = torch.arange(n_head)
+        groups = [batched.Rows(layer, base.streams[layer].expand(n_head, -1, -1),
+                               [Edit(layer, "z", index, replacement(model, s, ref, layer, "z", how, index,
+                                                                    acts.get((layer, "z"))), head=index)])
+                  for layer in range(n_layer)]
+        rows = batched.run(model, s.at, groups, base, progress)                  # (n_layer * n_head, V)
+    before = F.log_softmax(base.logits[0], -1)
+    best = int(before.argmax())
+    after = F.log_softmax(rows, -1)
+    kl = (before.exp() * (before - after)).sum(-1).view(n_layer, n_head)
+    change = (after[:, best] - before[best]).view(n_layer, n_head)
     return {"kl": kl.tolist(), "top1_change": change.tolist(),
-            "top1": {"token": labels(s.m, [best])[0], "id": best, "logp": float(base[best])}}
+            "top1": {"token": labels(s.m, [best])[0], "id": best, "logp": float(before[best])}}
 
 
 def sweep(m, text: str, how: str = "zero", reference: str = "", sanity: bool = True,

@@ -25,8 +25,10 @@ from typing import Callable
 
 import torch
 
+from playground.analysis import batched
 from playground.analysis.interventions import (REINIT_SEED, Edit, InterventionError, Subject, answer_token, blocks,
-                                               cache, edit_hooks, hooked, read, reinitialised)
+                                               cache, hooked, read, reinitialised)
+from playground.nets.llama import fp32_products
 
 SITES = {"resid": "resid_pre", "attn": "attn_out", "mlp": "mlp_out"}
 # The lecture's pairs, one click away; each has a clear clean-vs-corrupted margin on the shipped models
@@ -42,7 +44,6 @@ DEMOS = {
     "My lov·e or My lor·d? (our GPT)": ("gpt-shakespeare", "O, speak again, bright angel! My lov",
                                         "O, speak again, bright angel! My lor", "e", "d"),
 }
-CHUNK = 96          # patched runs per batched forward pass
 TINY = 1e-6         # |m(clean) − m(corrupted)| below this: the normalisation is 0/0
 
 
@@ -70,25 +71,78 @@ def _metric(logits: torch.Tensor, good: int, bad: int) -> torch.Tensor:
 def exact_grid(model, clean: Subject, corrupted: Subject, site: str, good: int, bad: int,
                progress: Callable[[float, str], None] | None = None) -> tuple[torch.Tensor, float, float]:
     """m(corrupted with (layer, position) patched from clean) − m(corrupted) for every layer and position,
-    (L, T); and m(clean), m(corrupted). One batched pass per layer (up to CHUNK positions), each row patched at its
-    own position, from the corrupted stream entering that layer (the blocks before it are unchanged by the patch)."""
+    (L, T); and m(clean), m(corrupted).
+
+    One plain run of each prompt; then every patched run as a row of a batched pass (analysis/batched.run), each
+    row joining at its layer with the corrupted stream entering it. Computed less, never approximated:
+    - a cell whose clean activation equals the corrupted one (bit for bit: the positions before the first token
+      where the prompts differ, in a causal model) patches nothing, so its run is the corrupted run: 0, not run;
+    - in a causal model a patch at position p leaves the positions before it as they were, so a row computes only
+      the positions from p on (from its band's first position: `bands`), the earlier keys and values those of the
+      corrupted run."""
     L, T = len(blocks(model)), len(clean.ids)
     keys = [(layer, site) for layer in range(L)]
-    entering = [(layer, "resid_pre") for layer in range(L)]
-    _, kept = cache(model, lambda: clean.predict(model), list(dict.fromkeys(keys + entering)))
-    streams = corrupted.streams(model)
-    m_clean = float(_metric(clean.predict_from(model, 0, kept[(0, "resid_pre")])[0], good, bad))
-    m_corrupted = float(_metric(corrupted.predict_from(model, 0, streams[0])[0], good, bad))
+    pair = torch.tensor([good, bad])                  # the metric's two logits are all the output layer computes
+    with fp32_products():
+        c, k = batched.trace(model, clean, keys, pair), batched.trace(model, corrupted, keys, pair)
+        m_clean, m_corrupted = (float(run.logits[0, 0] - run.logits[0, 1]) for run in (c, k))
+        cells = [(layer, t) for layer in range(L) for t in range(T)
+                 if not torch.equal(c.kept[(layer, site)][0, t], k.kept[(layer, site)][0, t])]
+        groups, order = [], []
+        for pos0, band in bands(cells, L, T, causal=k.kvs is not None):
+            for layer in range(L):
+                pos = [t for at_layer, t in band if at_layer == layer]
+                if pos:
+                    groups.append(_patched_rows(k, c, layer, site, torch.tensor(pos), pos0))
+                    order += [(layer, t) for t in pos]
+        logits = batched.run(model, corrupted.at, groups, k, progress, pair)
     out = torch.zeros(L, T)
-    for layer in range(L):
-        for start in range(0, T, CHUNK):
-            pos = torch.arange(start, min(T, start + CHUNK))
-            edit = Edit(layer, site, torch.arange(len(pos)), kept[(layer, site)][0, pos], pos=pos)
-            logits = corrupted.predict_from(model, layer, streams[layer].expand(len(pos), -1, -1), edit_hooks([edit]))
-            out[layer, pos] = _metric(logits, good, bad) - m_corrupted
-        if progress is not None:
-            progress((layer + 1) / L, f"{(layer + 1) * T} of {L * T} patched runs")
+    if order:
+        where = torch.tensor(order)
+        out[where[:, 0], where[:, 1]] = (logits[:, 0] - logits[:, 1]) - m_corrupted
     return out, m_clean, m_corrupted
+
+
+CALL_COST = 32      # a block call costs about as much as 32 more positions through it (SmolLM2 on a 2-core CPU)
+
+
+def bands(cells: list[tuple[int, int]], L: int, T: int, causal: bool = True) -> list[tuple[int, list]]:
+    """The cells (layer, position) cut into bands of positions, each (pos0, its cells), a batched pass or more
+    each, whose rows compute the positions pos0 .. T − 1. One band from the first position wastes the positions
+    before each row's own; one band per position makes L block calls each: the cut minimises positions × blocks
+    run, plus CALL_COST per block call (dynamic programming over the positions, in order). A BERT: one band from 0."""
+    if not causal or not cells:
+        return [(0, cells)] if cells else []
+    starts = sorted({t for _, t in cells})
+    work = {p: sum(L - layer for layer, t in cells if t == p) for p in starts}       # blocks run, per position
+    first = {p: min(layer for layer, t in cells if t == p) for p in starts}
+    best, cut = [0.0] + [float("inf")] * len(starts), [0] * (len(starts) + 1)
+    for j in range(1, len(starts) + 1):
+        for i in range(j):                                 # a band of starts[i:j], its rows from starts[i]
+            band = starts[i:j]
+            cost = (T - band[0]) * sum(work[p] for p in band) + CALL_COST * (L - min(first[p] for p in band))
+            if best[i] + cost < best[j]:
+                best[j], cut[j] = best[i] + cost, i
+    out, j = [], len(starts)
+    while j:
+        i = cut[j]
+        out.append((starts[i], [cell for cell in cells if starts[i] <= cell[1] <= starts[j - 1]]))
+        j = i
+    return out[::-1]
+
+
+def _patched_rows(corrupted: batched.Trace, clean: batched.Trace, layer: int, site: str, pos: torch.Tensor,
+                  pos0: int) -> batched.Rows:
+    """The rows of `layer`, one per position in `pos`: the corrupted stream entering the layer (positions pos0 on),
+    row i patched at pos[i] with the clean activation: in the stream itself for the residual, else by an edit in
+    the block."""
+    n, value = len(pos), clean.kept[(layer, site)][0, pos]
+    x = corrupted.streams[layer][:, pos0:].expand(n, -1, -1)
+    if site != "resid_pre":
+        return batched.Rows(layer, x, [Edit(layer, site, torch.arange(n), value, pos=pos)], pos0)
+    x = x.clone()
+    x[torch.arange(n), pos - pos0] = value
+    return batched.Rows(layer, x, [], pos0)
 
 
 def attribution_grid(model, clean: Subject, corrupted: Subject, site: str, good: int, bad: int) -> torch.Tensor:

@@ -21,6 +21,8 @@ them); `F.scaled_dot_product_attention` otherwise, and as the tests' oracle.
 from __future__ import annotations
 
 import math
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -76,9 +78,25 @@ class _FrozenHalfProduct(torch.autograd.Function):
         return grad @ w.to(grad.dtype), None                    # W is frozen: no gradient for it
 
 
+_exact = threading.local()      # this thread's `fp32_products` switch
+
+
+@contextmanager
+def fp32_products():
+    """Within the `with`, in this thread only, every product of a half-stored weight is taken in fp32, however few
+    positions it has. An experiment whose batch grows from one row (analysis/batched.py) would otherwise take its
+    first blocks in fp16 and the rest in fp32, and a row's numbers would depend on how many rows came with it."""
+    before = getattr(_exact, "on", False)
+    _exact.on = True
+    try:
+        yield
+    finally:
+        _exact.on = before
+
+
 def half_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """x W^T with W in fp16 and x in fp32 (see Linear)."""
-    if x.shape[:-1].numel() <= 4:
+    if x.shape[:-1].numel() <= 4 and not getattr(_exact, "on", False):
         return F.linear(x.to(w.dtype), w).to(x.dtype)
     if x.requires_grad and not w.requires_grad:
         return _FrozenHalfProduct.apply(x, w)
