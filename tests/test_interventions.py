@@ -398,6 +398,28 @@ def test_smollm2_head_ablation_and_patching_equal_hooks_on_llama_for_causal_lm(s
         assert abs(float(grid[layer, t]) - value) < ATOL, (layer, t, float(grid[layer, t]), value)
 
 
+def test_smollm2s_steering_direction_is_read_after_the_document_start_and_equals_transformers(smol_pair):
+    """The contrast lines are read after `<|endoftext|>` and averaged over their own tokens (the attention sink's
+    massive stream left out): the direction equals the same means of LlamaForCausalLM's hidden states."""
+    from dataclasses import replace
+
+    from playground.analysis import models, steering
+
+    smol, ref = smol_pair
+    m, layer = replace(models.get(models.SMOLLM2), model=smol.model), 8     # fp32 weights, as the reference's
+    start = m.tokenizer.token_to_id("<|endoftext|>")
+
+    def mean(line: str) -> torch.Tensor:
+        ids = [start] + m.tokenizer.encode(line).ids
+        with torch.no_grad():
+            return ref(torch.tensor([ids]), output_hidden_states=True).hidden_states[layer][0, 1:].mean(0)
+
+    with torch.inference_mode():
+        d = steering.direction(m, "Love\nI love this", "Hate", layer, [])
+    expected = (mean("Love") + mean("I love this")) / 2 - mean("Hate")
+    assert torch.allclose(d, expected, rtol=1e-4, atol=1e-3), float((d - expected).abs().max())
+
+
 def ref_patch_cells(ref, clean, corrupted, site, good, bad, cells):
     c, k = torch.tensor([clean]), torch.tensor([corrupted])
     with torch.no_grad():

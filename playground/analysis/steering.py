@@ -6,6 +6,14 @@ to the stream entering that block at every position of the prompt and of every g
 model writes. The same prompt is continued twice with the same seed, with and without the addition, so that the
 difference between the two texts is the direction's doing; the logit shift on chosen words at the prompt's last
 position says by how much each word gained or lost, before any sampling.
+
+SmolLM2 parks its attention on the first token of whatever it reads, and the stream there carries a few massive
+dimensions (Sun et al. 2024, "Massive activations"): entering block 12, its norm is 24,096 on "I think the weather
+today is", against 119 to 171 at the other positions. Averaged in, that position *is* the direction ("Love" −
+"Hate" differ there by noise on the massive dimensions), and a strength of 4 turned the text into noise. So a model
+trained with a document start (SmolLM2: `<|endoftext|>`) reads each contrast line after it, as it read every
+document, and the means are taken over the line's own tokens: the sink is the document start, not the word. The
+stream's norm reported for scale leaves the prompt's first position out for the same reason.
 """
 
 from __future__ import annotations
@@ -14,8 +22,9 @@ import torch
 import torch.nn.functional as F
 
 from playground.analysis import generation, sampling
-from playground.analysis.interventions import (InterventionError, answer_token, blocks, cache, clamp, hooked,
-                                               masked_lm, read)
+from playground.analysis.induction import DOCUMENT_START
+from playground.analysis.interventions import (InterventionError, Subject, answer_token, blocks, cache, clamp,
+                                               hooked, masked_lm, read)
 
 MAX_STRENGTH = 20.0     # in units of the direction itself (the difference of the two means)
 MAX_NEW = 60            # tokens generated each way
@@ -40,11 +49,22 @@ def direction(m, positive: str, negative: str, layer: int, notices: list[str]) -
             raise InterventionError(f"the {name} prompts are empty: one prompt per line (e.g. 'Love')")
         means = []
         for line in lines:
-            s = read(m, line, notices, f"a {name} prompt")
+            s, first = _after_document_start(m, read(m, line, notices, f"a {name} prompt"))
             _, kept = cache(m.model, lambda s=s: s.predict(m.model), [(layer, "resid_pre")])
-            means.append(kept[(layer, "resid_pre")][0].mean(0))
+            means.append(kept[(layer, "resid_pre")][0, first:].mean(0))
         sides.append(torch.stack(means).mean(0))
     return sides[0] - sides[1]
+
+
+def _after_document_start(m, s: Subject) -> tuple[Subject, int]:
+    """A contrast line read after the model's document start, when it has one (SmolLM2), and the position its own
+    tokens start at: (the line as read, 1); otherwise (the line, 0)."""
+    start = DOCUMENT_START.get(m.family)
+    start_id = m.tokenizer.token_to_id(start) if start else None
+    if start_id is None:
+        return s, 0
+    ids = [start_id] + s.ids
+    return Subject(s.m, ids, [start] + s.tokens, len(ids) - 1, s.masked, s.segments), 1
 
 
 def _strength(value, notices: list[str]) -> float:
@@ -102,7 +122,9 @@ def steer(m, prompt: str, positive: str, negative: str, layer=None, strength=4.0
 
 
 def _stream_norm(m, s, layer: int) -> float:
-    """The mean norm of the stream the direction is added to (at the prompt's positions), for scale."""
+    """The mean norm of the stream the direction is added to, for scale: over the prompt's positions, but its first
+    when the model has a document start (its attention sink, whose massive norm would be the whole mean)."""
+    first = 1 if DOCUMENT_START.get(m.family) and len(s.ids) > 1 else 0
     with torch.inference_mode():
         _, kept = cache(m.model, lambda: s.predict(m.model), [(layer, "resid_pre")])
-    return float(kept[(layer, "resid_pre")][0].norm(dim=-1).mean())
+    return float(kept[(layer, "resid_pre")][0, first:].norm(dim=-1).mean())
