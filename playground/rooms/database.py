@@ -1,0 +1,253 @@
+"""One store, two engines: SQLite, embedded, the default (`python app.py` needs nothing else), and PostgreSQL
+through psycopg 3 when `DATABASE_URL=postgresql://...` is set, so that several copies of the app share a class.
+
+Everything above this module (polls.py, follow.py, the migrations) writes one SQL, with `?` placeholders, through
+`Database.read()` and `Database.write()`; everything in which the engines differ is here, in the two engine classes:
+- placeholders: `?` (sqlite3) or `%s` (psycopg);
+- how writers are serialised: SQLite has one writer at a time (`BEGIN IMMEDIATE` takes the file's write lock, so
+  `lock()` has nothing left to do); PostgreSQL runs writers side by side, so a transaction that checks before it
+  writes (a room's answer limit, a reveal) takes a transaction-level advisory lock on its room (`lock(name)`);
+- the catalogue the migrations read (`tables()`, `columns()`): `sqlite_master` and `PRAGMA table_info`, or
+  `information_schema`;
+- connections: SQLite opens one per call (cheap, and nothing is shared between threads); PostgreSQL keeps a few open
+  per process (`POOL_SIZE`), since a connection costs a process on the server and milliseconds to open.
+The types need no translation: `TEXT`, `INTEGER` and `DOUBLE PRECISION` are PostgreSQL's, and SQLite reads
+`DOUBLE PRECISION` as REAL (its type affinity), so the migrations' DDL is the same for both. So is the upsert
+(`INSERT ... ON CONFLICT (...) DO UPDATE SET x = excluded.x`, SQLite since 3.24).
+
+Durable before acknowledged: `write()` commits before it returns, and both engines make a commit durable before
+reporting it (SQLite in WAL mode with `synchronous=FULL`, PostgreSQL with its default `synchronous_commit=on`), so an
+answer the page was told about survives the app's process being killed (tests/test_rooms_durability.py).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Iterator
+
+DEFAULT_DB = Path(__file__).resolve().parents[2] / "polls.sqlite3"
+POOL_SIZE = 8            # PostgreSQL connections kept open per process (more are opened when busy, then closed)
+BUSY_SECONDS = 10        # how long a writer waits for another before the request is refused with a message
+
+
+class RoomError(ValueError):
+    """What a room refuses or the store cannot do, said plainly (unknown or expired room, full room, database
+    unreachable, ...): the page shows its text, never a traceback."""
+
+
+def configured() -> str:
+    """Where the class's data lives: `DATABASE_URL` (a postgresql:// URL) when set, else the SQLite file `POLLS_DB`
+    (beside the app by default)."""
+    url = os.environ.get("DATABASE_URL", "").strip()
+    return url or str(os.environ.get("POLLS_DB", DEFAULT_DB))
+
+
+def is_postgres(where: str) -> bool:
+    return where.startswith(("postgresql://", "postgres://"))
+
+
+class Tx:
+    """One connection's statements, in one SQL for both engines (`?` placeholders)."""
+
+    def __init__(self, con, engine):
+        self.con, self.engine = con, engine
+
+    def run(self, sql: str, params: tuple = ()):
+        return self.con.execute(self.engine.sql(sql), params)
+
+    def one(self, sql: str, params: tuple = ()) -> tuple | None:
+        return self.run(sql, params).fetchone()
+
+    def all(self, sql: str, params: tuple = ()) -> list[tuple]:
+        return list(self.run(sql, params).fetchall())
+
+    def lock(self, name: str) -> None:
+        """Serialise, until this transaction ends, the writers that lock the same name (a room, the room list)."""
+        self.engine.lock(self, name)
+
+    def tables(self) -> set[str]:
+        return self.engine.tables(self)
+
+    def columns(self, table: str) -> set[str]:
+        return self.engine.columns(self, table)
+
+
+class SQLite:
+    """The embedded engine: one file, one connection per call, WAL (readers never wait for the writer)."""
+
+    name = "sqlite"
+
+    def __init__(self, path: str):
+        self.path = path
+
+    @staticmethod
+    def sql(sql: str) -> str:
+        return sql
+
+    def connect(self) -> sqlite3.Connection:
+        con = sqlite3.connect(self.path, timeout=BUSY_SECONDS, isolation_level=None)   # autocommit; BEGIN below
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=FULL")      # a commit is on disk before it returns (WAL's default is too)
+        return con
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        with closing(self.connect()) as con:
+            yield Tx(con, self)
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        with closing(self.connect()) as con:
+            con.execute("BEGIN IMMEDIATE")          # the file's one writer from here: checks and writes are atomic
+            try:
+                yield Tx(con, self)
+            except BaseException:
+                con.execute("ROLLBACK")
+                raise
+            con.execute("COMMIT")
+
+    @staticmethod
+    def lock(tx: Tx, name: str) -> None:
+        """Nothing to do: BEGIN IMMEDIATE already holds the only write lock."""
+
+    @staticmethod
+    def tables(tx: Tx) -> set[str]:
+        return {name for (name,) in tx.all("SELECT name FROM sqlite_master WHERE type = 'table'")}
+
+    @staticmethod
+    def columns(tx: Tx, table: str) -> set[str]:
+        return {row[1] for row in tx.all(f"PRAGMA table_info({table})")}
+
+    errors = (sqlite3.OperationalError,)
+
+
+class Postgres:
+    """The shared engine: PostgreSQL through psycopg 3, a few autocommit connections kept per process."""
+
+    name = "postgresql"
+
+    def __init__(self, url: str):
+        import psycopg   # only when a DATABASE_URL asks for it: the embedded default needs no driver
+
+        self.psycopg, self.url = psycopg, url
+        self.errors = (psycopg.OperationalError,)
+        self._idle: list = []
+        self._pid = os.getpid()
+        self._guard = threading.Lock()
+
+    @staticmethod
+    def sql(sql: str) -> str:
+        return sql.replace("?", "%s")   # our SQL has no literal ? or %
+
+    def _get(self):
+        with self._guard:
+            if self._pid != os.getpid():    # a forked child never uses its parent's sockets
+                self._idle, self._pid = [], os.getpid()
+            while self._idle:
+                con = self._idle.pop()
+                if not con.closed and not con.broken:
+                    return con
+        return self.psycopg.connect(self.url, autocommit=True, connect_timeout=BUSY_SECONDS)
+
+    def _put(self, con) -> None:
+        idle = self.psycopg.pq.TransactionStatus.IDLE
+        with self._guard:
+            if (not con.closed and not con.broken and con.info.transaction_status == idle
+                    and len(self._idle) < POOL_SIZE and self._pid == os.getpid()):
+                self._idle.append(con)
+                return
+        con.close()
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        con = self._get()
+        try:
+            yield Tx(con, self)
+        finally:
+            self._put(con)
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        con = self._get()
+        try:
+            with con.transaction():             # COMMIT on leaving (durable: synchronous_commit), ROLLBACK on error
+                con.execute(f"SET LOCAL lock_timeout = '{BUSY_SECONDS}s'")
+                yield Tx(con, self)
+        finally:
+            self._put(con)
+
+    @staticmethod
+    def lock(tx: Tx, name: str) -> None:
+        tx.run("SELECT pg_advisory_xact_lock(hashtext(?))", (name,))   # released at COMMIT or ROLLBACK
+
+    @staticmethod
+    def tables(tx: Tx) -> set[str]:
+        return {name for (name,) in tx.all("SELECT table_name FROM information_schema.tables "
+                                           "WHERE table_schema = current_schema()")}
+
+    @staticmethod
+    def columns(tx: Tx, table: str) -> set[str]:
+        return {name for (name,) in tx.all("SELECT column_name FROM information_schema.columns "
+                                           "WHERE table_schema = current_schema() AND table_name = ?", (table,))}
+
+
+class Database:
+    """The class's data in one engine, migrated to the current schema on first use (migrations.py)."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.engine = Postgres(where) if is_postgres(where) else SQLite(where)
+        self._migrated = False
+        self._guard = threading.Lock()
+
+    @contextmanager
+    def read(self) -> Iterator[Tx]:
+        """Statements outside a transaction (each one sees what is committed)."""
+        self._ready()
+        with self._plainly(), self.engine.read() as tx:
+            yield tx
+
+    @contextmanager
+    def write(self) -> Iterator[Tx]:
+        """One transaction, committed (and durable) before the `with` block's caller goes on, rolled back on error."""
+        self._ready()
+        with self._plainly(), self.engine.write() as tx:
+            yield tx
+
+    @contextmanager
+    def _plainly(self):
+        """The engine's own failures (unreachable, busy, out of disk) as a message a page can show."""
+        try:
+            yield
+        except self.engine.errors as err:
+            raise RoomError(f"The class's database cannot be reached just now ({type(err).__name__}); "
+                            "try again in a moment.") from err
+
+    def _ready(self) -> None:
+        if self._migrated:
+            return
+        from playground.rooms import migrations
+
+        with self._guard:
+            if not self._migrated:
+                with self._plainly():
+                    migrations.migrate(self.engine)
+                self._migrated = True
+
+
+_open: dict[str, Database] = {}
+_open_guard = threading.Lock()
+
+
+def database(where=None) -> Database:
+    """The store at `where` (a SQLite file's path, or a postgresql:// URL; default: `configured()`), one object per
+    place and process (its PostgreSQL connections are reused; its migrations checked once)."""
+    where = str(where) if where is not None else configured()
+    with _open_guard:
+        if where not in _open:
+            _open[where] = Database(where)
+        return _open[where]
