@@ -89,7 +89,7 @@ def open_room(path: Path | str | None = None, now: float | None = None, question
     return code, key
 
 
-def _room(tx, code: str, now: float) -> tuple[str, float, str]:
+def check_room(tx, code: str, now: float) -> tuple[str, float, str]:
     """The open room's (key, created, question). An expired room is told apart from a mistyped code until the next
     room opened purges it."""
     row = tx.one("SELECT key, created, question FROM rooms WHERE code = ?", (code,))
@@ -119,7 +119,7 @@ def set_question(code, key: str, question: str, path: Path | str | None = None, 
     now = time.time() if now is None else now
     code, question = normalise_code(code), _question(question)
     with database(path).write() as tx:
-        room_key, _, _ = _room(tx, code, now)
+        room_key, _, _ = check_room(tx, code, now)
         if not owner(key, room_key):
             raise PollError(f"Only the page that opened room {code} can change its question.")
         tx.run("UPDATE rooms SET question = ? WHERE code = ?", (question, code))
@@ -132,7 +132,7 @@ def status(code, path: Path | str | None = None, now: float | None = None) -> di
     now = time.time() if now is None else now
     code = normalise_code(code)
     with database(path).read() as tx:
-        _, created, question = _room(tx, code, now)
+        _, created, question = check_room(tx, code, now)
         answers = _count(tx, code, question) if question else 0
         final = bool(question) and _revealed(tx, code, question)
     return {"room": code, "question": question, "answers": answers, "final": final,
@@ -152,7 +152,7 @@ def answer(code, question: str, session: str, value: str, path: Path | str | Non
     if not session:
         raise PollError("Answers are counted per browser session; this request has none.")
     with database(path).write() as tx:
-        _room(tx, code, now)
+        check_room(tx, code, now)
         tx.lock(f"room:{code}")             # the checks below and the write, one writer per room at a time
         if _revealed(tx, code, question):   # checked under the lock: no answer slips in after a reveal
             raise PollError(f"Room {code} has revealed the answers to this question, so it takes no more: "
@@ -175,7 +175,7 @@ def tally(code, question: str, key: str = "", reveal: bool = False, path: Path |
     now = time.time() if now is None else now
     code, question = normalise_code(code), _question(question)
     with database(path).write() if reveal else database(path).read() as tx:
-        room_key, created, _ = _room(tx, code, now)
+        room_key, created, _ = check_room(tx, code, now)
         is_owner = owner(key, room_key)
         if reveal:
             if not is_owner:

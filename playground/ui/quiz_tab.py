@@ -282,6 +282,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                           elem_id="quiz-room",
                           scale=2)
         join = gr.Button("Join", elem_id="quiz-join", scale=1)
+    if shared.follow is not None:                           # follow-me (ui/follow.py) wires it with the page
+        shared.follow.controls(seat, "student")
     status = gr.Markdown(elem_id="quiz-status")             # which room this page is in
     with gr.Row():
         check = gr.Button("Check my guess", variant="primary", elem_id="quiz-check")
@@ -295,6 +297,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             open_room = gr.Button("Open a room", elem_id="quiz-open")
             reveal = gr.Button("Reveal the answers to the class", variant="primary", elem_id="quiz-reveal")
         reveal_flag = gr.Checkbox(True, visible=False)
+        if shared.follow is not None:
+            shared.follow.controls(seat, "lecturer")
     tally_md = gr.Markdown(elem_id="quiz-tally")
     tally_plot = gr.Plot(label="The class's answers", elem_id="quiz-plot")
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
