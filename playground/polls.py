@@ -151,7 +151,8 @@ def answer(code, question: str, session: str, value: str, path: Path | str | Non
         raise PollError("Your answer is empty: give an answer first.")
     if not session:
         raise PollError("Answers are counted per browser session; this request has none.")
-    with database(path).write() as tx:
+
+    def write(tx) -> int:
         check_room(tx, code, now)
         tx.lock(f"room:{code}")             # the checks below and the write, one writer per room at a time
         if _revealed(tx, code, question):   # checked under the lock: no answer slips in after a reveal
@@ -164,7 +165,9 @@ def answer(code, question: str, session: str, value: str, path: Path | str | Non
             raise PollError(f"This question already has {MAX_ANSWERS} answers in room {code}.")
         tx.run("INSERT INTO answers VALUES (?, ?, ?, ?, ?) ON CONFLICT (code, question, session) "
                "DO UPDATE SET answer = excluded.answer, at = excluded.at", (code, question, session, value, now))
-    return n + (0 if mine else 1)
+        return n + (0 if mine else 1)
+
+    return database(path).batched(write, order=code)   # committed with the answers arriving with it, then returned
 
 
 def tally(code, question: str, key: str = "", reveal: bool = False, path: Path | str | None = None,

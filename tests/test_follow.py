@@ -144,3 +144,33 @@ def test_bad_room_codes_are_told_plainly_through_the_api(client):
         with pytest.raises(Exception, match="No room") as err:
             client.predict(room, -1, api_name="/follow_view")
         assert "<b>" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_students_applying_the_same_view_compute_its_figures_once(client, app_url, monkeypatch):
+    """12 students' pages follow one lecturer: each reads the view through /follow_view and asks the Tokenization
+    tab's event with the view's sentence (what its redraw sends); the tokenizers run once (ui/cache.py and the paths
+    in front of it answer the other eleven), counted where the tab calls them."""
+    from concurrent.futures import ThreadPoolExecutor
+    from urllib.parse import parse_qsl
+    from uuid import uuid4
+
+    from gradio_client import Client
+
+    from playground.analysis import tokenization
+
+    calls = []
+    real = tokenization.compare
+    monkeypatch.setattr(tokenization, "compare", lambda *a, **k: calls.append(1) or real(*a, **k))
+    opened = client.predict(api_name="/poll_open")[-1]
+    sentence = f"Followed view {uuid4().hex[:8]}"
+    client.predict(opened["room"], opened["key"], f"tab=tokenization&text={sentence}", api_name="/follow_lead")
+    students = [Client(app_url, verbose=False) for _ in range(12)]
+
+    def follow_and_draw(student):
+        view = dict(parse_qsl(student.predict(opened["room"], -1, api_name="/follow_view")["view"]))
+        return student.predict(view["text"], ["bpe", "wordpiece"], False, 2000, api_name="/tokenize")[-1]
+
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(follow_and_draw, students))
+    assert len(calls) == 1, f"the followed view was computed {len(calls)} times for 12 students"
+    assert all(a == answers[0] for a in answers) and answers[0]["tokenizers"]

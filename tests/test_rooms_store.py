@@ -109,3 +109,31 @@ def test_an_unreachable_database_is_a_message(tmp_path):
         polls.status("ABCDEF", unreachable)
     with pytest.raises(RoomError, match="database cannot be reached"):
         polls.open_room(tmp_path / "no-such-folder" / "rooms.sqlite3")
+
+
+def test_a_group_commit_keeps_the_others_writes_when_one_is_refused_and_none_when_one_fails(where):
+    from playground.rooms.database import _Waiting
+
+    db = database(where)
+    polls.open_room(where)                                   # migrated
+    with db.write() as tx:
+        tx.run("CREATE TABLE t (x INTEGER)")
+
+    def insert(x):
+        return lambda tx: tx.run("INSERT INTO t VALUES (?)", (x,)) and x
+
+    def refuse(tx):
+        raise RoomError("refused")
+
+    def fail(tx):
+        raise RuntimeError("a bug")
+
+    committer = db._group()
+    group = [_Waiting(insert(1), ""), _Waiting(refuse, ""), _Waiting(insert(2), "")]
+    committer._commit(group)
+    assert [g.result for g in group] == [1, None, 2] and str(group[1].error) == "refused"
+    group = [_Waiting(insert(3), ""), _Waiting(fail, ""), _Waiting(refuse, "")]
+    committer._commit(group)
+    assert [type(g.error) for g in group] == [RuntimeError] * 3        # the group stopped at the bug
+    with db.read() as tx:
+        assert sorted(x for (x,) in tx.all("SELECT x FROM t")) == [1, 2]   # the failed group left nothing
