@@ -1,9 +1,9 @@
 // Follow me, the lecturer's side (playground/ui/follow.py): while "Follow me" is ticked, the page's view (its
-// address's query string, which assets/view.js rewrites on every change) is sent to the server 250 ms after the
+// address's query string, which assets/view.js rewrites on every change) is sent to the server 150 ms after the
 // last change, and every HEARTBEAT_MS while nothing changes (so the students' pages know the lecturer is there).
 (() => {
   "use strict";
-  const DEBOUNCE_MS = 250;
+  const DEBOUNCE_MS = 150;
   const HEARTBEAT_MS = 5000;
   let trigger = null;
   let leading = false;

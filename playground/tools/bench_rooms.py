@@ -17,7 +17,7 @@ from playground import polls
 from playground.rooms import follow
 from playground.tools.bench_served import _p95
 
-FOLLOW_SECONDS = 1.0    # ui/follow.FOLLOW_SECONDS: how often a following page polls (not imported: no gradio here)
+FOLLOW_SECONDS = 0.75   # ui/follow.FOLLOW_SECONDS: how often a following page polls (not imported: no gradio here)
 
 
 def answers_at_once(where: str, students: int = 200) -> tuple[float, int]:

@@ -2,7 +2,7 @@
 who follow apply it, with the code that restores a link (ui/view.Restorer), so a followed view is a link opened.
 
 The lecturer ticks "Follow me" in the Class quiz tab's lecturer panel (the room's key is in that page's `seat`).
-Their page publishes its address's query string (assets/follow.js), 250 ms after each change of view (the address
+Their page publishes its address's query string (assets/follow.js), 150 ms after each change of view (the address
 changes with every control, assets/view.js) and every few seconds as a heartbeat; the room keeps the view and a
 version (playground/rooms/follow.py). A student's page in the room polls the room every FOLLOW_SECONDS: an
 unchanged version is one database read and an answer of nothing (no figure, no write); a new one, when the student
@@ -26,7 +26,8 @@ from playground.rooms import follow as rooms_follow
 from playground.ui import quiz_tab
 from playground.ui.view import Restorer
 
-FOLLOW_SECONDS = 1.0     # how often a student's page in a room asks for the lecturer's view
+FOLLOW_SECONDS = 0.75    # how often a student's page in a room asks for the lecturer's view: a change reaches
+                         # a follower within it (p95 ≤ 1 s with the round trip); 200 pages send 267 cheap polls a second
 PUBLISH_JS = "window.playgroundFollow.register(trigger);"   # assets/follow.js sends the view as this HTML's select
 CLEAR = {"version": -1, "shown": None}
 
