@@ -12,7 +12,7 @@
 
   function publish() {
     pending = null;
-    if (leading && trigger) trigger("select", { value: window.location.search });
+    if (leading && trigger) trigger("select", { index: 0, value: window.location.search });  // gr.SelectData needs an index
   }
 
   function moved() {

@@ -31,11 +31,6 @@ def _sentence(page, text: str) -> None:
     box.press("Enter")
 
 
-def _selected_tab(page) -> str:
-    return page.locator("#tabs > div > div button[role='tab'][aria-selected='true'], "
-                        "#tabs button[role='tab'][aria-selected='true']").first.inner_text()
-
-
 def test_a_student_follows_the_lecturer_steps_out_and_back_in(app_url, new_page):
     lecturer, student = new_page(), new_page()
     _quiz(lecturer, app_url)
@@ -49,7 +44,7 @@ def test_a_student_follows_the_lecturer_steps_out_and_back_in(app_url, new_page)
     _shows(student, "#follow-bar", f"Following room {code[:3]} {code[3:]}")
 
     _sentence(lecturer, "The lecturer typed this sentence.")
-    lecturer.get_by_role("tab", name="Tokenization").click()
+    lecturer.get_by_role("tab", name="Tokenization", exact=True).click()
     student.wait_for_function("() => new URL(location.href).searchParams.get('text') === "
                               "'The lecturer typed this sentence.'", timeout=30_000)
     student.wait_for_function("() => [...document.querySelectorAll('#tabs button[role=tab]')].some("
@@ -60,7 +55,7 @@ def test_a_student_follows_the_lecturer_steps_out_and_back_in(app_url, new_page)
 
     student.locator("#follow-toggle").click()                      # step out
     _shows(student, "#follow-bar", "Stepped out")
-    lecturer.get_by_role("tab", name="Attention").click()
+    lecturer.get_by_role("tab", name="Attention", exact=True).click()
     lecturer.wait_for_timeout(2_500)                               # several polls: the student's page stays
     assert "Stepped out" in student.locator("#follow-bar").inner_text()
     assert "tab=attention" not in student.url

@@ -106,14 +106,15 @@ def test_a_student_page_applies_the_lecturers_whole_view_and_then_answers_nothin
     code, key = polls.open_room()
     tick = ui_follow.ticker(restorer)
     seat, state = {"room": code, "key": "", "question": ""}, dict(ui_follow.CLEAR)
-    follow.lead(code, key, "tab=b&t.mode=y&text=the+lecturer%27s+sentence")
+    follow.lead(code, key, "tab=b&t.mode=y&text=the+lecturer%27s+sentence&lecture=1")
     out = tick(seat, True, state)
     values, (state, query, bar, button) = out[:len(restorer.outputs)], out[len(restorer.outputs):]
     assert values[at["t.mode"]] == "y" and values[at["text"]] == "the lecturer's sentence"
     assert values[at["t.n"]] == 3                                       # absent from the link: its default
     assert values[len(restorer.keys)].selected == "b"                   # the tab
     assert values[len(restorer.keys) + 2].value == 3                 # `restored`: 2 + version, the tabs redraw
-    assert state["version"] == 1 and query == "tab=b&t.mode=y&text=the+lecturer%27s+sentence"
+    assert isinstance(values[len(restorer.keys) + 1], type(gr.skip()))   # lecture mode stays the student's own
+    assert state["version"] == 1 and query == "tab=b&t.mode=y&text=the+lecturer%27s+sentence&lecture=1"
     assert f"Following room {code[:3]} {code[3:]}" in bar["value"] and button["value"] == "Step out"
     skip = type(gr.skip())
     assert all(isinstance(v, skip) for v in tick(seat, True, state))    # unchanged: nothing is sent again

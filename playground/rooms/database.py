@@ -81,6 +81,7 @@ class SQLite:
     """The embedded engine: one file, one connection per call, WAL (readers never wait for the writer)."""
 
     name = "sqlite"
+    errors = (sqlite3.OperationalError,)     # busy past BUSY_SECONDS, a folder that does not exist, a full disk
 
     def __init__(self, path: str):
         self.path = path
@@ -129,8 +130,6 @@ class SQLite:
     @staticmethod
     def columns(tx: Tx, table: str) -> set[str]:
         return {row[1] for row in tx.all(f"PRAGMA table_info({table})")}
-
-    errors = (sqlite3.OperationalError,)
 
 
 class Postgres:

@@ -151,6 +151,7 @@ def ticker(restorer: Restorer):
                 return nothing                           # the cheap answer: nothing changed, nothing sent
             return [*nothing[:-4], {**state, "shown": shown}, gr.skip(), *bar]
         params = {**restorer.defaults, **dict(parse_qsl(got["view"], keep_blank_values=True))}
+        params.pop("lecture", None)    # the projector's large type is the lecturer's, not the students' laptops
         values = restorer.apply(params, marker=2 + got["version"])   # a new `restored`: the tabs redraw
         return [*values, {"version": got["version"], "shown": shown}, got["view"], *bar]
 
