@@ -104,7 +104,7 @@
   // Follow me (assets/follow.js, playground/ui/follow.py): the server has set the lecturer's view; the address
   // becomes the lecturer's link, and its sub-tab is opened as a link's is (the first one when it names none).
   function follow(query) {
-    if (typeof query !== "string") return;
+    if (typeof query !== "string" || !query) return;
     const url = new URL(window.location.href);
     const lecture = url.searchParams.get("lecture");
     url.search = query;

@@ -114,7 +114,7 @@ def test_a_student_page_applies_the_lecturers_whole_view_and_then_answers_nothin
     assert values[len(restorer.keys)].selected == "b"                   # the tab
     assert values[len(restorer.keys) + 2].value == 3                 # `restored`: 2 + version, the tabs redraw
     assert isinstance(values[len(restorer.keys) + 1], type(gr.skip()))   # lecture mode stays the student's own
-    assert state["version"] == 1 and query == "tab=b&t.mode=y&text=the+lecturer%27s+sentence&lecture=1"
+    assert state["version"] == 1 and query == "1 tab=b&t.mode=y&text=the+lecturer%27s+sentence&lecture=1"
     assert f"Following room {code[:3]} {code[3:]}" in bar["value"] and button["value"] == "Step out"
     skip = type(gr.skip())
     assert all(isinstance(v, skip) for v in tick(seat, True, state))    # unchanged: nothing is sent again

@@ -26,8 +26,8 @@ from playground.rooms import follow as rooms_follow
 from playground.ui import quiz_tab
 from playground.ui.view import Restorer
 
-FOLLOW_SECONDS = 0.75    # how often a student's page in a room asks for the lecturer's view: a change reaches
-                         # a follower within it (p95 ≤ 1 s with the round trip); 200 pages send 267 cheap polls a second
+FOLLOW_SECONDS = 0.75    # how often a student's page in a room asks for the lecturer's view: a change reaches a
+                         # follower within it (p95 ≤ 1 s with the round trip); 200 pages: 267 cheap polls a second
 PUBLISH_JS = "window.playgroundFollow.register(trigger);"   # assets/follow.js sends the view as this HTML's select
 CLEAR = {"version": -1, "shown": None}
 
@@ -140,7 +140,7 @@ def ticker(restorer: Restorer):
         if not seat.get("room") or seat.get("key"):      # not in a room, or the lecturer's own page
             return nothing
         try:
-            got = rooms_follow.view(seat["room"], state["version"] if following else -2)
+            got = rooms_follow.view(seat["room"], state["version"])
         except polls.PollError as err:                   # the room closed while the page was open
             return [*nothing[:-4], dict(CLEAR), gr.skip(), gr.update(value=f"⚠ {err}", visible=True),
                     gr.update(visible=False)]
@@ -153,7 +153,9 @@ def ticker(restorer: Restorer):
         params = {**restorer.defaults, **dict(parse_qsl(got["view"], keep_blank_values=True))}
         params.pop("lecture", None)    # the projector's large type is the lecturer's, not the students' laptops
         values = restorer.apply(params, marker=2 + got["version"])   # a new `restored`: the tabs redraw
-        return [*values, {"version": got["version"], "shown": shown}, got["view"], *bar]
+        # `query` is "<version> <view>": a new value for each version, so its change fires even when the lecturer
+        # comes back to a view this page applied before (the page opens its sub-tab on that change)
+        return [*values, {"version": got["version"], "shown": shown}, f"{got['version']} {got['view']}", *bar]
 
     return tick
 
@@ -166,11 +168,16 @@ def wire(demo: gr.Blocks, f: Follow, restorer: Restorer) -> None:
     f.timer.tick(ticker(restorer), [f.seat, f.follow_on, f.state],
                  [*restorer.outputs, f.state, f.query, f.bar, f.toggle], **hidden)
     # the applied view's tab and sub-tab, in the page; its selected word once the sentence is in place
-    f.query.change(None, inputs=f.query, js="(q) => window.playgroundView.follow(q)")
+    f.query.change(None, inputs=f.query, js="(q) => q && window.playgroundView.follow(q.slice(q.indexOf(' ') + 1))")
     if restorer.later:
         blank = {key: "" for key, _ in restorer.later}    # no selected word in the lecturer's view: none here
-        f.query.change(lambda q: restorer.apply_later({**blank, **dict(parse_qsl(q or "", keep_blank_values=True))}),
-                       f.query, [component for _, component in restorer.later], **hidden)
+
+        def later(query):
+            if not query:
+                return restorer.apply_later({})      # all gr.skip(): nothing was applied
+            return restorer.apply_later({**blank, **dict(parse_qsl(query.partition(" ")[2], keep_blank_values=True))})
+
+        f.query.change(later, f.query, [component for _, component in restorer.later], **hidden)
     f.follow_on.change(lambda: dict(CLEAR), None, f.state, **hidden)   # on again: the current view is applied
     f.toggle.click(lambda on: not on, f.follow_on, f.follow_on, **hidden)
     f.publish.select(_publish, [f.seat, f.lead_on], f.lead_md, **hidden)
