@@ -16,6 +16,9 @@ Two things about the room's events that are easy to undo by accident:
   answered from the shared answer cache (ui/cache.py) or replayed by ui/fastpath.py, and a room's events must not
   be: the same call gives another answer once a student has answered.
 The timer's ticks are not queued (every open page sends one every TICK_SECONDS) and never raise.
+
+Follow me (ui/follow.py) lays its two checkboxes out here, the student's beside the room code and the lecturer's in
+the lecturer's panel, and reads this page's `seat` for the room and the key.
 """
 
 from __future__ import annotations
