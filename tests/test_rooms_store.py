@@ -137,3 +137,14 @@ def test_a_group_commit_keeps_the_others_writes_when_one_is_refused_and_none_whe
     assert [type(g.error) for g in group] == [RuntimeError] * 3        # the group stopped at the bug
     with db.read() as tx:
         assert sorted(x for (x,) in tx.all("SELECT x FROM t")) == [1, 2]   # the failed group left nothing
+
+
+def test_the_bench_rows_count_every_answer_and_every_delivery(tmp_path):
+    """playground/tools/bench_rooms.py on a small class: every answer counted, every follower sees every change
+    (the times themselves are the bench's to report, never a test's)."""
+    from playground.tools import bench_rooms
+
+    seconds, counted = bench_rooms.answers_at_once(str(tmp_path / "a.sqlite3"), students=20)
+    assert counted == 20 and seconds > 0
+    delays = bench_rooms.propagation(str(tmp_path / "b.sqlite3"), followers=4, changes=2, gap=0.9)
+    assert len(delays) == 8 and delays == sorted(delays) and delays[0] >= 0

@@ -77,9 +77,13 @@ def propagation(where: str, followers: int = 200, changes: int = 5, gap: float =
 
 
 def rooms_rows(students: int = 200) -> list[tuple]:
-    engines = {"SQLite": str(Path(tempfile.mkdtemp(prefix="bench-rooms-")) / "rooms.sqlite3")}
-    if os.environ.get("DATABASE_URL"):
-        engines["PostgreSQL"] = os.environ["DATABASE_URL"]
+    with tempfile.TemporaryDirectory(prefix="bench-rooms-") as folder:   # the SQLite file goes with the rows
+        return _rows({"SQLite": str(Path(folder) / "rooms.sqlite3"),
+                      **({"PostgreSQL": os.environ["DATABASE_URL"]} if os.environ.get("DATABASE_URL") else {})},
+                     students)
+
+
+def _rows(engines: dict[str, str], students: int) -> list[tuple]:
     rows = []
     for name, where in engines.items():
         seconds, counted = answers_at_once(where, students)
