@@ -14,6 +14,7 @@
   function move(url) {
     if (url.href === window.location.href) return;
     window.history.replaceState(null, "", url);
+    if (window.playgroundFollow) window.playgroundFollow.moved();  // a leading lecturer's page publishes it
     const here = window.location.href.split("#")[0];
     document.querySelectorAll(".js-plotly-plot").forEach((gd) => {
       if (gd._context && gd._context._baseUrl) gd._context._baseUrl = here;
@@ -98,6 +99,24 @@
   function restored(keys) {
     drop(keys);
     if (linked.includes("/") && !(keys || "").split(",").includes("tab")) openSubTab(linked.split("/")[1], Date.now() + 30000);
+  }
+
+  // Follow me (assets/follow.js, playground/ui/follow.py): the server has set the lecturer's view; the address
+  // becomes the lecturer's link, and its sub-tab is opened as a link's is (the first one when it names none).
+  function follow(query) {
+    if (typeof query !== "string" || !query) return;
+    const url = new URL(window.location.href);
+    const lecture = url.searchParams.get("lecture");
+    url.search = query;
+    if (lecture !== null && !url.searchParams.has("lecture")) url.searchParams.set("lecture", lecture);
+    move(url);
+    const sub = (url.searchParams.get("tab") || "").split("/")[1];
+    setTimeout(() => {
+      const tabs = document.getElementById("tabs");
+      const first = tabs && (subTabs(tabs)[0] || [])[0];
+      if (sub) openSubTab(sub, Date.now() + 10000);
+      else if (first && first.getAttribute("aria-selected") !== "true") first.click();
+    }, 150);
   }
 
   function note(text) {
@@ -258,5 +277,5 @@
     setTimeout(() => { pending = false; scaleAll(); }, 200);
   }).observe(document.documentElement, { childList: true, subtree: true });
 
-  window.playgroundView = { set, copy, lecture, drop, restored };
+  window.playgroundView = { set, copy, lecture, drop, restored, follow };
 })();

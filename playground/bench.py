@@ -20,6 +20,7 @@ from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARG
                                     heads_rows, ms, retrain_seconds_per_mb, time_calls, tool_round_trip_rows,
                                     training_race)
 from playground.tools.bench_causal import causal_rows
+from playground.tools.bench_rooms import rooms_rows
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
                                            hub_rows, lecture_hall_rows, load_rows, serving_rows,
                                            smollm2_memory_rows, smollm2_rows, soak_rows)
@@ -40,6 +41,8 @@ def _parser() -> argparse.ArgumentParser:
                         "on this model (with --hall-only)")
     parser.add_argument("--heads-only", action="store_true", help="only the induction and head finder rows")
     parser.add_argument("--causal-only", action="store_true", help="only the Causal lab rows")
+    parser.add_argument("--rooms-only", action="store_true", help="only the class database's rows (answers at once, "
+                        "follow-me's propagation; on PostgreSQL too when DATABASE_URL is set)")
     return parser
 
 
@@ -50,7 +53,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
 
     only = {"hall_only": lambda: lecture_hall_rows(args.students or 200, args.think, args.class_seconds,
                                                    args.hall_model),
-            "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5))}
+            "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5)),
+            "rooms_only": rooms_rows}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)
@@ -92,6 +96,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
              *causal_rows(min(args.runs, 5))]  # SmolLM2, heads, the Causal lab
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())
+    rows.extend(rooms_rows())
     rows.extend(every_tab_rows())
     if args.load:
         rows.extend(load_rows())

@@ -242,3 +242,21 @@ def pytest_runtest_teardown(item, nextitem):
     yield  # the module's pages and contexts are closed first
     if not getattr(item, "chromium_later", False):
         CHROMIUM_SHARED.stop()  # no later test needs it (a no-op when it was never started)
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One PostgreSQL server for the session (tests/postgres.py); skipped, saying why, where it is not installed
+    (in CI it must be: `.ci/run` installs it)."""
+    from tests.postgres import Server
+
+    try:
+        server = Server()
+    except FileNotFoundError as err:
+        if os.environ.get("CI"):
+            pytest.fail(f"{err}: .ci/run installs it", pytrace=False)
+        pytest.skip(str(err))
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,7 +1,9 @@
 """Copies behind a load balancer (docs/deploying.md): two local copies of the app and nginx with the documented
 configuration, taken from the docs as they stand (only the ports changed). Each client's requests stay on one copy
 (an API call's POST and GET, a gradio_client session, a download), different clients reach both copies, and the
-answers' links name the balancer's address. Skipped without nginx, except in CI (`.ci/run` installs it)."""
+answers' links name the balancer's address, and the copies share a class through PostgreSQL (DATABASE_URL): a student
+on one copy follows a lecturer on the other and every answer, from either copy, is counted once. Skipped without
+nginx, except in CI (`.ci/run` installs it and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -48,12 +50,24 @@ def wait_for(url: str, process: subprocess.Popen, seconds: float = 300) -> None:
 
 
 @pytest.fixture(scope="module")
-def balancer(tmp_path_factory):
+def class_database(request) -> str | None:
+    """The copies' shared rooms: a fresh schema of the session's PostgreSQL (tests/postgres.py), or None where
+    PostgreSQL is not installed (then each copy keeps its own SQLite file, and the shared-class test is skipped)."""
+    try:
+        return request.getfixturevalue("postgres").fresh_url()
+    except pytest.skip.Exception:
+        return None
+
+
+@pytest.fixture(scope="module")
+def balancer(tmp_path_factory, class_database):
     """http://127.0.0.1:<port>/ of nginx in front of two copies of `python app.py`; yields (url, copies)."""
     tmp = tmp_path_factory.mktemp("nginx")
     ports = [free_port(), free_port()]
+    shared = {"DATABASE_URL": class_database} if class_database else {}
     copies = [subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               env={**os.environ, "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_SERVER_PORT": str(port)})
+                               env={**os.environ, **shared, "GRADIO_SERVER_NAME": "127.0.0.1",
+                                    "GRADIO_SERVER_PORT": str(port)})
               for port in ports]
     front = free_port()
     config = (documented_config().replace("127.0.0.1:7861", f"127.0.0.1:{ports[0]}")
@@ -115,3 +129,29 @@ def test_a_gradio_client_session_works_through_the_balancer(balancer):
     client = Client(url, verbose=False)
     tokens, *_, data = client.predict("Sticky sessions keep state.", api_name="/tokenize")
     assert data and "Sticky" in str(data)
+
+
+def test_two_copies_share_a_class_a_student_on_one_follows_a_lecturer_on_the_other(balancer, class_database):
+    """The lecturer's page is on copy B, students on both copies (each its own session, so its own answer): the
+    follow-me view published on B reaches a student polling A, and the answers sent to both copies are counted once
+    each, the student who answers twice (on A) by their last answer, in the tally the lecturer reveals on B."""
+    from gradio_client import Client
+
+    if class_database is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql): the copies share no database")
+    _, (copy_a, copy_b) = balancer
+    lecturer = Client(f"http://{copy_b}/", verbose=False)
+    opened = lecturer.predict(api_name="/poll_open")[-1]
+    room, key = opened["room"], opened["key"]
+    led = lecturer.predict(room, key, "tab=attention&attention.layer=1", api_name="/follow_lead")
+    on_a = [Client(f"http://{copy_a}/", verbose=False) for _ in range(3)]
+    on_b = [Client(f"http://{copy_b}/", verbose=False) for _ in range(2)]
+    seen = on_a[0].predict(room, -1, api_name="/follow_view")
+    assert seen == {"room": room, "version": led["version"], "view": "tab=attention&attention.layer=1",
+                    "lecturer_present": True}
+    assert on_a[0].predict(room, seen["version"], api_name="/follow_view")["view"] is None   # nothing new
+    for student, guess in zip(on_a + on_b, ["es", "es", "lo", "lo", "st"]):
+        student.predict(room, "bpe-merge", guess, api_name="/poll_answer")
+    on_a[2].predict(room, "bpe-merge", "es", api_name="/poll_answer")   # changes their mind
+    tally = lecturer.predict(room, "bpe-merge", key, True, api_name="/poll_tally")[-1]
+    assert tally["answers"] == 5 and tally["counts"] == {"es": 3, "lo": 1, "st": 1}

@@ -1,5 +1,6 @@
 """playground/polls.py: rooms, answers counted once per session, tallies hidden until revealed, the room's current
-question, no answers after a reveal, the limits, an old file migrated in place, and many students at once."""
+question, no answers after a reveal, the limits, an old file migrated in place, and many students at once. Every
+test but the old file's runs on both engines: a SQLite file, and a fresh schema of the session's PostgreSQL."""
 
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
@@ -7,10 +8,19 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from playground import polls
+from playground.rooms.database import database
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db(request, tmp_path):
+    """Where a test's rooms live: a SQLite file, or a postgresql:// URL (tests/postgres.py)."""
+    if request.param == "sqlite":
+        return tmp_path / "polls.sqlite3"
+    return request.getfixturevalue("postgres").fresh_url()
 
 
 @pytest.fixture
-def db(tmp_path):
+def sqlite_file(tmp_path):
     return tmp_path / "polls.sqlite3"
 
 
@@ -95,9 +105,10 @@ CREATE TABLE answers (code TEXT NOT NULL, question TEXT NOT NULL, session TEXT N
 """
 
 
-def test_a_file_from_before_rooms_had_a_question_is_migrated_in_place(db):
+def test_a_file_from_before_rooms_had_a_question_is_migrated_in_place(sqlite_file):
     import time
 
+    db = sqlite_file
     with sqlite3.connect(db) as con:                                    # as the first version of polls.py wrote it
         con.executescript(OLD_SCHEMA)
         con.execute("INSERT INTO rooms VALUES ('ABCDEF', 'k' , ?)", (time.time(),))
@@ -109,6 +120,24 @@ def test_a_file_from_before_rooms_had_a_question_is_migrated_in_place(db):
     assert polls.status(code, db)["question"] == "blank"
     with sqlite3.connect(db) as con:
         assert "question" in {row[1] for row in con.execute("PRAGMA table_info(rooms)")}
+        assert [v for (v,) in con.execute("SELECT version FROM schema_migrations ORDER BY version")] == [1, 2, 3]
+
+
+def test_a_file_with_questions_but_no_migration_table_is_adopted(sqlite_file):
+    """The second format (polls.py with its ALTER TABLE, before rooms/migrations.py): 1 and 2 recorded, 3 applied."""
+    import time
+
+    with sqlite3.connect(sqlite_file) as con:
+        con.executescript(OLD_SCHEMA)
+        con.execute("ALTER TABLE rooms ADD COLUMN question TEXT NOT NULL DEFAULT ''")
+        con.execute("INSERT INTO rooms VALUES ('ABCDEF', 'k', ?, 'q')", (time.time(),))
+        con.execute("INSERT INTO answers VALUES ('ABCDEF', 'q', 's1', '4', ?)", (time.time(),))
+    assert polls.status("ABCDEF", sqlite_file) | {"closes_in_s": 0} == {
+        "room": "ABCDEF", "question": "q", "answers": 1, "final": False, "closes_in_s": 0}
+    with sqlite3.connect(sqlite_file) as con:
+        assert con.execute("SELECT version, name FROM schema_migrations WHERE version = 3").fetchone()[1].startswith(
+            "follow me")
+        assert con.execute("SELECT view, view_version FROM rooms").fetchone() == ("", 0)
 
 
 def test_another_room_cannot_be_read_and_an_old_room_is_gone(db):
@@ -121,8 +150,8 @@ def test_another_room_cannot_be_read_and_an_old_room_is_gone(db):
     polls.open_room(db, now=1_000.0 + polls.ROOM_SECONDS + 2)             # opening purges the expired rooms
     with pytest.raises(polls.PollError, match="No room"):
         polls.status(code, db, now=1_000.0 + polls.ROOM_SECONDS + 3)
-    with sqlite3.connect(db) as con:
-        assert con.execute("SELECT COUNT(*) FROM answers").fetchone()[0] == 0
+    with database(db).read() as tx:
+        assert tx.one("SELECT COUNT(*) FROM answers")[0] == 0
 
 
 def test_limits_on_rooms_answers_and_length(db, monkeypatch):

@@ -43,6 +43,7 @@ class Shared:
     view: dict[str, gr.components.Component] = field(default_factory=dict)
     relays: dict[str, gr.HTML] = field(default_factory=dict)  # "text", "focus": see `changed`
     limits: dict[str, Callable[[dict[str, str]], tuple | list]] = field(default_factory=dict)  # see `limit`
+    follow: object = None   # follow-me's components (ui/follow.Follow); the Class quiz tab lays out its checkboxes
 
     def changed(self, name: str):
         """The event that follows a real change of `text` or `focus` (name): what the tabs listen to, never the

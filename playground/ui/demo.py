@@ -15,7 +15,7 @@ from playground import checkpoints
 from playground.analysis import focus
 from playground.text import MAX_CHARS
 from playground.ui import (attention_tab, causal_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab,
-                           gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
+                           follow, gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
 from playground.ui.cache import AnswerCache
 from playground.ui.compute import Lanes
 from playground.ui.workers import Workers, share_cores
@@ -68,6 +68,7 @@ def build_demo() -> gr.Blocks:
         note = gr.HTML("", elem_id="sentence-note")  # why the box's text was not applied as it is (COMMIT_JS)
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
         link_notice = gr.HTML("", elem_id="link-notice", visible=False)   # shown when a link asks the impossible
+        shared.follow = follow.layout()     # the bar saying whom this page follows (a student's in a room)
         left_out = [f"Left out: {message}" for message in checkpoints.damaged().values()]
         gr.HTML(view.notice_html(left_out, "Some shipped models are missing or damaged; the rest of the app works:"),
                 elem_id="models-notice", visible=bool(left_out))
@@ -82,7 +83,7 @@ def build_demo() -> gr.Blocks:
         for block in demo.blocks.values():  # the tabs' own sub-tabs too (on a phone, not behind a "⋯" menu)
             if isinstance(block, gr.Tabs):
                 block.overflow_behavior = "wrap"
-        view.wire(demo, shared, lecture, copy, link_notice)
+        follow.wire(demo, shared.follow, view.wire(demo, shared, lecture, copy, link_notice))
         tour.wire(shared, *tour_panel)
         clear_on_failure(demo)
     demo.serving = set_queues(demo)  # what the middleware and the prewarm are handed (launch_settings, app.serve)

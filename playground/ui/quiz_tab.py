@@ -16,6 +16,9 @@ Two things about the room's events that are easy to undo by accident:
   answered from the shared answer cache (ui/cache.py) or replayed by ui/fastpath.py, and a room's events must not
   be: the same call gives another answer once a student has answered.
 The timer's ticks are not queued (every open page sends one every TICK_SECONDS) and never raise.
+
+Follow me (ui/follow.py) lays its two checkboxes out here, the student's beside the room code and the lecturer's in
+the lecturer's panel, and reads this page's `seat` for the room and the key.
 """
 
 from __future__ import annotations
@@ -282,6 +285,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                           elem_id="quiz-room",
                           scale=2)
         join = gr.Button("Join", elem_id="quiz-join", scale=1)
+    if shared.follow is not None:                           # follow-me (ui/follow.py) wires it with the page
+        shared.follow.controls(seat, "student")
     status = gr.Markdown(elem_id="quiz-status")             # which room this page is in
     with gr.Row():
         check = gr.Button("Check my guess", variant="primary", elem_id="quiz-check")
@@ -295,6 +300,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             open_room = gr.Button("Open a room", elem_id="quiz-open")
             reveal = gr.Button("Reveal the answers to the class", variant="primary", elem_id="quiz-reveal")
         reveal_flag = gr.Checkbox(True, visible=False)
+        if shared.follow is not None:
+            shared.follow.controls(seat, "lecturer")
     tally_md = gr.Markdown(elem_id="quiz-tally")
     tally_plot = gr.Plot(label="The class's answers", elem_id="quiz-plot")
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):

@@ -96,22 +96,41 @@ def coerce(component, raw: str, notices: list[str], key: str, limits: tuple | li
     return gr.skip()
 
 
-def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button, banner: gr.HTML) -> None:
-    """Restore on load (what a link got wrong is said in `banner` and dropped from the address bar), rewrite
-    the URL on change, copy the link, toggle lecture mode."""
-    keys = list(shared.view)
-    components = [shared.view[k] for k in keys]
-    ids = tab_ids(shared.tabs)
-    subs = sub_tab_ids(shared.tabs)
-    dropped = gr.Textbox("", visible="hidden", elem_id="link-dropped")  # mounted, as ui.demo.HIDDEN says why
+class Restorer:
+    """Sets the view from a link's parameters: what opening a link does on page load, and what a page following its
+    lecturer does with each view the lecturer publishes (ui/follow.py), so a followed view is a link restored.
+    `outputs` are the components `apply` returns values for; `later` those of `apply_later` (AFTER_THE_REST)."""
 
-    later = [(key, shared.view[key]) for key in AFTER_THE_REST if key in shared.view]
+    def __init__(self, shared: Shared, lecture: gr.Checkbox, banner: gr.HTML):
+        self.shared, self.lecture = shared, lecture
+        self.keys = list(shared.view)
+        self.components = [shared.view[k] for k in self.keys]
+        self.ids, self.subs = tab_ids(shared.tabs), sub_tab_ids(shared.tabs)
+        self.dropped = gr.Textbox("", visible="hidden", elem_id="link-dropped")  # mounted, as ui.demo.HIDDEN says
+        self.later = [(key, shared.view[key]) for key in AFTER_THE_REST if key in shared.view]
+        self.outputs = [*self.components, shared.tabs, lecture, shared.restored, banner, self.dropped]
+        self.defaults = self._defaults()
 
-    def restore(request: gr.Request):
-        params = dict(request.query_params) if request is not None else {}
-        notices: list[str] = []
-        values, rejected = [], []
-        for key, component in zip(keys, components):
+    def _defaults(self) -> dict[str, str]:
+        """Each view key's default as a link writes it (assets/view.js's `encode`), and the first tab: a link leaves
+        out what is at its default, so a followed view starts from these (a view is the whole view, not a change)."""
+        defaults = {"tab": self.ids[0]} if self.ids else {}
+        for key, component in zip(self.keys, self.components):
+            value = component.value
+            if value is None or key in AFTER_THE_REST:
+                continue
+            raw = (",".join(map(str, value)) if isinstance(value, list) else
+                   ("1" if value else "0") if isinstance(value, bool) else str(value))
+            notices: list[str] = []
+            if not isinstance(coerce(component, raw, notices, key), type(gr.skip())) and not notices:
+                defaults[key] = raw            # only what restores without a notice
+        return defaults
+
+    def apply(self, params: dict[str, str], marker: int = 1) -> list:
+        """Each parameter checked against its component (one notice per refusal, three shown), the values set,
+        and `restored` set to `marker` (a new value, so the tabs redraw) when any view key was given."""
+        shared, notices, values, rejected = self.shared, [], [], []
+        for key, component in zip(self.keys, self.components):
             limits = shared.limits[key](params) if key in shared.limits and key in params else None
             value = coerce(component, params[key], notices, key, limits) if key in params else gr.skip()
             if component is shared.text and isinstance(value, str) and not value.strip():  # as the box refuses it
@@ -120,36 +139,49 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
             if key in params and isinstance(value, type(gr.skip())):
                 rejected.append(key)
             values.append(gr.skip() if key in AFTER_THE_REST else value)
-        selected, tab_rejected = _tab(params.get("tab"), ids, subs, notices)
-        lecture_on = coerce(lecture, params["lecture"], notices, "lecture") if "lecture" in params else gr.skip()
-        unknown = sorted(set(params) - set(keys) - {"tab", "lecture"})
+        selected, tab_rejected = _tab(params.get("tab"), self.ids, self.subs, notices)
+        lecture_on = (coerce(self.lecture, params["lecture"], notices, "lecture") if "lecture" in params
+                      else gr.skip())
+        unknown = sorted(set(params) - set(self.keys) - {"tab", "lecture"})
         if unknown:
             notices.append(f"The link's {', '.join(unknown)[:80]} are not part of this app's views; ignored.")
         for notice in notices[:3]:
             toast(notice)
-        restored = len(set(params) & set(keys)) > 0
+        restored = len(set(params) & set(self.keys)) > 0
         drop = rejected + unknown + (["tab"] if tab_rejected else [])
-        return [*values, selected, lecture_on, gr.Number(value=1) if restored else gr.skip(),
+        return [*values, selected, lecture_on, gr.Number(value=marker) if restored else gr.skip(),
                 gr.update(value=notice_html(notices), visible=bool(notices)), ",".join(drop)]
 
-    def restore_later(request: gr.Request):
+    def apply_later(self, params: dict[str, str]):
         """The AFTER_THE_REST keys, once the rest is in place (their notices were given with the rest)."""
-        params = dict(request.query_params) if request is not None else {}
-        values = [coerce(component, params[key], [], key) if key in params else gr.skip() for key, component in later]
+        values = [coerce(component, params[key], [], key) if key in params else gr.skip()
+                  for key, component in self.later]
         return values[0] if len(values) == 1 else values  # gradio takes a single output's value as it is
 
-    restored = demo.load(restore, outputs=[*components, shared.tabs, lecture, shared.restored, banner, dropped],
-                         api_visibility="private", queue=False)
-    if later:
-        restored = restored.then(restore_later, outputs=[component for _, component in later],
+
+def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button, banner: gr.HTML) -> Restorer:
+    """Restore on load (what a link got wrong is said in `banner` and dropped from the address bar), rewrite
+    the URL on change, copy the link, toggle lecture mode. Returns the Restorer (follow-me applies views with it)."""
+    restorer = Restorer(shared, lecture, banner)
+
+    def restore(request: gr.Request):
+        return restorer.apply(dict(request.query_params) if request is not None else {})
+
+    def restore_later(request: gr.Request):
+        return restorer.apply_later(dict(request.query_params) if request is not None else {})
+
+    restored = demo.load(restore, outputs=restorer.outputs, api_visibility="private", queue=False)
+    if restorer.later:
+        restored = restored.then(restore_later, outputs=[component for _, component in restorer.later],
                                  api_visibility="private", queue=False, show_progress="hidden")
-    restored.then(None, inputs=dropped, js="(keys) => window.playgroundView.restored(keys)")
-    for key, component in [*zip(keys, components), ("lecture", lecture)]:
+    restored.then(None, inputs=restorer.dropped, js="(keys) => window.playgroundView.restored(keys)")
+    for key, component in [*zip(restorer.keys, restorer.components), ("lecture", lecture)]:
         default = json.dumps(component.value, ensure_ascii=False)
         component.change(None, inputs=[component],
                          js=f"(v) => window.playgroundView.set({json.dumps(key)}, v, {default})")
     lecture.change(None, inputs=[lecture], js="(on) => window.playgroundView.lecture(on)")
     copy.click(None, js="() => window.playgroundView.copy()")
+    return restorer
 
 
 def _tab(tab: str | None, ids: list[str], subs: dict[str, list[str]], notices: list[str]):

@@ -1,0 +1,98 @@
+"""The bench's class-database rows (`python -m playground.bench --rooms-only`): 200 students' answers arriving in the
+same instant, and follow-me's propagation (the lecturer's change until each of 200 following pollers has it), on the
+embedded SQLite file and, when `DATABASE_URL` names one, on PostgreSQL. Measured at the store (playground/rooms, the
+calls the endpoints make, in threads as the server's are), not through browsers: a browser adds its page's round trip.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from playground import polls
+from playground.rooms import follow
+from playground.tools.bench_served import _p95
+
+FOLLOW_SECONDS = 0.75   # ui/follow.FOLLOW_SECONDS: how often a following page polls (not imported: no gradio here)
+
+
+def answers_at_once(where: str, students: int = 200) -> tuple[float, int]:
+    """`students` threads answer one question at the same instant (a barrier): the seconds until the last answer is
+    committed, and how many answers the tally then counts."""
+    code, key = polls.open_room(where)
+    polls.status(code, where)                       # migrated and connected before the clock starts
+    go = threading.Barrier(students + 1)
+    done = []
+
+    def student(i: int) -> None:
+        go.wait()
+        polls.answer(code, "q", f"s{i}", str(i % 5), where)
+        done.append(time.perf_counter())
+
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(students)]
+    for t in threads:
+        t.start()
+    go.wait()
+    start = time.perf_counter()
+    for t in threads:
+        t.join()
+    return max(done) - start, polls.tally(code, "q", key, path=where)["answers"]
+
+
+def propagation(where: str, followers: int = 200, changes: int = 5, gap: float = 2.0) -> list[float]:
+    """The lecturer changes the view `changes` times, `gap` seconds apart; `followers` threads poll as following
+    pages do (every FOLLOW_SECONDS, each at its own phase). Each follower's delay for each change: from the lecturer's
+    publication returning to the poll that saw it."""
+    code, key = polls.open_room(where)
+    published: dict[int, float] = {}
+    delays: list[float] = []
+    stop = threading.Event()
+
+    def follower() -> None:
+        version, rng = 0, random.Random()
+        time.sleep(rng.uniform(0, FOLLOW_SECONDS))
+        while not stop.is_set():
+            got = follow.view(code, version, where)
+            if got["view"] is not None and got["version"] in published:
+                delays.append(time.perf_counter() - published[got["version"]])
+                version = got["version"]
+            time.sleep(FOLLOW_SECONDS)
+
+    threads = [threading.Thread(target=follower) for _ in range(followers)]
+    for t in threads:
+        t.start()
+    time.sleep(FOLLOW_SECONDS * 1.5)
+    for i in range(changes):
+        led = follow.lead(code, key, f"tab=attention&attention.layer={i}", where)
+        published[led["version"]] = time.perf_counter()
+        time.sleep(gap)
+    stop.set()
+    for t in threads:
+        t.join()
+    return sorted(delays)
+
+
+def rooms_rows(students: int = 200) -> list[tuple]:
+    with tempfile.TemporaryDirectory(prefix="bench-rooms-") as folder:   # the SQLite file goes with the rows
+        return _rows({"SQLite": str(Path(folder) / "rooms.sqlite3"),
+                      **({"PostgreSQL": os.environ["DATABASE_URL"]} if os.environ.get("DATABASE_URL") else {})},
+                     students)
+
+
+def _rows(engines: dict[str, str], students: int) -> list[tuple]:
+    rows = []
+    for name, where in engines.items():
+        seconds, counted = answers_at_once(where, students)
+        rows.append((f"class database ({name}): {students} answers at the same instant, until the last is committed "
+                     f"({counted} counted)", f"{seconds:.2f} s", "", "≤ 1 s", seconds <= 1 and counted == students))
+        delays = propagation(where, students)
+        p95 = _p95(delays)
+        median = delays[len(delays) // 2]
+        rows.append((f"follow me ({name}): a lecturer's change until each of {students} polling followers has it "
+                     f"({len(delays)} deliveries, polls every {FOLLOW_SECONDS:g} s)", f"{median:.2f} s",
+                     f"{p95:.2f} s", "p95 ≤ 1 s", p95 is not None and p95 <= 1))
+    return rows

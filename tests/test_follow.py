@@ -1,0 +1,177 @@
+"""Follow me (playground/rooms/follow.py, playground/ui/follow.py): the lecturer's view stored per room with a version
+that moves only when the view does, refused without the room's key, a follower's unchanged poll one read and no write
+(on both engines); a student's page applying the lecturer's view with the code that restores a link (the whole view:
+what the lecturer's link leaves at its default is reset), answering nothing when nothing changed, stepping out; and
+through the API, every lecturer endpoint refused without the key, bad codes told plainly."""
+
+from __future__ import annotations
+
+import gradio as gr
+import pytest
+
+from playground import polls
+from playground.rooms import follow
+from playground.rooms.database import Database, RoomError
+from playground.ui import follow as ui_follow
+from playground.ui.common import Shared
+from playground.ui.view import Restorer
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def where(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "rooms.sqlite3")
+    return request.getfixturevalue("postgres").fresh_url()
+
+
+def test_the_view_has_a_version_that_moves_only_when_the_view_does(where):
+    code, key = polls.open_room(where)
+    assert follow.view(code, -1, where) == {"room": code, "version": 0, "view": "",
+                                            "lecturer_present": False}
+    led = follow.lead(code, key, "?tab=attention&layer=2", where)
+    assert led == {"room": code, "version": 1, "view": "tab=attention&layer=2", "lecturer_present": True}
+    assert follow.lead(code, key, "http://host:7860/?tab=attention&layer=2", where)["version"] == 1   # the same view
+    assert follow.view(code, 1, where)["view"] is None                 # the follower has it: nothing to send
+    assert follow.lead(code, key, "tab=attention&layer=3", where)["version"] == 2
+    got = follow.view(code, 1, where)
+    assert got["view"] == "tab=attention&layer=3" and got["version"] == 2 and got["lecturer_present"]
+    assert follow.lead(code, key, "", where) | {"version": 0} == {"room": code, "version": 0, "view": "",
+                                                                  "lecturer_present": False}   # stopped leading
+    assert follow.view(code, 2, where)["version"] == 3 and not follow.view(code, 2, where)["lecturer_present"]
+
+
+def test_a_lecturer_not_heard_from_is_no_longer_present(where):
+    code, key = polls.open_room(where, now=1_000.0)
+    follow.lead(code, key, "tab=tokenization", where, now=1_000.0)
+    assert follow.view(code, 1, where, now=1_000.0 + follow.PRESENT_SECONDS - 1)["lecturer_present"]
+    assert not follow.view(code, 1, where, now=1_000.0 + follow.PRESENT_SECONDS + 1)["lecturer_present"]
+    follow.lead(code, key, "tab=tokenization", where, now=1_000.0 + follow.PRESENT_SECONDS + 2)   # a heartbeat
+    assert follow.view(code, 1, where, now=1_000.0 + follow.PRESENT_SECONDS + 3) == {
+        "room": code, "version": 1, "view": None, "lecturer_present": True}
+
+
+def test_leading_needs_the_rooms_key_and_bad_input_is_told_plainly(where):
+    code, key = polls.open_room(where)
+    other, other_key = polls.open_room(where)
+    for wrong in ("", "not-the-key", other_key):
+        with pytest.raises(RoomError, match=f"Only the page that opened room {code} can lead it"):
+            follow.lead(code, wrong, "tab=attention", where)
+    assert follow.view(code, -1, where)["version"] == 0                 # nothing was published
+    with pytest.raises(RoomError, match="at most 8,000"):
+        follow.lead(code, key, "text=" + "x" * 10_000, where)
+    with pytest.raises(RoomError, match="not int"):
+        follow.lead(code, key, 7, where)
+    with pytest.raises(RoomError, match="^No room <SCRIPT"):
+        follow.view("<script>", -1, where)
+    with pytest.raises(RoomError, match="since_version"):
+        follow.view(code, "latest", where)
+    with pytest.raises(RoomError, match="has closed"):
+        follow.view(code, -1, where, now=2e10)
+
+
+def test_an_unchanged_poll_reads_once_and_never_writes(where, monkeypatch):
+    code, key = polls.open_room(where)
+    follow.lead(code, key, "tab=attention", where)
+    follow.view(code, 1, where)                                         # migrated, connected
+    reads = []
+    monkeypatch.setattr(Database, "write", lambda self: pytest.fail("a follower's poll wrote to the database"))
+    real_read = Database.read
+    monkeypatch.setattr(Database, "read", lambda self: reads.append(1) or real_read(self))
+    for _ in range(5):
+        assert follow.view(code, 1, where)["view"] is None
+    assert len(reads) == 5
+    follow.lead(code, key, "tab=attention", where)                      # the lecturer's fresh heartbeat: no write
+    assert len(reads) == 6
+
+
+# A page of two tabs and two controls, to follow views with the Restorer the app uses (ui/view.py)
+@pytest.fixture
+def page():
+    with gr.Blocks() as demo:
+        shared = Shared(sentence=gr.Textbox("s"), text=gr.Textbox("s"), focus=gr.Textbox(""), restored=gr.Number(0))
+        with gr.Tabs() as shared.tabs:
+            with gr.Tab("A", id="a"):
+                n = gr.Slider(1, 10, value=3, step=1)
+            with gr.Tab("B", id="b"):
+                mode = gr.Radio(["x", "y"], value="x")
+        shared.remember("", text=shared.text, focus=shared.focus)
+        shared.remember("t", n=n, mode=mode)
+        restorer = Restorer(shared, gr.Checkbox(False), gr.HTML())
+    return restorer, {key: i for i, key in enumerate(restorer.keys)}
+
+
+def test_a_student_page_applies_the_lecturers_whole_view_and_then_answers_nothing(page, tmp_path, monkeypatch):
+    restorer, at = page
+    monkeypatch.setenv("POLLS_DB", str(tmp_path / "rooms.sqlite3"))
+    code, key = polls.open_room()
+    tick = ui_follow.ticker(restorer)
+    seat, state = {"room": code, "key": "", "question": ""}, dict(ui_follow.CLEAR)
+    follow.lead(code, key, "tab=b&t.mode=y&text=the+lecturer%27s+sentence&lecture=1")
+    out = tick(seat, True, state)
+    values, (state, query, bar, button) = out[:len(restorer.outputs)], out[len(restorer.outputs):]
+    assert values[at["t.mode"]] == "y" and values[at["text"]] == "the lecturer's sentence"
+    assert values[at["t.n"]] == 3                                       # absent from the link: its default
+    assert values[len(restorer.keys)].selected == "b"                   # the tab
+    assert values[len(restorer.keys) + 2].value == 3                 # `restored`: 2 + version, the tabs redraw
+    assert isinstance(values[len(restorer.keys) + 1], type(gr.skip()))   # lecture mode stays the student's own
+    assert state["version"] == 1 and query == "1 tab=b&t.mode=y&text=the+lecturer%27s+sentence&lecture=1"
+    assert f"Following room {code[:3]} {code[3:]}" in bar["value"] and button["value"] == "Step out"
+    skip = type(gr.skip())
+    assert all(isinstance(v, skip) for v in tick(seat, True, state))    # unchanged: nothing is sent again
+    follow.lead(code, key, "t.n=7")                                     # the lecturer is back on the first tab
+    values = tick(seat, True, state)[:len(restorer.outputs)]
+    assert values[at["t.n"]] == 7 and values[at["t.mode"]] == "x" and values[len(restorer.keys)].selected == "a"
+    out = tick(seat, False, dict(ui_follow.CLEAR))                      # stepped out: the view is not applied
+    assert all(isinstance(v, skip) for v in out[:len(restorer.outputs)])
+    assert "Stepped out" in out[-2]["value"] and out[-1]["value"] == "Follow the lecturer again"
+    assert all(isinstance(v, skip) for v in tick({"room": code, "key": key}, True, dict(ui_follow.CLEAR)))  # lecturer
+
+
+def test_every_lecturer_endpoint_refuses_without_the_key(client):
+    code = client.predict(api_name="/poll_open")[-1]["room"]
+    key = client.predict(api_name="/poll_open")[-1]["key"]              # another room's key
+    for name, args in (("/follow_lead", (code, "", "tab=attention")), ("/follow_lead", (code, key, "tab=a")),
+                       ("/poll_question", (code, "blank", "")), ("/poll_question", (code, "blank", key))):
+        with pytest.raises(Exception, match="Only the page that opened"):
+            client.predict(*args, api_name=name)
+    with pytest.raises(Exception, match="Only the page that opened the room can reveal"):
+        client.predict(code, "blank", key, True, api_name="/poll_tally")
+    assert client.predict(code, -1, api_name="/follow_view") == {"room": code, "version": 0, "view": "",
+                                                                 "lecturer_present": False}
+
+
+def test_bad_room_codes_are_told_plainly_through_the_api(client):
+    for room in ("<b>ABC</b>", "x" * 10_000):
+        with pytest.raises(Exception, match="No room") as err:
+            client.predict(room, -1, api_name="/follow_view")
+        assert "<b>" not in str(err.value) and len(str(err.value)) < 300
+
+
+def test_students_applying_the_same_view_compute_its_figures_once(client, app_url, monkeypatch):
+    """12 students' pages follow one lecturer: each reads the view through /follow_view and asks the Tokenization
+    tab's event with the view's sentence (what its redraw sends); the tokenizers run once (ui/cache.py and the paths
+    in front of it answer the other eleven), counted where the tab calls them."""
+    from concurrent.futures import ThreadPoolExecutor
+    from urllib.parse import parse_qsl
+    from uuid import uuid4
+
+    from gradio_client import Client
+
+    from playground.analysis import tokenization
+
+    calls = []
+    real = tokenization.compare
+    monkeypatch.setattr(tokenization, "compare", lambda *a, **k: calls.append(1) or real(*a, **k))
+    opened = client.predict(api_name="/poll_open")[-1]
+    sentence = f"Followed view {uuid4().hex[:8]}"
+    client.predict(opened["room"], opened["key"], f"tab=tokenization&text={sentence}", api_name="/follow_lead")
+    students = [Client(app_url, verbose=False) for _ in range(12)]
+
+    def follow_and_draw(student):
+        view = dict(parse_qsl(student.predict(opened["room"], -1, api_name="/follow_view")["view"]))
+        return student.predict(view["text"], ["bpe", "wordpiece"], False, 2000, api_name="/tokenize")[-1]
+
+    with ThreadPoolExecutor(12) as pool:
+        answers = list(pool.map(follow_and_draw, students))
+    assert len(calls) == 1, f"the followed view was computed {len(calls)} times for 12 students"
+    assert all(a == answers[0] for a in answers) and answers[0]["tokenizers"]
