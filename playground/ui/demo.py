@@ -87,6 +87,7 @@ def build_demo() -> gr.Blocks:
         clear_on_failure(demo)
     demo.serving = set_queues(demo)  # what the middleware and the prewarm are handed (launch_settings, app.serve)
     demo.view = shared.view  # the components a link restores, by URL key (for the tests)
+    demo.shared = shared  # what the tabs share (a workshop file's views are checked against it: ui/workshop_tab.py)
     return demo
 
 
