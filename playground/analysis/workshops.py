@@ -90,7 +90,7 @@ class Workshop:
 
 def _lines_of(node, path: tuple, lines: dict) -> None:
     """The line (1-based) of every value in a composed YAML tree, by its path of keys and indexes."""
-    lines[path] = node.start_mark.line + 1
+    lines.setdefault(path, node.start_mark.line + 1)      # a mapping's value: the line of its key, set below
     if isinstance(node, yaml.MappingNode):
         for key, value in node.value:
             if isinstance(key, yaml.ScalarNode):
@@ -232,6 +232,8 @@ def _question(c: _Check, data, path: tuple) -> Question | None:
         for where, message in tools.problems(tool, args):
             c.say(path + tuple(where.split(".")), message)
     elif kind == "text":
+        if answer is not None:
+            c.say(path + ("answer",), "a text question lists its accepted answers in `accept`, not `answer`")
         if not accept:
             c.say(path, "a text question needs `accept` (the accepted answers) or a `tool`")
     elif answer is None:
