@@ -59,7 +59,7 @@ def tokens(tokenizer: str, text: str) -> tuple[str, str]:
 
 
 def bpe_merge(table: str, step: int) -> tuple[str, str]:
-    """The pair classic BPE merges at `step` (1 = the first) on a word-frequency table (the Tokenization tab's trace)."""
+    """The pair classic BPE merges at `step` (1: the first) on a word-frequency table."""
     trace = subwords.trace(table, step)["merges"]
     if len(trace) < step:
         raise ToolError(f"BPE makes only {len(trace)} merges of this table, not {step}")

@@ -88,6 +88,18 @@ class Workshop:
 # Reading a file, with the line of every value
 
 
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader where only true and false are booleans: YAML 1.1 also reads yes, no, on and off as
+    booleans, and a lecturer who accepts the answer `yes` means the word."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [r for r in resolvers if r[0] != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
+
+
 def _lines_of(node, path: tuple, lines: dict) -> None:
     """The line (1-based) of every value in a composed YAML tree, by its path of keys and indexes."""
     lines.setdefault(path, node.start_mark.line + 1)      # a mapping's value: the line of its key, set below
@@ -117,9 +129,9 @@ def read(text: str, name: str = "workshop.yaml") -> tuple[object, dict]:
             raise WorkshopError([f"line {err.lineno}: not valid JSON: {err.msg}"]) from None
     lines: dict = {}
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_Loader)
         if not as_json:
-            data = yaml.load(text, Loader=yaml.SafeLoader)
+            data = yaml.load(text, Loader=_Loader)
         if node is not None:
             _lines_of(node, (), lines)
     except yaml.MarkedYAMLError as err:
@@ -151,20 +163,24 @@ class _Check:
         self.messages.append(f"{f'line {line}, ' if line else ''}{name}: {message}")
 
     def text(self, data: dict, key: str, path: tuple, required: bool = False, limit: int = MAX_TEXT) -> str:
-        value = data.get(key)
-        if value is None:
+        if data.get(key) is None:
             if required:
                 self.say(path, f"`{key}` is required")
             return ""
+        value = self.one(data[key], path + (key,), limit)
+        if required and not value.strip():
+            self.say(path + (key,), "is empty")
+        return value
+
+    def one(self, value, path: tuple, limit: int) -> str:
+        """A text value (a number is read as its digits), at most `limit` characters."""
         if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-            self.say(path + (key,), f"should be text, not {type(value).__name__}")
+            self.say(path, f"should be text, not {type(value).__name__}")
             return ""
         value = str(value)
         if len(value) > limit:
-            self.say(path + (key,), f"is {len(value):,} characters; at most {limit:,}")
+            self.say(path, f"is {len(value):,} characters; at most {limit:,}")
             return value[:limit]
-        if required and not value.strip():
-            self.say(path + (key,), "is empty")
         return value
 
     def texts(self, data: dict, key: str, path: tuple, limit: int = MAX_TEXT) -> tuple[str, ...]:
@@ -176,7 +192,7 @@ class _Check:
         if not isinstance(value, list):
             self.say(path + (key,), f"should be a list of texts, not {type(value).__name__}")
             return ()
-        return tuple(self.text({"v": v}, "v", path + (key, i), limit=limit) for i, v in enumerate(value))
+        return tuple(self.one(v, path + (key, i), limit) for i, v in enumerate(value))
 
     def unknown(self, data: dict, allowed: set, path: tuple) -> None:
         for key in data:
