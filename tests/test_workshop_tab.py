@@ -110,6 +110,8 @@ def test_the_endpoints_answer_and_refuse_clearly(shared):
     assert loaded["ok"] and loaded["workshop"]["id"] == "bert" and "answer" not in loaded["workshop"]["steps"][2]["question"]
     refused = wt.workshop_load('{\n  "title": "x",\n  "steps": [{"text": "a", "question": {"kind": "guess"}}]\n}')
     assert not refused["ok"] and refused["messages"][0].startswith("line 3, steps[0].question")
+    asked = wt.workshop_check("bert", 3, "")                               # no answer yet: the question only
+    assert not asked["answered"] and asked["question"]["kind"] == "number" and "correct" not in asked
     verdict = wt.workshop_check("bert", 3, " 15 ")
     assert verdict["correct"] and verdict["step"] == 3 and not verdict["computed"]
     for args, message in [(("nope", 1, "1"), "Unknown workshop 'nope'"), (("bert", 9, "1"), "has steps 1 to 3"),
@@ -129,3 +131,15 @@ def test_the_api_is_served(client):
         "line 2, steps: `steps` should be a list of at least one step"]
     with pytest.raises(AppError, match="Unknown workshop"):
         client.predict("<b>nope</b>", 1, "1", "", api_name="/workshop_check")
+
+
+def test_an_event_that_skips_all_outputs_but_one_sends_that_one_as_it_is(shared):
+    """ui/patches.py passes a bare skip through unbuilt; with one output left, Gradio wraps a single value in a list,
+    so the one value left must go in bare (a Check refused: the verdict's text, the JSON skipped)."""
+    import asyncio
+
+    import app
+
+    fn = next(fn for fn in app.demo.fns.values() if fn.name == "check_answer")
+    out = asyncio.run(app.demo.postprocess_data(fn, ["⚠ Your answer is empty", gr.skip()], None))
+    assert out[0] == "⚠ Your answer is empty" and out[1] == {"__type__": "update"}

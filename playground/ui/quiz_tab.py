@@ -27,7 +27,6 @@ import gradio as gr
 from playground import polls
 from playground.analysis import exercises as ex
 from playground.figures import quiz as fq
-from playground.ui import workshop_tab
 from playground.ui.common import Shared
 
 INTRO_MD = """**Predict, then reveal.** Pick a question, commit your guess, then check it: the answer is computed by the
@@ -326,4 +325,3 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     timer.tick(_tick, seat, [question, tally_md, tally_plot, seat, timer], queue=False, api_visibility="private",
                show_progress="hidden")
     gr.api(poll_question, api_name="poll_question", queue=False)   # API callers move a room (no button: see _lead)
-    workshop_tab.build(demo, shared)                        # the workshops, under the quiz (ui/workshop_tab.py)

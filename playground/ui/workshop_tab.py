@@ -1,5 +1,8 @@
 """Workshops on the page: a student picks a workshop (a shipped one, or a file imported here) and walks it step by step.
 
+The panel sits above the tabs, beside the guided tour (ui/demo.py lays it out there and wires it after the tabs):
+each step opens a view in some tab, so the step, its question and *Next* must stay on screen whichever tab is open.
+
 A workshop (analysis/workshops.py, docs/workshops.md) is a list of steps, each a view of the app with text, hints and
 a question. *Next* and *Previous* apply the step's view with the code that applies a link (view.parse): the tab and
 sub-tab, the sentence and every control the view names, then `restored` changes so the tabs redraw, as after a link.
@@ -73,7 +76,7 @@ def _find(workshop) -> w.Workshop:
     if "\n" in workshop or workshop.lstrip().startswith("{"):
         return _load_text(workshop, "workshop.json" if workshop.lstrip().startswith("{") else "workshop.yaml")
     try:
-        return w.load_shipped(workshop.strip(), _check_view, compute=True)
+        return w.load_shipped(workshop.strip(), _check_view)   # its answers compute: tests/test_workshop_tab.py
     except KeyError:
         known = ", ".join(i for _, i in _shipped())
         raise gr.Error(f"Unknown workshop {html.escape(workshop[:40])!r}; the workshops are {known}.") from None
@@ -117,18 +120,22 @@ def _step_of(workshop: w.Workshop, step) -> tuple[int, w.Step]:
     return i, workshop.steps[i - 1]
 
 
-def workshop_check(workshop: str = "", step: float = 1, answer: str = "", student_input: str = "") -> dict:
+def workshop_check(workshop: str = "quiz", step: float = 1, answer: str = "", student_input: str = "") -> dict:
     """A verdict on `answer` to a step's question (steps count from 1): `correct`, the `answer` and `why` (a tool
-    question's computed now, on `student_input` where it takes one). `workshop` is a shipped id or a file's text."""
+    question's computed now, on `student_input` where it takes one). `workshop` is a shipped id or a file's text.
+    Without an answer: the step and its question, never its answer (a guess comes first)."""
     found = _find(workshop)
     i, s = _step_of(found, step)
     if s.question is None:
         raise gr.Error(f"Step {i} of {found.title[:60]} asks no question.")
+    if isinstance(answer, str) and not answer.strip() or answer is None:
+        step_json = w.as_json(found)["steps"][i - 1]
+        return {"workshop": found.id, "step": i, "prompt": s.question.prompt, "answered": False, **step_json}
     try:
         verdict = w.grade(s.question, answer, student_input)
     except ValueError as err:
         raise gr.Error(html.escape(str(err), quote=False)) from None
-    return {"workshop": found.id, "step": i, "prompt": s.question.prompt, **verdict}
+    return {"workshop": found.id, "step": i, "prompt": s.question.prompt, "answered": True, **verdict}
 
 
 # The page
@@ -176,11 +183,10 @@ def _walk(state) -> tuple[w.Workshop | None, int]:
     return state.get("workshop"), int(state.get("step", 0))
 
 
-def build(demo: gr.Blocks, shared: Shared) -> None:
-    """The workshop panel, under the quiz (ui/quiz_tab.py mounts it), and its three endpoints."""
-    global _shared
-    _shared = shared
-    with gr.Accordion("Workshops: a lecturer's path through the tabs, step by step", open=True, elem_id="workshop"):
+def layout() -> dict:
+    """The workshop panel, above the tabs beside the guided tour: a step's view opens another tab, so the step, its
+    question and Next must stay on screen whichever tab is open. `wire` connects it once the tabs exist."""
+    with gr.Accordion("Workshops: a lecturer's path through the tabs, step by step", open=False, elem_id="workshop"):
         gr.Markdown(INTRO_MD)
         with gr.Row():
             pick = gr.Dropdown(_shipped(), value=None, label="Workshop", elem_id="workshop-pick", scale=2)
@@ -200,14 +206,21 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         hints = gr.Markdown(elem_id="workshop-hints")
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             data = gr.JSON(label="workshop")
-    walk = gr.State({})
-    tab_path = gr.Textbox("", visible="hidden", elem_id="workshop-tab")   # mounted: the page opens its sub-tab
-    outputs = [*shared.view.values(), shared.tabs, shared.restored, tab_path, walk, step_md, choice, answer, own,
-               verdict, hints, data]
+        tab_path = gr.Textbox("", visible="hidden", elem_id="workshop-tab")   # mounted: the page opens its sub-tab
+    return dict(pick=pick, upload=upload, previous=previous, following=following, check=check, hint=hint,
+                choice=choice, answer=answer, own=own, verdict=verdict, hints=hints, data=data, step_md=step_md,
+                tab_path=tab_path, walk=gr.State({}))
+
+
+def wire(demo: gr.Blocks, shared: Shared, parts: dict) -> None:
+    """The panel's events, once every tab has registered its view's controls, and the three endpoints."""
+    global _shared
+    _shared = shared
+    c = {**parts, "restored": shared.restored}
+    outputs = [*shared.view.values(), shared.tabs, shared.restored, c["tab_path"], c["walk"], c["step_md"],
+               c["choice"], c["answer"], c["own"], c["verdict"], c["hints"], c["data"]]
     later = [(key, shared.view[key]) for key in view.AFTER_THE_REST if key in shared.view]
-    _wire(demo, dict(pick=pick, upload=upload, previous=previous, following=following, check=check, hint=hint,
-                     choice=choice, answer=answer, own=own, verdict=verdict, hints=hints, data=data, walk=walk,
-                     tab_path=tab_path, restored=shared.restored), outputs, later)
+    _wire(demo, c, outputs, later)
 
 
 def pick_workshop(workshop_id, restored=0):
