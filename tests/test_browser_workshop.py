@@ -14,14 +14,21 @@ def _shows(page, selector: str, text: str, timeout: int = 30_000) -> None:
                            timeout=timeout)
 
 
+def _open_panel(page, url: str) -> None:
+    """The page, and the workshop panel opened (the first page of a session waits for the app's models)."""
+    page.goto(url)
+    page.wait_for_selector("#workshop", timeout=120_000)
+    page.get_by_text("Workshops: a lecturer's path through the tabs").click(timeout=120_000)
+    page.wait_for_selector("#workshop-pick", state="visible", timeout=60_000)
+
+
 def _selected_tab(page) -> str:
     return page.evaluate("() => [...document.querySelectorAll('#tabs button[role=tab][aria-selected=true]')]"
                          ".map(b => b.textContent.trim()).join('|')")
 
 
 def test_a_student_walks_a_workshop_and_each_step_opens_its_view(page, app_url):
-    page.goto(app_url)
-    page.get_by_text("Workshops: a lecturer's path through the tabs").click()
+    _open_panel(page, app_url)
     page.locator("#workshop-pick input").click()
     page.get_by_role("option", name="Attention, head by head").click()
     _shows(page, "#workshop-step", "Step 1 of 5", timeout=90_000)
@@ -55,8 +62,7 @@ def test_an_imported_file_shows_its_html_as_text(page, app_url, tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text("title: Mine\nsteps:\n  - view: tab=embeddings\n    text: <b>bold?</b> <img src=x onerror=\"window."
                     "pwned=1\">\n    question: {prompt: Say yes, kind: text, accept: [yes]}\n", encoding="utf-8")
-    page.goto(app_url)
-    page.get_by_text("Workshops: a lecturer's path through the tabs").click()
+    _open_panel(page, app_url)
     page.locator("#workshop-file input[type=file]").set_input_files(str(path))
     _shows(page, "#workshop-step", "<b>bold?</b>")
     assert page.locator("#workshop-step b").count() == 0 and page.locator("#workshop-step img").count() == 0
@@ -65,3 +71,14 @@ def test_an_imported_file_shows_its_html_as_text(page, app_url, tmp_path):
     page.locator("#workshop-check").click()
     _shows(page, "#workshop-verdict", "Right")
     assert re.search(r"You said\s+yes", page.locator("#workshop-verdict").inner_text())
+
+
+def test_a_lecturer_adds_the_current_view_as_a_step(page, app_url):
+    _open_panel(page, app_url + "?tab=attention&att.layer=2")
+    page.wait_for_function("() => location.search.includes('att.layer=2')", timeout=30_000)
+    page.get_by_text("Lecturer: write a workshop").click()
+    page.locator("#form-text textarea").fill("Look at layer 2.")
+    page.locator("#form-add").click()
+    _shows(page, "#form-message", "Step 1 added")
+    _shows(page, "#form-draft", "att.layer=2")
+    assert "Look at layer 2." in page.locator("#form-draft").inner_text()

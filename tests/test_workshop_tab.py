@@ -4,6 +4,8 @@ views and computes every tool answer; a walk applies each step's view as a link 
 
 from __future__ import annotations
 
+import re
+
 import gradio as gr
 import pytest
 
@@ -143,3 +145,32 @@ def test_an_event_that_skips_all_outputs_but_one_sends_that_one_as_it_is(shared)
     fn = next(fn for fn in app.demo.fns.values() if fn.name == "check_answer")
     out = asyncio.run(app.demo.postprocess_data(fn, ["⚠ Your answer is empty", gr.skip()], None))
     assert out[0] == "⚠ Your answer is empty" and out[1] == {"__type__": "update"}
+
+
+def test_a_lecturer_writes_a_workshop_step_by_step_and_downloads_it(shared):
+    from playground.analysis import workshop_drafts as drafts
+    from playground.ui import workshop_form as form
+
+    draft, said = form.add_step(drafts.START, "Heads", "", "Pick head 3.", "look at the diagonal", "choice",
+                                "Which head?", "2, 3, 4", "3", 0, "", "", "", "", "?tab=attention&att.layer=2")
+    assert said.startswith("Step 1 added") and "att.layer=2" in said
+    draft, said = form.add_step(draft, "Heads", "", "Your name.", "", "number", "How many BPE tokens?", "", "", 0,
+                                "tokens", '{tokenizer: bpe, text: "{input}"}', "Your name", "Ada", "?tab=tokenization")
+    workshop = w.load(draft, "d.yaml", lambda p: view.problems(shared, p))
+    assert workshop.title == "Heads" and [s.view for s in workshop.steps] == ["tab=attention&att.layer=2",
+                                                                               "tab=tokenization"]
+    assert workshop.steps[0].question.choices == ("2", "3", "4") and workshop.steps[0].hints == ("look at the diagonal",)
+    assert workshop.steps[1].question.tool == "tokens"
+    with pytest.raises(gr.Error, match=r"Not added: line \d+, steps\[2\]\.question\.answer: '9' is not one of"):
+        form.add_step(draft, "", "", "More.", "", "choice", "Which?", "a, b", "9", 0, "", "", "", "", "")
+    with pytest.raises(gr.Error, match="Write the step's text first"):
+        form.add_step(draft, "", "", " ", "", "none", "", "", "", 0, "", "", "", "", "")
+
+    path, said = form.check_and_download(draft, lambda p: view.problems(shared, p))
+    assert "2 steps" in said and w.load(open(path, encoding="utf-8").read(), "d.yaml") == workshop
+    broken = draft.replace("att.layer=2", "att.layer=99")
+    path, said = form.check_and_download(broken, lambda p: view.problems(shared, p))
+    assert path["value"] is None and re.search(r"line \d+, steps\[0\]\.view: The link's att.layer=99", said)
+
+    set_, rest = outputs(wt.walk_draft(draft, 4), shared)                # walk it as a student would
+    assert set_ == {"att.layer": 2} and "Step 1 of 2" in rest[4] and rest[1]["value"] == 5

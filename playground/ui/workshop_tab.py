@@ -22,7 +22,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground.analysis import workshops as w
-from playground.ui import view
+from playground.ui import view, workshop_form
 from playground.ui.common import Shared
 
 INTRO_MD = """**Workshops.** A lecturer's path through the tabs: each step opens a view of the app, says what to look at
@@ -207,7 +207,8 @@ def layout() -> dict:
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             data = gr.JSON(label="workshop")
         tab_path = gr.Textbox("", visible="hidden", elem_id="workshop-tab")   # mounted: the page opens its sub-tab
-    return dict(pick=pick, upload=upload, previous=previous, following=following, check=check, hint=hint,
+        form = workshop_form.layout()
+    return dict(form=form, pick=pick, upload=upload, previous=previous, following=following, check=check, hint=hint,
                 choice=choice, answer=answer, own=own, verdict=verdict, hints=hints, data=data, step_md=step_md,
                 tab_path=tab_path, walk=gr.State({}))
 
@@ -220,7 +221,9 @@ def wire(demo: gr.Blocks, shared: Shared, parts: dict) -> None:
     outputs = [*shared.view.values(), shared.tabs, shared.restored, c["tab_path"], c["walk"], c["step_md"],
                c["choice"], c["answer"], c["own"], c["verdict"], c["hints"], c["data"]]
     later = [(key, shared.view[key]) for key in view.AFTER_THE_REST if key in shared.view]
-    _wire(demo, c, outputs, later)
+    form = {**c["form"], "restored": shared.restored}
+    walked = workshop_form.wire(form, outputs, walk_draft, _check_view)
+    _wire(demo, c, outputs, later, [walked])
 
 
 def pick_workshop(workshop_id, restored=0):
@@ -240,6 +243,11 @@ def import_file(path, restored=0):
     except (OSError, UnicodeDecodeError):
         raise gr.Error("The file could not be read as UTF-8 text: a workshop is a YAML or JSON text file.") from None
     return show(_load_text(text, Path(str(path)).name), 0, restored)
+
+
+def walk_draft(draft, restored=0):
+    """The lecturer's draft (ui/workshop_form.py) opened in the panel, as an imported file is."""
+    return show(_load_text(str(draft or ""), "draft.yaml"), 0, restored)
 
 
 def go(state, delta: int, restored=0):
@@ -297,9 +305,9 @@ def _focus(state):
     return view.coerce(_shared.view["focus"], params["focus"], [], "focus")
 
 
-def _wire(demo: gr.Blocks, c: dict, outputs: list, later: list) -> None:
+def _wire(demo: gr.Blocks, c: dict, outputs: list, later: list, more: list) -> None:
     hidden = dict(api_visibility="private")
-    opened = [
+    opened = [*more,
         c["pick"].input(pick_workshop, [c["pick"], c["restored"]], outputs, **hidden),
         c["upload"].upload(import_file, [c["upload"], c["restored"]], outputs, **hidden),
         c["following"].click(lambda s, r: go(s, +1, r), [c["walk"], c["restored"]], outputs, **hidden),
