@@ -80,5 +80,23 @@ def test_a_lecturer_adds_the_current_view_as_a_step(page, app_url):
     page.locator("#form-text textarea").fill("Look at layer 2.")
     page.locator("#form-add").click()
     _shows(page, "#form-message", "Step 1 added")
-    _shows(page, "#form-draft", "att.layer=2")
-    assert "Look at layer 2." in page.locator("#form-draft").inner_text()
+    page.wait_for_function("() => (document.querySelector('#form-draft textarea')?.value || '').includes('att.layer=2')",
+                           timeout=30_000)
+    assert "Look at layer 2." in page.locator("#form-draft textarea").input_value()
+
+
+def test_the_workshop_panel_and_the_form_have_no_serious_accessibility_violation(page, app_url):
+    """axe-core (tests/test_browser_a11y.py's audit) over the panel walking a step with an input box, and the form."""
+    import pytest
+
+    pytest.importorskip("axe_playwright_python")
+    from tests.test_browser_a11y import audit
+
+    _open_panel(page, app_url)
+    page.locator("#workshop-pick input").click()
+    page.get_by_role("option", name="Tokenization: what a model actually reads").click()
+    _shows(page, "#workshop-step", "Step 1 of 5", timeout=90_000)
+    page.get_by_text("Lecturer: write a workshop").click()
+    page.wait_for_selector("#form-draft", state="visible", timeout=30_000)
+    problems = audit(page, "workshops")
+    assert not problems, "\n".join(problems)

@@ -50,8 +50,8 @@ def layout() -> dict:
                              elem_id="form-input")
             example = gr.Textbox("", label="An example of that input", elem_id="form-example")
         add = gr.Button("Add a step from the current view", variant="primary", elem_id="form-add")
-        draft = gr.Code(drafts.START, language="yaml", label="The workshop (YAML)", interactive=True,
-                        elem_id="form-draft")
+        # a plain text box, not gr.Code: its syntax colours fall below WCAG's contrast (2:1 to 2.8:1, axe-core)
+        draft = gr.Textbox(drafts.START, label="The workshop (YAML)", lines=10, max_lines=40, elem_id="form-draft")
         with gr.Row():
             download = gr.Button("Check and download", elem_id="form-download")
             walk = gr.Button("Walk this draft", elem_id="form-walk")
