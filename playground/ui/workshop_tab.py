@@ -17,6 +17,7 @@ messages naming each line and field) and `workshop_check` (a verdict; docs/api.m
 from __future__ import annotations
 
 import html
+from functools import lru_cache
 from pathlib import Path
 
 import gradio as gr
@@ -48,10 +49,23 @@ def _shipped() -> list[tuple[str, str]]:
     found = []
     for path in w.shipped_files():
         try:
-            found.append((w.load_shipped(path.stem).title, path.stem))
-        except w.WorkshopError:            # a broken shipped file is a test failure, never a crash of the page
+            found.append((shipped(path.stem).title, path.stem))
+        except (KeyError, w.WorkshopError):   # a broken shipped file is a test failure, never a crash of the page
             continue
     return found
+
+
+def shipped(name: str) -> w.Workshop:
+    """A shipped workshop, its views checked: read once per version of its file (about 80 ms each to read)."""
+    path = next((p for p in w.shipped_files() if p.stem == name), None)
+    if path is None:
+        raise KeyError(name)
+    return _read_shipped(name, path.stat().st_mtime_ns, _shared is not None)
+
+
+@lru_cache(maxsize=64)
+def _read_shipped(name: str, _version: int, _with_views: bool) -> w.Workshop:
+    return w.load_shipped(name, _check_view)
 
 
 def _load_text(text: str, name: str) -> w.Workshop:
@@ -76,7 +90,7 @@ def _find(workshop) -> w.Workshop:
     if "\n" in workshop or workshop.lstrip().startswith("{"):
         return _load_text(workshop, "workshop.json" if workshop.lstrip().startswith("{") else "workshop.yaml")
     try:
-        return w.load_shipped(workshop.strip(), _check_view)   # its answers compute: tests/test_workshop_tab.py
+        return shipped(workshop.strip())       # its answers compute: tests/test_workshop_tab.py
     except KeyError:
         known = ", ".join(i for _, i in _shipped())
         raise gr.Error(f"Unknown workshop {html.escape(workshop[:40])!r}; the workshops are {known}.") from None
@@ -91,7 +105,7 @@ def workshop_list() -> dict:
     """The shipped workshops: id, title, what it is about, its number of steps and questions."""
     items = []
     for title, wid in _shipped():
-        data = w.as_json(w.load_shipped(wid))
+        data = w.as_json(shipped(wid))
         items.append({"id": wid, "title": title, "about": data["about"], "n_steps": data["n_steps"],
                       "n_questions": sum(s["question"] is not None for s in data["steps"])})
     return {"workshops": items}
