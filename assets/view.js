@@ -119,6 +119,12 @@
     }, 150);
   }
 
+  // A workshop step's view (playground/ui/workshop_tab.py): the server has selected its top-level tab; its sub-tab
+  // ("top/sub") is opened here, as a link's is.
+  function open(path) {
+    if (path && path.includes("/")) openSubTab(path.split("/")[1], Date.now() + 30000);
+  }
+
   function note(text) {
     let box = document.getElementById("copy-note");
     if (!box) {
@@ -277,5 +283,5 @@
     setTimeout(() => { pending = false; scaleAll(); }, 200);
   }).observe(document.documentElement, { childList: true, subtree: true });
 
-  window.playgroundView = { set, copy, lecture, drop, restored, follow };
+  window.playgroundView = { set, copy, lecture, drop, restored, follow, open };
 })();

@@ -15,7 +15,8 @@ from playground import checkpoints
 from playground.analysis import focus
 from playground.text import MAX_CHARS
 from playground.ui import (attention_tab, causal_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab,
-                           follow, gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view)
+                           follow, gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view,
+                           workshop_tab)
 from playground.ui.cache import AnswerCache
 from playground.ui.compute import Lanes
 from playground.ui.workers import Workers, share_cores
@@ -74,6 +75,7 @@ def build_demo() -> gr.Blocks:
                 elem_id="models-notice", visible=bool(left_out))
         shared.remember("", text=shared.text, focus=shared.focus)
         tour_panel = tour.layout()
+        workshop_panel = workshop_tab.layout()
         _wire_sentence(shared, chips, note)  # first: the chips are redrawn before the tabs' events are sent
         with gr.Tabs(elem_id="tabs", overflow_behavior="wrap") as shared.tabs:  # a phone shows every tab's name
             for title, module in TABS:
@@ -85,9 +87,11 @@ def build_demo() -> gr.Blocks:
                 block.overflow_behavior = "wrap"
         follow.wire(demo, shared.follow, view.wire(demo, shared, lecture, copy, link_notice))
         tour.wire(shared, *tour_panel)
+        workshop_tab.wire(demo, shared, workshop_panel)
         clear_on_failure(demo)
     demo.serving = set_queues(demo)  # what the middleware and the prewarm are handed (launch_settings, app.serve)
     demo.view = shared.view  # the components a link restores, by URL key (for the tests)
+    demo.shared = shared  # what the tabs share (a workshop file's views are checked against it: ui/workshop_tab.py)
     return demo
 
 

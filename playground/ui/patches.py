@@ -188,7 +188,9 @@ def _skip_without_rebuilding() -> None:
         if rest:
             some = copy.copy(block_fn)
             some.outputs = [block_fn.outputs[i] for i in rest]
-            for i, value in zip(rest, await postprocess_data(self, some, [predictions[i] for i in rest], state)):
+            values = [predictions[i] for i in rest]    # one output left: its bare value (Gradio wraps a single one)
+            for i, value in zip(rest, await postprocess_data(self, some, values[0] if len(rest) == 1 else values,
+                                                             state)):
                 output[i] = value
         return output
 

@@ -19,6 +19,7 @@ import html
 import json
 import math
 import re
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -127,30 +128,18 @@ class Restorer:
         return defaults
 
     def apply(self, params: dict[str, str], marker: int = 1) -> list:
-        """Each parameter checked against its component (one notice per refusal, three shown), the values set,
-        and `restored` set to `marker` (a new value, so the tabs redraw) when any view key was given."""
-        shared, notices, values, rejected = self.shared, [], [], []
-        for key, component in zip(self.keys, self.components):
-            limits = shared.limits[key](params) if key in shared.limits and key in params else None
-            value = coerce(component, params[key], notices, key, limits) if key in params else gr.skip()
-            if component is shared.text and isinstance(value, str) and not value.strip():  # as the box refuses it
-                notices.append(f"The link's {key} is empty; the sentence is kept.")
-                value = gr.skip()
-            if key in params and isinstance(value, type(gr.skip())):
-                rejected.append(key)
-            values.append(gr.skip() if key in AFTER_THE_REST else value)
-        selected, tab_rejected = _tab(params.get("tab"), self.ids, self.subs, notices)
+        """Each parameter checked against its component (`parse`: one notice per refusal, three shown), the values
+        set, and `restored` set to `marker` (a new value, so the tabs redraw) when any view key was given."""
+        found = parse(self.shared, params, self.ids, self.subs)
+        notices = found.notices
         lecture_on = (coerce(self.lecture, params["lecture"], notices, "lecture") if "lecture" in params
                       else gr.skip())
-        unknown = sorted(set(params) - set(self.keys) - {"tab", "lecture"})
-        if unknown:
-            notices.append(f"The link's {', '.join(unknown)[:80]} are not part of this app's views; ignored.")
         for notice in notices[:3]:
             toast(notice)
         restored = len(set(params) & set(self.keys)) > 0
-        drop = rejected + unknown + (["tab"] if tab_rejected else [])
-        return [*values, selected, lecture_on, gr.Number(value=marker) if restored else gr.skip(),
-                gr.update(value=notice_html(notices), visible=bool(notices)), ",".join(drop)]
+        values = [gr.skip() if key in AFTER_THE_REST else value for key, value in zip(self.keys, found.values)]
+        return [*values, found.selected, lecture_on, gr.Number(value=marker) if restored else gr.skip(),
+                gr.update(value=notice_html(notices), visible=bool(notices)), ",".join(found.dropped)]
 
     def apply_later(self, params: dict[str, str]):
         """The AFTER_THE_REST keys, once the rest is in place (their notices were given with the rest)."""
@@ -182,6 +171,46 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
     lecture.change(None, inputs=[lecture], js="(on) => window.playgroundView.lecture(on)")
     copy.click(None, js="() => window.playgroundView.copy()")
     return restorer
+
+
+@dataclass
+class Parsed:
+    """A link's parameters read against the app's view (`parse`)."""
+
+    values: list            # one per key of shared.view, in its order: the value, or gr.skip() (absent or refused)
+    selected: object        # the top-level tabs' update (gr.Tabs(selected=...)), or gr.skip()
+    notices: list[str]      # what was refused or changed, one sentence each
+    dropped: list[str]      # the keys the address bar should lose (refused, unknown, a tab that does not exist)
+
+
+def parse(shared: Shared, params: dict[str, str], ids: list[str] | None = None,
+          subs: dict[str, list[str]] | None = None) -> Parsed:
+    """A link's parameters (the query string as a dict) read against every registered control: what `restore`
+    applies when a page opens, what a workshop step applies (ui/workshop_tab.py), and what a workshop file's views
+    are checked with. `lecture` is the page's own and is not read here."""
+    ids = tab_ids(shared.tabs) if ids is None else ids
+    subs = sub_tab_ids(shared.tabs) if subs is None else subs
+    notices: list[str] = []
+    values, rejected = [], []
+    for key, component in shared.view.items():
+        limits = shared.limits[key](params) if key in shared.limits and key in params else None
+        value = coerce(component, params[key], notices, key, limits) if key in params else gr.skip()
+        if component is shared.text and isinstance(value, str) and not value.strip():  # as the box refuses it
+            notices.append(f"The link's {key} is empty; the sentence is kept.")
+            value = gr.skip()
+        if key in params and isinstance(value, type(gr.skip())):
+            rejected.append(key)
+        values.append(value)
+    selected, tab_rejected = _tab(params.get("tab"), ids, subs, notices)
+    unknown = sorted(set(params) - set(shared.view) - {"tab", "lecture"})
+    if unknown:
+        notices.append(f"The link's {', '.join(unknown)[:80]} are not part of this app's views; ignored.")
+    return Parsed(values, selected, notices, rejected + unknown + (["tab"] if tab_rejected else []))
+
+
+def problems(shared: Shared, params: dict[str, str]) -> list[str]:
+    """What a view's parameters get wrong, as `parse` says it (a workshop file's steps are checked with this)."""
+    return parse(shared, params).notices
 
 
 def _tab(tab: str | None, ids: list[str], subs: dict[str, list[str]], notices: list[str]):
