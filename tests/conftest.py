@@ -228,7 +228,7 @@ class XdistGroups:
                   "fuzz-chain_of_thought",
                   "tests/test_browser_lecture_mode.py", "tests/test_browser_hall.py", "tests/test_resume_kill.py",
                   "tests/test_browser_quiz.py", "tests/test_browser_view.py", "tests/test_browser_phone.py",
-                  "tests/test_browser_dispatch.py", "tests/test_browser_tour.py", "tests/test_deploy.py")
+                  "tests/test_browser_dispatch.py", "tests/test_browser_tour.py", "tests/test_deploy.py", "hub")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items):
