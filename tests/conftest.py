@@ -71,10 +71,10 @@ def need_chromium() -> None:
 
 class SharedChromium:
     """One Chromium for the test session's browser tests (a launch and Playwright's start cost seconds each; every
-    module used to launch its own), one per pytest-xdist worker. Started by the first test that asks for it, stopped
-    after a test whose next one in the same process does not use it (pytest_runtest_teardown below): Playwright's
-    sync API keeps an event loop running in the main thread, and other tests' asyncio.run() would refuse to start
-    inside it."""
+    module used to launch its own), one per pytest-xdist worker. Started by the first module that asks for it,
+    stopped at the end of a module when the next test in the same process does not use it (pytest_runtest_teardown
+    below): Playwright's sync API keeps an event loop running in the main thread, and other tests' asyncio.run()
+    would refuse to start inside it."""
 
     def __init__(self):
         self.playwright = self.browser = None
@@ -105,16 +105,14 @@ class SharedChromium:
 CHROMIUM_SHARED = SharedChromium()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """This process's one Chromium (one per pytest-xdist worker). Each test module opens its own context(s) on it
+    """This process's one Chromium (one per pytest-xdist worker), asked for again by each module: it may have been
+    stopped since the last one (pytest_runtest_teardown below). Each test module opens its own context(s) on it
     (its own cookies, storage and pages: no state leaks between modules) and closes them; never close the browser
     itself."""
     need_chromium()
-    try:
-        yield CHROMIUM_SHARED.get()
-    finally:
-        CHROMIUM_SHARED.stop()
+    return CHROMIUM_SHARED.get()
 
 
 @pytest.fixture(scope="module")
@@ -256,5 +254,6 @@ def uses_chromium(item) -> bool:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield  # the module's pages and contexts are closed first
-    if not uses_chromium(nextitem):
+    same_module = nextitem is not None and nextitem.module is item.module  # its module's pages are still open
+    if not uses_chromium(nextitem) and not same_module:
         CHROMIUM_SHARED.stop()  # the next test in this process does not use it (a no-op when it is not running)
