@@ -209,10 +209,11 @@ class XdistGroups:
     """The groups and the order of `-n 2 --dist loadgroup` (the README's command; without pytest-xdist they mean
     nothing). Every module is a group of its own (its module fixtures set up once), unless its tests name another
     (the accessibility test's three modes are three groups). The browser modules are spread over both workers like
-    the others: each worker has its own Chromium (SharedChromium, stopped before any test that does not use it: its
-    sync loop stops asyncio.run), its own served app on a free port, its own temporary folders and quiz rooms
-    (POLLS_DB above) and its own Gradio folder (ui/patches); no test writes to models/. One group of every browser
-    module, run in one worker, was the suite's critical path: the other worker sat idle for minutes at the end.
+    the others: each worker has its own Chromium (SharedChromium, stopped at a module's end when the next test does
+    not use it: its sync loop stops asyncio.run), its own served app on a free port, its own temporary folders and
+    quiz rooms (POLLS_DB above) and its own Gradio folder (ui/patches); no test writes to models/. One group of every
+    browser module, run in one worker, was the suite's critical path: it held the accessibility audits alone for
+    19 min of a measured run while the other worker ran everything else (docs/testing.md).
 
     The queue is the slow groups first (SLOW_FIRST, longest first, as measured in docs/testing.md), then the rest in
     collection order: a worker takes the next group when it is almost done, so short groups at the end fill in
@@ -223,10 +224,10 @@ class XdistGroups:
 
     # the groups that take longest, longest first (module file, or the group a test names)
     SLOW_FIRST = ("a11y-light", "a11y-dark", "a11y-lecture", "fuzz-chat_tools", "tests/test_fuzz_endpoints.py",
-                  "fuzz-chain_of_thought",
-                  "tests/test_browser_lecture_mode.py", "tests/test_browser_hall.py", "tests/test_resume_kill.py",
-                  "tests/test_browser_quiz.py", "tests/test_browser_view.py", "tests/test_browser_phone.py",
-                  "tests/test_browser_dispatch.py", "tests/test_browser_tour.py", "tests/test_deploy.py", "hub")
+                  "fuzz-chain_of_thought", "tests/test_browser_lecture_mode.py", "tests/test_browser_hall.py",
+                  "tests/test_resume_kill.py", "tests/test_browser_quiz.py", "tests/test_browser_view.py",
+                  "tests/test_browser_phone.py", "tests/test_browser_dispatch.py", "tests/test_browser_tour.py",
+                  "tests/test_deploy.py", "hub")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items):
