@@ -71,9 +71,10 @@ def need_chromium() -> None:
 
 class SharedChromium:
     """One Chromium for the test session's browser tests (a launch and Playwright's start cost seconds each; every
-    module used to launch its own). Started by the first test that asks for it, stopped after the last one that
-    does (pytest_runtest_teardown below): Playwright's sync API keeps an event loop running in the main thread,
-    and other tests' asyncio.run() would refuse to start inside it."""
+    module used to launch its own), one per pytest-xdist worker. Started by the first module that asks for it,
+    stopped at the end of a module when the next test in the same process does not use it (pytest_runtest_teardown
+    below): Playwright's sync API keeps an event loop running in the main thread, and other tests' asyncio.run()
+    would refuse to start inside it."""
 
     def __init__(self):
         self.playwright = self.browser = None
@@ -104,15 +105,14 @@ class SharedChromium:
 CHROMIUM_SHARED = SharedChromium()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """The session's one Chromium. Each test module opens its own context(s) on it (its own cookies, storage and
-    pages: no state leaks between modules) and closes them; never close the browser itself."""
+    """This process's one Chromium (one per pytest-xdist worker), asked for again by each module: it may have been
+    stopped since the last one (pytest_runtest_teardown below). Each test module opens its own context(s) on it
+    (its own cookies, storage and pages: no state leaks between modules) and closes them; never close the browser
+    itself."""
     need_chromium()
-    try:
-        yield CHROMIUM_SHARED.get()
-    finally:
-        CHROMIUM_SHARED.stop()
+    return CHROMIUM_SHARED.get()
 
 
 @pytest.fixture(scope="module")
@@ -201,47 +201,63 @@ def pytest_configure(config):
     config.addinivalue_line("filterwarnings", "ignore::Warning:gradio.queueing")
     config.addinivalue_line("markers", "xdist_group(name): the tests pytest-xdist runs in one worker, in order")
     config.pluginmanager.register(XdistGroups(), "playground-xdist-groups")
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # the controller keeps XdistGroups' order (its own: most tests first)
 
 
 class XdistGroups:
-    """The groups of `-n 2 --dist loadgroup` (the README's command; without pytest-xdist they mean nothing): every
-    module that uses the shared Chromium in one group, so that the session's one Chromium and its served app serve
-    them all in one worker, one after the other, and no other test runs in that worker while Chromium is up (its
-    sync loop stops asyncio.run: SharedChromium); every other module a group of its own, its module fixtures set up
-    once. The two workers share nothing but the cores: each has its own served app on a free port, its own
-    temporary folders and quiz rooms (POLLS_DB above) and its own Gradio folder (ui/patches); no test writes to
-    models/. A plugin object rather than this module's hook: the module's one pytest_collection_modifyitems runs
-    last (below), after pytest-xdist has read the groups."""
+    """The groups and the order of `-n 2 --dist loadgroup` (the README's command; without pytest-xdist they mean
+    nothing). Every module is a group of its own (its module fixtures set up once), unless its tests name another
+    (the accessibility test's three modes are three groups). The browser modules are spread over both workers like
+    the others: each worker has its own Chromium (SharedChromium, stopped at a module's end when the next test does
+    not use it: its sync loop stops asyncio.run), its own served app on a free port, its own temporary folders and
+    quiz rooms (POLLS_DB above) and its own Gradio folder (ui/patches); no test writes to models/. One group of every
+    browser module, run in one worker, was the suite's critical path: it held the accessibility audits alone for
+    19 min of a measured run while the other worker ran everything else (docs/testing.md).
 
-    CHROMIUM = "chromium"
+    The queue is the slow groups first (SLOW_FIRST, longest first, as measured in docs/testing.md), then the rest in
+    collection order: a worker takes the next group when it is almost done, so short groups at the end fill in
+    around the long ones. pytest-xdist's own order (most tests first) queued the longest group of all, the
+    accessibility test's four tests, among the last. Only pytest-xdist's workers collect, so a run without it keeps
+    the files' order. A plugin object rather than this module's hook: the module's one
+    pytest_collection_modifyitems runs last (below), after pytest-xdist has read the groups."""
+
+    # the groups that take longest, longest first (module file, or the group a test names)
+    SLOW_FIRST = ("a11y-light", "a11y-dark", "a11y-lecture", "fuzz-chat_tools", "tests/test_fuzz_endpoints.py",
+                  "fuzz-chain_of_thought", "tests/test_browser_lecture_mode.py", "tests/test_browser_hall.py",
+                  "tests/test_resume_kill.py", "tests/test_browser_quiz.py", "tests/test_browser_view.py",
+                  "tests/test_browser_phone.py", "tests/test_browser_dispatch.py", "tests/test_browser_tour.py",
+                  "tests/test_deploy.py", "hub")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items):
-        chromium = {item.nodeid.split("::")[0] for item in items
-                    if any(name in getattr(item, "fixturenames", ()) for name in BROWSER_FIXTURES)}
+        if not os.environ.get("PYTEST_XDIST_WORKER"):
+            return
         for item in items:
             if item.get_closest_marker("xdist_group") is None:
-                module = item.nodeid.split("::")[0]  # its file
-                item.add_marker(pytest.mark.xdist_group(self.CHROMIUM if module in chromium else module))
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))  # its file
+        rank = {group: i for i, group in enumerate(self.SLOW_FIRST)}
+        items.sort(key=lambda item: rank.get(item.get_closest_marker("xdist_group").args[0], len(rank)))  # stable
 
 
 @pytest.hookimpl(trylast=True)  # after any plugin that reorders the tests
 def pytest_collection_modifyitems(items):
-    """No single test may hang the suite (CI has a wall-time budget). Each test knows whether a later one still
-    needs the shared Chromium (SharedChromium)."""
-    later = False
-    for item in reversed(items):
+    """No single test may hang the suite (CI has a wall-time budget)."""
+    for item in items:
         if item.get_closest_marker("timeout") is None:  # a test that needs longer says so itself
             item.add_marker(pytest.mark.timeout(300))
-        item.chromium_later = later
-        later = later or any(name in item.fixturenames for name in BROWSER_FIXTURES)
+
+
+def uses_chromium(item) -> bool:
+    return item is not None and any(name in getattr(item, "fixturenames", ()) for name in BROWSER_FIXTURES)
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_teardown(item, nextitem):
     yield  # the module's pages and contexts are closed first
-    if not getattr(item, "chromium_later", False):
-        CHROMIUM_SHARED.stop()  # no later test needs it (a no-op when it was never started)
+    same_module = nextitem is not None and nextitem.module is item.module  # its module's pages are still open
+    if not uses_chromium(nextitem) and not same_module:
+        CHROMIUM_SHARED.stop()  # the next test in this process does not use it (a no-op when it is not running)
 
 
 @pytest.fixture(scope="session")

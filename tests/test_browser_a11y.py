@@ -109,8 +109,10 @@ def pages(browser, app_url):
                 context.close()
 
 
+# each mode a pytest-xdist group of its own (tests/conftest.py: XdistGroups), so that the two workers share the three
+# audits, the suite's longest tests; the tour and the quiz go with light mode, whose page they use
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("mode", list(MODES))
+@pytest.mark.parametrize("mode", [pytest.param(mode, marks=pytest.mark.xdist_group(f"a11y-{mode}")) for mode in MODES])
 def test_every_view_has_no_serious_violation(pages, mode):
     page = pages(mode)
     if mode == "lecture":
@@ -130,6 +132,7 @@ def test_every_view_has_no_serious_violation(pages, mode):
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.xdist_group("a11y-light")
 def test_tour_and_quiz_have_no_serious_violation(pages):
     """The guided tour open at its first step, a tab's own questions open, and the class quiz's lecturer panel with a
     room opened (its code shown large)."""

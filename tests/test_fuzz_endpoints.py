@@ -32,6 +32,13 @@ HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, (
         # the causal lab on the GPT without its sanity checks (SmolLM2's and the checks: tests/test_causal_lab.py)
         **{(name, "model_name"): "gpt-shakespeare" for name in ("patch", "ablate", "head_sweep", "steer")},
         **{(name, "sanity"): False for name in ("patch", "ablate", "head_sweep")}}
+# Each of SmolLM2's endpoints decodes hundreds of tokens per call (about a minute of an example's time on a loaded
+# machine): a pytest-xdist group of its own each (tests/conftest.py: XdistGroups), so the two workers share them.
+# Chain of thought's two answers decode at most CHEAP_COT new tokens here: the user's inputs reach the model only
+# as the prompt (read whole, the same code path), and what it writes only feeds the answer rule, which
+# test_reasoning.py checks, with SmolLM2's full-length answers in test_smollm2_answers_both_ways_and_runs_the_loop.
+SMOLLM2_ENDPOINTS = ("chain_of_thought", "chat_tools")
+CHEAP_COT = {"direct": 8, "step_by_step": 8}
 NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
 ENDPOINTS = {fn.api_name: fn for fn in app.demo.fns.values() if fn.api_visibility == "public" and fn.fn is not None}
 
@@ -96,8 +103,12 @@ def test_the_shapes_that_crashed_are_refused_or_clamped(name):
         accepts(run, block_fn.fn, values)  # answers, or a gr.Error that says what is wrong
 
 
-@pytest.mark.parametrize("name", sorted(ENDPOINTS))
-def test_endpoint_answers_or_says_what_is_wrong(name):
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group(f"fuzz-{name}"))
+                                  if name in SMOLLM2_ENDPOINTS else name for name in sorted(ENDPOINTS)])
+def test_endpoint_answers_or_says_what_is_wrong(name, monkeypatch):
+    from playground.analysis import reasoning
+
+    monkeypatch.setattr(reasoning, "MAX_NEW", CHEAP_COT)
     block_fn = ENDPOINTS[name]
     params = [p for p in inspect.signature(block_fn.fn).parameters.values()
               if not isinstance(p.default, (gr.Progress, gr.Request))]

@@ -14,7 +14,11 @@ import torch
 from playground import hub
 from playground.nets import smollm2
 
-from tests.hub_standin import COMMIT, HubStandin, tiny_smollm2
+from tests.hub_standin import COMMIT, HubStandin, tiny_smollm2_once
+
+# one pytest-xdist group with the other module that serves the tiny folder, which is made once per process
+# (tests/hub_standin.py: tiny_smollm2_once)
+pytestmark = pytest.mark.xdist_group("hub")
 
 TEXTS = ["Hello, world!", "  two  spaces\tand a tab\n", "naïve café 👩‍💻 emoji", "In the year 1600, 12345 ships",
          "def f(x):\n    return x ** 2", "<|im_start|>user\nHi<|im_end|>", "It's 'quoted' — dashes…"]
@@ -55,7 +59,7 @@ def gguf():
 @pytest.fixture(scope="module")
 def original(gguf, tmp_path_factory):
     """The tiny folder the stand-in serves (made once: transformers reads the GGUF tokenizer in ~30-60 s)."""
-    return tiny_smollm2(tmp_path_factory.mktemp("hub-files") / "SmolLM2-135M-Instruct")
+    return tiny_smollm2_once(tmp_path_factory)
 
 
 def point_hub_at(server, tmp_path, monkeypatch) -> None:

