@@ -52,6 +52,8 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     "lora-adapter": ("playground.nets.adapters", "AdapterConfig", "load_adapted"),
     "ngram": ("playground.nets.ngram", "NGramConfig", "NGramLM"),   # counts of 1- to n-grams, smoothed on reading
     "elmo": ("playground.nets.elmo", "ELMoConfig", "ELMo"),   # ELMo's biLM over words (weights stored in fp16)
+    # sentence classifiers: an LSTM / BiLSTM (whole) or MiniLM's head and adapters (its base from the package)
+    "classifier": ("playground.nets.classifier", "ClassifierConfig", "load_model"),
 }
 
 

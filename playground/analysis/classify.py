@@ -1,0 +1,157 @@
+"""Why this label: a typed sentence classified by every shipped classifier, and the reasons one can compute.
+
+For each method (nets/classifier.py: an LSTM and a BiLSTM from scratch; MiniLM with a linear probe on [CLS] or on
+the mean, or with LoRA) the probability of each class. For one MiniLM classifier, per-token attributions of the
+predicted class's logit f_y:
+
+- gradient × input: Σ_c e_tc ∂f_y/∂e_tc, with e_t the token embedding E_tok[x_t] of token t (Shrikumar et al. 2016);
+- integrated gradients (Sundararajan et al. 2017): Σ_c (e_tc - e'_tc) · (1/m) Σ_k ∂f_y/∂e_tc at e' + (k/m)(e - e'),
+  the baseline e' = 0 for every token embedding (position and segment embeddings kept as they are), m steps of a
+  right Riemann sum; completeness, Σ_t IG_t = f_y(e) - f_y(e'), is reported with the gap;
+- beside them, the last layer's attention from [CLS] to each token (mean of the heads): where [CLS] reads from, shown
+  as what it is, not as an explanation (Jain & Wallace 2019).
+
+And the LSTM's prediction after each word: the head read at every h_t, the many-to-one model read step by step.
+The models come from the registry (analysis/models.py), each loaded once; nothing here is stored between calls.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from playground import checkpoints
+from playground.analysis import models
+
+PREFIX = "classify-"
+ORDER = ("lstm", "bilstm", "probe-cls", "probe-mean", "lora")   # from scratch first, then transfer
+NAMES = {"lstm": "LSTM (from scratch)", "bilstm": "BiLSTM (from scratch)", "probe-cls": "MiniLM frozen + probe on [CLS]",
+         "probe-mean": "MiniLM frozen + probe on the mean", "lora": "MiniLM + LoRA + head on [CLS]"}
+MAX_TOKENS = 64            # MiniLM tokens a sentence is cut to (the models trained on at most 64)
+IG_STEPS = 32
+BASELINE = "every token embedding E_tok[x_t] set to 0 (position and segment embeddings kept)"
+ENGLISH_ONLY = ("Every classifier here learnt from English sentences of five corpora (Austen, Shakespeare, the World "
+                "English Bible, the Jargon File, WordNet's glosses); it still answers for any text, by the nearest "
+                "thing it knows.")
+
+
+def available() -> list[str]:
+    """The shipped classifiers' ids, in ORDER."""
+    found = set(checkpoints.available("classifier"))
+    return [PREFIX + m for m in ORDER if PREFIX + m in found]
+
+
+def _attributable() -> list[str]:
+    return [i for i in available() if not i.endswith("lstm")]
+
+
+def _words(model, text: str) -> tuple[list[str], list[int]]:
+    enc = model.tokenizer.encode(text)
+    return enc.tokens[:MAX_TOKENS], enc.ids[:MAX_TOKENS]
+
+
+def _minilm_ids(text: str) -> tuple[list[str], torch.Tensor]:
+    enc = models.tokenizer(models.MINILM).encode(text)
+    tokens, ids = enc.tokens, enc.ids
+    if len(ids) > MAX_TOKENS:                        # keep [SEP] last, as in training
+        tokens, ids = tokens[: MAX_TOKENS - 1] + tokens[-1:], ids[: MAX_TOKENS - 1] + ids[-1:]
+    return tokens, torch.tensor([ids])
+
+
+def _probs(name: str, text: str) -> list[float]:
+    m = models.get(name)
+    with torch.inference_mode():
+        if m.config.method in ("lstm", "bilstm"):
+            _, ids = _words(m, text)
+            logits = m.model(torch.tensor([ids or [0]]))
+        else:
+            logits = m.model(_minilm_ids(text)[1])
+    return [round(float(p), 5) for p in logits.softmax(-1)[0]]
+
+
+def notices_for(text: str) -> list[str]:
+    """What the view says about the input: not English-looking, emoji, cut to MAX_TOKENS."""
+    notes = []
+    letters = re.findall(r"[^\W\d_]", text)
+    if letters and sum(c.isascii() for c in letters) / len(letters) < 0.8:
+        notes.append("Most letters here are not English ones. " + ENGLISH_ONLY)
+    if re.search("[\U0001F300-\U0001FAFF\u2600-\u27BF]", text):
+        notes.append("Emoji are outside every model's vocabulary: MiniLM reads them as [UNK], the LSTMs as unknown "
+                     "words.")
+    if len(models.tokenizer(models.MINILM).encode(text).ids) > MAX_TOKENS:
+        notes.append(f"The text is longer than {MAX_TOKENS} MiniLM tokens: the first {MAX_TOKENS - 2} are classified "
+                     "(the models trained on sentences of 4-40 words).")
+    return notes
+
+
+def attributions(name: str, text: str, steps: int = IG_STEPS) -> dict:
+    """Gradient × input, integrated gradients and attention from [CLS] for MiniLM classifier `name`, per token."""
+    m = models.get(name)
+    model = m.model
+    tokens, idx = _minilm_ids(text)
+    with torch.inference_mode():
+        logits, internals = model(idx, return_internals=True)
+        e = model.bert.embeddings.tok(idx)                          # (1, T, C): E_tok[x_t]
+    y = int(logits[0].argmax())
+    alphas = torch.arange(1, steps + 1, dtype=torch.float32) / steps  # right Riemann sum over (0, 1]
+    with torch.inference_mode(False), torch.enable_grad():
+        e = e.clone()
+        points = (alphas[:, None, None] * e).requires_grad_(True)   # (m, T, C) on the straight path from e' = 0
+        baseline = torch.zeros_like(e)
+        f = model(idx.expand(steps, -1), inputs_embeds=points)[:, y]    # (m,) f_y along the path
+        grads, = torch.autograd.grad(f.sum(), points)                   # (m, T, C)
+        f0 = float(model(idx, inputs_embeds=baseline)[0, y])
+    ig = (e[0] * grads.mean(0)).sum(-1)                             # (T,)
+    gxi = (e[0] * grads[-1]).sum(-1)                                # α = 1: the gradient at the input itself
+    attn = internals["layers"][-1]["attn"][0, :, 0].mean(0)         # (T,): [CLS]'s row, mean of the heads
+    f1 = float(logits[0, y])
+    return {"model": name, "tokens": tokens, "target": m.config.classes[y], "logit": round(f1, 4),
+            "grad_x_input": _r(gxi), "integrated_gradients": _r(ig), "ig_steps": steps, "baseline": BASELINE,
+            "completeness": {"sum_ig": round(float(ig.sum()), 4), "f_input_minus_f_baseline": round(f1 - f0, 4)},
+            "attention_from_cls": _r(attn),
+            "attention_note": "the last layer's attention weights from [CLS] to each token, the mean of its heads: "
+                              "where [CLS] reads from, not an explanation of the label"}
+
+
+def _r(t: torch.Tensor) -> list[float]:
+    return [round(float(v), 5) for v in t.detach()]
+
+
+def lstm_steps(text: str) -> dict | None:
+    """The LSTM's class probabilities after each word (None when it is not shipped)."""
+    name = PREFIX + "lstm"
+    if name not in available():
+        return None
+    m = models.get(name)
+    words, ids = _words(m, text)
+    if not ids:
+        return None
+    with torch.inference_mode():
+        _, per_step = m.model(torch.tensor([ids]), return_steps=True)
+    return {"model": name, "words": words,
+            "probs": [[round(float(p), 5) for p in row] for row in per_step[0].softmax(-1)]}
+
+
+def classify(text: str, model: str | None = None) -> dict:
+    """Every shipped classifier's class probabilities for `text`, the attributions of one MiniLM classifier
+    (`model`; the LoRA one by default), the LSTM's reading word by word, and the notices. `text` is clean
+    (ui.common.text_input) and not empty."""
+    names = available()
+    if not names:
+        raise LookupError("No classifier is shipped: train one with python -m playground.train classifier")
+    choices = _attributable()
+    model = model or (choices[-1] if choices else None)
+    if model is not None and model not in choices:
+        raise ValueError(f"{model!r} is not a MiniLM classifier; choose one of {', '.join(choices)}")
+    classes = models.get(names[0]).config.classes
+    methods = []
+    for name in names:
+        card = models.card(name)
+        methods.append({"id": name, "method": NAMES[name[len(PREFIX):]], "probs": _probs(name, text),
+                        "held_out_accuracy": card.get("held_out", {}).get("accuracy")})
+    for row in methods:
+        row["prediction"] = classes[max(range(len(classes)), key=row["probs"].__getitem__)]
+    return {"text": text, "classes": classes, "methods": methods,
+            "attribution": attributions(model, text) if model else None,
+            "steps": lstm_steps(text), "notices": notices_for(text), "trained_on": ENGLISH_ONLY}

