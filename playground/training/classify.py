@@ -144,8 +144,7 @@ def _optimizer(params, lr: float, weight_decay: float):
 def _recurrent(config: ClassifierConfig, cfg: ClassifyTrainConfig, train: list[dict], gold, g, progress):
     tok = word_tokenizer([e["text"] for e in train])
     config.vocab_size = tok.get_vocab_size()
-    torch.manual_seed(int(torch.randint(0, 2**31 - 1, (1,), generator=g)))  # nn init has no generator argument
-    model = RecurrentClassifier(config).train()
+    model = _seeded(RecurrentClassifier(config), g).train()
     ids = [tok.encode(e["text"]).ids for e in train]
     groups = list(_by_length(ids).values())
     weights = torch.tensor([len(m) for m in groups], dtype=torch.float)  # a length as often as its sentences
@@ -162,6 +161,18 @@ def _recurrent(config: ClassifierConfig, cfg: ClassifyTrainConfig, train: list[d
         opt.step()
         progress(step + 1, steps)
     return model.eval(), tok
+
+
+def _seeded(model: RecurrentClassifier, g: torch.Generator) -> RecurrentClassifier:
+    """torch.nn's initialisations drawn from `g` (nothing seeds the process-wide generator): N(0, 1) embeddings,
+    U(-1/sqrt(H), 1/sqrt(H)) for the LSTM, U(-1/sqrt(in), 1/sqrt(in)) for the head (nn.Linear's bound)."""
+    with torch.no_grad():
+        model.embed.weight.normal_(0.0, 1.0, generator=g)
+        for p in model.rnn.parameters():
+            p.uniform_(-model.config.n_hidden ** -0.5, model.config.n_hidden ** -0.5, generator=g)
+        for p in model.head.parameters():
+            p.uniform_(-model.head.in_features ** -0.5, model.head.in_features ** -0.5, generator=g)
+    return model
 
 
 def features(encoder, tokenizer, texts: list[str], max_len: int, batch: int = 64) -> tuple[torch.Tensor, ...]:
