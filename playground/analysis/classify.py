@@ -4,8 +4,8 @@ For each method (nets/classifier.py: an LSTM and a BiLSTM from scratch; MiniLM w
 the mean, or with LoRA) the probability of each class. For one MiniLM classifier, per-token attributions of the
 predicted class's logit f_y:
 
-- gradient × input: Σ_c e_tc ∂f_y/∂e_tc, with e_t the token embedding E_tok[x_t] of token t (Shrikumar et al. 2016);
-- integrated gradients (Sundararajan et al. 2017): Σ_c (e_tc - e'_tc) · (1/m) Σ_k ∂f_y/∂e_tc at e' + (k/m)(e - e'),
+- gradient × input: Σ_c e_tc ∂f_y/∂e_tc, e_t the token embedding E_tok[x_t] of token t (Shrikumar et al. 2016);
+- integrated gradients (Sundararajan et al. 2017): Σ_c (e_tc - e'_tc) (1/m) Σ_k ∂f_y/∂e_tc at e' + (k/m)(e - e'),
   the baseline e' = 0 for every token embedding (position and segment embeddings kept as they are), m steps of a
   right Riemann sum; completeness, Σ_t IG_t = f_y(e) - f_y(e'), is reported with the gap;
 - beside them, the last layer's attention from [CLS] to each token (mean of the heads): where [CLS] reads from, shown
@@ -26,7 +26,8 @@ from playground.analysis import models
 
 PREFIX = "classify-"
 ORDER = ("lstm", "bilstm", "probe-cls", "probe-mean", "lora")   # from scratch first, then transfer
-NAMES = {"lstm": "LSTM (from scratch)", "bilstm": "BiLSTM (from scratch)", "probe-cls": "MiniLM frozen + probe on [CLS]",
+NAMES = {"lstm": "LSTM (from scratch)", "bilstm": "BiLSTM (from scratch)",
+         "probe-cls": "MiniLM frozen + probe on [CLS]",
          "probe-mean": "MiniLM frozen + probe on the mean", "lora": "MiniLM + LoRA + head on [CLS]"}
 MAX_TOKENS = 64            # MiniLM tokens a sentence is cut to (the models trained on at most 64)
 IG_STEPS = 32
