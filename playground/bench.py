@@ -15,10 +15,10 @@ import os
 import platform
 import sys
 
-from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARGS, ROOT, app_ready, embeddings_rows,
-                                    endpoint_calls, finetune_rows, generation_beside_python, generation_speed,
-                                    heads_rows, ms, retrain_seconds_per_mb, time_calls, tool_round_trip_rows,
-                                    training_race)
+from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARGS, ROOT, app_ready, classify_rows,
+                                    embeddings_rows, endpoint_calls, finetune_rows, generation_beside_python,
+                                    generation_speed, heads_rows, ms, retrain_seconds_per_mb, time_calls,
+                                    tool_round_trip_rows, training_race)
 from playground.tools.bench_causal import causal_rows
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
                                            hub_rows, lecture_hall_rows, load_rows, serving_rows,
@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                         "on this model (with --hall-only)")
     parser.add_argument("--heads-only", action="store_true", help="only the induction and head finder rows")
     parser.add_argument("--causal-only", action="store_true", help="only the Causal lab rows")
+    parser.add_argument("--classify-only", action="store_true", help="only the Classify view's row")
     return parser
 
 
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
 
     only = {"hall_only": lambda: lecture_hall_rows(args.students or 200, args.think, args.class_seconds,
                                                    args.hall_model),
-            "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5))}
+            "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5)),
+            "classify_only": lambda: classify_rows(args.runs)}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)

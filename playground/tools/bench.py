@@ -72,6 +72,7 @@ def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
         **attention_calls(),
         **fill_mask_calls(),
         **seq2seq_calls(),
+        **classify_calls(),
         "gradient_flow (RNN + LSTM + GRU, 100 steps)": (gradient_tab.gradient_flow, (TEXT_32, 100), 0.300),
         "tokenize (6 tokenizers, 32 tokens)": (lambda *a: list(tab.tokenize(*a)), (TEXT_32, ALL), 0.030),
         "bpe_trace (lecture table, 10 merges)": (tab.bpe_trace, (BPE_TABLE, 10), None),
@@ -120,6 +121,28 @@ def seq2seq_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
         return {}
     return {"seq2seq (Bahdanau, 20 words, translation + alignment)": (seq2seq_tab.translate,
                                                                        (SEQ2SEQ_SOURCE, "bahdanau"), 0.100)}
+
+
+def classify_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
+    """The Classify view: every shipped classifier on a 32-token sentence, the attributions (integrated gradients'
+    32 steps in one batch) and the LSTM word by word; its models loaded first (the row times answers, not loads)."""
+    from playground.analysis import classify
+    from playground.ui import classify_tab
+
+    if not classify.available():
+        return {}
+    classify_tab.classify(TEXT_32, "")
+    n = len(classify.available())
+    return {f"classify ({n} classifiers, attributions, 32 tokens)": (classify_tab.classify, (TEXT_32, ""), 0.300)}
+
+
+def classify_rows(runs: int) -> list[tuple]:
+    """Just the classify row (python -m playground.bench --classify-only)."""
+    rows = []
+    for name, (fn, args, budget) in classify_calls().items():
+        median, p95 = time_calls(lambda: fn(*args), runs)
+        rows.append((f"{name}: handler", ms(median), ms(p95), f"≤ {ms(budget)}", median <= budget))
+    return rows
 
 
 def embeddings_rows(runs: int) -> list[tuple]:

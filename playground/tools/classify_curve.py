@@ -6,7 +6,8 @@
 Every point is one run of training/classify.py's recipe (the same as `python -m playground.train classifier`) on
 `n` examples drawn evenly per class from the training split (0: all 3,500), measured on the whole held-out split
 (1,000 sentences) that no run trains on or selects by; each size is run with every seed (each seed draws other
-examples and starts from another initialisation) and the mean and each run are recorded. MiniLM's features are
+examples and starts from another initialisation; the probes take a second a run, so they get more seeds than the
+runs that train a network) and the mean and each run are recorded. MiniLM's features are
 computed once for the probes (the encoder is frozen: every probe run would compute the same numbers).
 """
 
@@ -74,7 +75,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="16,64,256,0")
     parser.add_argument("--methods", default="lstm,bilstm,probe-cls,probe-mean")
-    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--seeds", default="0,1,2", help="the probes' seeds (a probe run takes a second)")
+    parser.add_argument("--scratch_seeds", default="0", help="the LSTMs' and LoRA's seeds (a run takes minutes)")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
         curves.update({m: probes[m] for m in ("probe-cls", "probe-mean") if m in methods})
     for method in methods:
         if method in RECURRENT or method == "lora":
-            curves[method] = run_points(method, data, sizes, seeds)
+            curves[method] = run_points(method, data, sizes, [int(x) for x in args.scratch_seeds.split(",")])
     result = {"protocol": "held-out accuracy over the whole held-out split of assets/classify (1,000 sentences, "
                           "200 per class, never trained on); n labelled training examples drawn evenly per class; "
                           "each point the mean of one run per seed; the recipe of each method is "
