@@ -192,6 +192,7 @@ def test_integrated_gradients_add_up_to_the_logit_minus_the_baseline(probe_dir):
     from playground.analysis import classify as analysis
 
     a = analysis.attributions(probe_dir, "And the Lord spoke unto Moses, saying", steps=64)
+    assert analysis.attributions(probe_dir, "Moses", steps=0)["integrated_gradients"] is None
     c = a["completeness"]
     assert abs(c["sum_ig"] - c["f_input_minus_f_baseline"]) <= 0.05 * abs(c["f_input_minus_f_baseline"]) + 1e-3
     assert len(a["integrated_gradients"]) == len(a["tokens"]) == len(a["attention_from_cls"])

@@ -30,7 +30,7 @@ NAMES = {"lstm": "LSTM (from scratch)", "bilstm": "BiLSTM (from scratch)",
          "probe-cls": "MiniLM frozen + probe on [CLS]",
          "probe-mean": "MiniLM frozen + probe on the mean", "lora": "MiniLM + LoRA + head on [CLS]"}
 MAX_TOKENS = 64            # MiniLM tokens a sentence is cut to (the models trained on at most 64)
-IG_STEPS = 32
+IG_STEPS = 16             # integrated gradients' default points on the path (each one a forward and backward pass)
 BASELINE = "every token embedding E_tok[x_t] set to 0 (position and segment embeddings kept)"
 ENGLISH_ONLY = ("Every classifier here learnt from English sentences of five corpora (Austen, Shakespeare, the World "
                 "English Bible, the Jargon File, WordNet's glosses); it still answers for any text, by the nearest "
@@ -96,7 +96,8 @@ def _model(name: str) -> models.Model:
 
 
 def attributions(name: str, text: str, steps: int = IG_STEPS) -> dict:
-    """Gradient × input, integrated gradients and attention from [CLS] for MiniLM classifier `name`, per token."""
+    """Gradient × input, integrated gradients (`steps` points on the path; 0: none, the gradient at the input only,
+    one backward pass instead of `steps`) and attention from [CLS] for MiniLM classifier `name`, per token."""
     m = _model(name)
     model = m.model
     tokens, idx = _minilm_ids(text)
@@ -104,24 +105,27 @@ def attributions(name: str, text: str, steps: int = IG_STEPS) -> dict:
         logits, internals = model(idx, return_internals=True)
         e = model.bert.embeddings.tok(idx)                          # (1, T, C): E_tok[x_t]
     y = int(logits[0].argmax())
-    alphas = torch.arange(1, steps + 1, dtype=torch.float32) / steps  # right Riemann sum over (0, 1]
+    # a right Riemann sum over (0, 1]: its last point, α = 1, is the input itself (gradient × input's gradient)
+    alphas = torch.arange(1, steps + 1, dtype=torch.float32) / steps if steps else torch.ones(1)
     with torch.inference_mode(False), torch.enable_grad():
         e = e.clone()
         points = (alphas[:, None, None] * e).requires_grad_(True)   # (m, T, C) on the straight path from e' = 0
-        baseline = torch.zeros_like(e)
-        f = model(idx.expand(steps, -1), inputs_embeds=points)[:, y]    # (m,) f_y along the path
-        grads, = torch.autograd.grad(f.sum(), points)                   # (m, T, C)
-        f0 = float(model(idx, inputs_embeds=baseline)[0, y])
-    ig = (e[0] * grads.mean(0)).sum(-1)                             # (T,)
+        f = model(idx.expand(len(alphas), -1), inputs_embeds=points)[:, y]    # (m,) f_y along the path
+        grads, = torch.autograd.grad(f.sum(), points)                         # (m, T, C)
+        f0 = float(model(idx, inputs_embeds=torch.zeros_like(e))[0, y]) if steps else None
     gxi = (e[0] * grads[-1]).sum(-1)                                # α = 1: the gradient at the input itself
     attn = internals["layers"][-1]["attn"][0, :, 0].mean(0)         # (T,): [CLS]'s row, mean of the heads
     f1 = float(logits[0, y])
-    return {"model": name, "tokens": tokens, "target": m.config.classes[y], "logit": round(f1, 4),
-            "grad_x_input": _r(gxi), "integrated_gradients": _r(ig), "ig_steps": steps, "baseline": BASELINE,
-            "completeness": {"sum_ig": round(float(ig.sum()), 4), "f_input_minus_f_baseline": round(f1 - f0, 4)},
-            "attention_from_cls": _r(attn),
-            "attention_note": "the last layer's attention weights from [CLS] to each token, the mean of its heads: "
-                              "where [CLS] reads from, not an explanation of the label"}
+    out = {"model": name, "tokens": tokens, "target": m.config.classes[y], "logit": round(f1, 4),
+           "grad_x_input": _r(gxi), "integrated_gradients": None, "ig_steps": steps, "baseline": BASELINE,
+           "completeness": None, "attention_from_cls": _r(attn),
+           "attention_note": "the last layer's attention weights from [CLS] to each token, the mean of its heads: "
+                             "where [CLS] reads from, not an explanation of the label"}
+    if steps:
+        ig = (e[0] * grads.mean(0)).sum(-1)                         # (T,)
+        out["integrated_gradients"] = _r(ig)
+        out["completeness"] = {"sum_ig": round(float(ig.sum()), 4), "f_input_minus_f_baseline": round(f1 - f0, 4)}
+    return out
 
 
 def _r(t: torch.Tensor) -> list[float]:
@@ -143,7 +147,7 @@ def lstm_steps(text: str) -> dict | None:
             "probs": [[round(float(p), 5) for p in row] for row in per_step[0].softmax(-1)]}
 
 
-def classify(text: str, model: str | None = None) -> dict:
+def classify(text: str, model: str | None = None, ig_steps: int = IG_STEPS) -> dict:
     """Every shipped classifier's class probabilities for `text`, the attributions of one MiniLM classifier
     (`model`; the LoRA one by default), the LSTM's reading word by word, and the notices. `text` is clean
     (ui.common.text_input) and not empty."""
@@ -163,7 +167,7 @@ def classify(text: str, model: str | None = None) -> dict:
     for row in methods:
         row["prediction"] = classes[max(range(len(classes)), key=row["probs"].__getitem__)]
     return {"text": text, "classes": classes, "methods": methods,
-            "attribution": attributions(model, text) if model else None,
+            "attribution": attributions(model, text, ig_steps) if model else None,
             "steps": lstm_steps(text), "notices": notices_for(text), "trained_on": ENGLISH_ONLY}
 
 

@@ -44,8 +44,9 @@ def attributions_figure(data: dict) -> go.Figure:
     a = data["attribution"]
     tokens = [token_label(t) for t in a["tokens"]]
     x = [f"{i}: {t}" for i, t in enumerate(tokens)]   # positions keep repeated tokens apart
-    rows = [("gradient × input", _scaled(a["grad_x_input"]), a["grad_x_input"]),
-            ("integrated gradients", _scaled(a["integrated_gradients"]), a["integrated_gradients"])]
+    rows = [("gradient × input", _scaled(a["grad_x_input"]), a["grad_x_input"])]
+    if a["integrated_gradients"] is not None:   # None when asked for no steps
+        rows.append(("integrated gradients", _scaled(a["integrated_gradients"]), a["integrated_gradients"]))
     fig = go.Figure()
     for name, z, raw in rows:
         fig.add_trace(go.Heatmap(z=[z], x=x, y=[name], zmin=-1, zmax=1, colorscale="RdBu_r", showscale=False,
@@ -88,13 +89,13 @@ def classify_md(data: dict) -> str:
                      f" | {row['prediction']} | {'–' if acc is None else f'{acc:.1%}'} |")
     a = data.get("attribution")
     if a:
-        c = a["completeness"]
-        lines += ["", f"**Attributions of '{a['target']}'** ({a['model']}; integrated gradients: {a['ig_steps']} "
-                      f"steps, baseline: {a['baseline']}; sum {c['sum_ig']:.3f} against f(x) − f(baseline) "
-                      f"{c['f_input_minus_f_baseline']:.3f})", "",
+        c, ig = a["completeness"], a["integrated_gradients"] or [None] * len(a["tokens"])
+        how = (f"integrated gradients: {a['ig_steps']} steps, baseline: {a['baseline']}; sum {c['sum_ig']:.3f} "
+               f"against f(x) − f(baseline) {c['f_input_minus_f_baseline']:.3f}" if c else "no integrated gradients")
+        lines += ["", f"**Attributions of '{a['target']}'** ({a['model']}; {how})", "",
                   "| token | gradient × input | integrated gradients | attention from [CLS] |", "|---|---|---|---|"]
-        for t, g, i, w in zip(a["tokens"], a["grad_x_input"], a["integrated_gradients"], a["attention_from_cls"]):
-            lines.append(f"| {_cell(t)} | {g:.4f} | {i:.4f} | {w:.3f} |")
+        for t, g, i, w in zip(a["tokens"], a["grad_x_input"], ig, a["attention_from_cls"]):
+            lines.append(f"| {_cell(t)} | {g:.4f} | {'–' if i is None else f'{i:.4f}'} | {w:.3f} |")
         lines += ["", a["attention_note"] + "."]
     s = data.get("steps")
     if s:

@@ -38,7 +38,7 @@ DATA = checkpoints.ROOT / "assets" / "classify" / "sentences.jsonl.gz"
 UNK = "[UNK]"
 # per method: optimizer steps, learning rate, batch size (probes: full batch)
 DEFAULTS = {"lstm": (1500, 3e-3, 32), "bilstm": (1500, 3e-3, 32), "probe-cls": (300, 1e-2, 0),
-            "probe-mean": (300, 1e-2, 0), "lora": (400, 1e-3, 16)}
+            "probe-mean": (300, 1e-2, 0), "lora": (150, 1e-3, 16)}
 RESUMES = False   # a run takes seconds to a few minutes and keeps no resume state; --resume is refused
 
 

@@ -34,17 +34,18 @@ predicted class's logit to each token: red for, blue against. Integrated gradien
 attention *from* [CLS]: where [CLS] reads from, which is not an explanation of the label."""
 
 
-def classify(text=DEFAULT, model=""):
+def classify(text=DEFAULT, model="", ig_steps=analysis.IG_STEPS):
     """Every shipped classifier on the text; the attributions of `model` (a MiniLM classifier's id; "" for the
-    LoRA one)."""
+    LoRA one), integrated gradients with `ig_steps` points (0: gradient × input alone)."""
     notices: list[str] = []
+    ig_steps = as_int(ig_steps, "Integrated-gradient steps", 0, 64, notices)
     text = text_input(text, notices, max_chars=MAX_CHARS).strip()
     if not text:
         raise gr.Error(f"Type a sentence to classify, e.g. '{DEFAULT}'")
     if model is not None and not isinstance(model, str):
         raise gr.Error("Model should be a classifier's id, e.g. classify-lora.")
     try:
-        data = analysis.classify(text, model or None)
+        data = analysis.classify(text, model or None, ig_steps)
     except (LookupError, ValueError) as err:
         raise gr.Error(str(err)) from None
     warn(notices + data["notices"])
@@ -107,6 +108,8 @@ def build(demo: gr.Blocks) -> None:
         text = gr.Textbox(DEFAULT, label="Sentence", lines=2, scale=3)
         model = gr.Dropdown(choices, value=choices[-1][1] if choices else None, scale=2,
                             label="Attributions of (a MiniLM classifier)")
+        ig_steps = gr.Slider(0, 64, value=analysis.IG_STEPS, step=1, scale=1,
+                             label="Integrated gradients: steps (0 = gradient × input only)")
         run = gr.Button("Classify", variant="primary", scale=0)
     things_to_try(EXAMPLES, [text])
     probs = gr.Plot(label="Probability of each class, per method", elem_id="classify-probs")
@@ -118,6 +121,6 @@ def build(demo: gr.Blocks) -> None:
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         file = gr.DownloadButton("Download JSON", size="sm")
         data = gr.JSON(label="classify")
-    gr.on([run.click, text.submit], classify, inputs=[text, model],
+    gr.on([run.click, text.submit], classify, inputs=[text, model, ig_steps],
           outputs=[probs, attributions, steps, described, file, data], api_name="classify")
     _curve_panel()
