@@ -15,10 +15,10 @@ import os
 import platform
 import sys
 
-from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARGS, ROOT, app_ready, embeddings_rows,
-                                    endpoint_calls, finetune_rows, generation_beside_python, generation_speed,
-                                    heads_rows, ms, retrain_seconds_per_mb, time_calls, tool_round_trip_rows,
-                                    training_race)
+from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARGS, ROOT, app_ready, classify_rows,
+                                    embeddings_rows, endpoint_calls, finetune_rows, generation_beside_python,
+                                    generation_speed, heads_rows, ms, retrain_seconds_per_mb, time_calls,
+                                    tool_round_trip_rows, training_race)
 from playground.tools.bench_causal import causal_rows
 from playground.tools.bench_rooms import rooms_rows
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--causal-only", action="store_true", help="only the Causal lab rows")
     parser.add_argument("--rooms-only", action="store_true", help="only the class database's rows (answers at once, "
                         "follow-me's propagation; on PostgreSQL too when DATABASE_URL is set)")
+    parser.add_argument("--classify-only", action="store_true", help="only the Classify view's row")
     return parser
 
 
@@ -54,7 +55,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     only = {"hall_only": lambda: lecture_hall_rows(args.students or 200, args.think, args.class_seconds,
                                                    args.hall_model),
             "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5)),
-            "rooms_only": rooms_rows}
+            "rooms_only": rooms_rows, "classify_only": lambda: classify_rows(args.runs)}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)

@@ -30,8 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent    # the repository: models/ and a
 MODELS_DIR = ROOT / "models"
 ASSETS_DIR = ROOT / "assets"
 
-# kind -> (module, config class, model class); the module is imported only when a checkpoint of
-# that kind is loaded, so loading a tokenizer never imports a model file. Later kinds add a line.
+# kind -> (module, config class, model class); a module is imported only when a checkpoint of its kind loads
 KINDS: dict[str, tuple[str, str, str | None]] = {
     "tokenizer": ("playground.checkpoints", "TokenizerConfig", None),
     "gpt": ("playground.nets.gpt", "GPTConfig", "GPT"),
@@ -52,6 +51,7 @@ KINDS: dict[str, tuple[str, str, str | None]] = {
     "lora-adapter": ("playground.nets.adapters", "AdapterConfig", "load_adapted"),
     "ngram": ("playground.nets.ngram", "NGramConfig", "NGramLM"),   # counts of 1- to n-grams, smoothed on reading
     "elmo": ("playground.nets.elmo", "ELMoConfig", "ELMo"),   # ELMo's biLM over words (weights stored in fp16)
+    "classifier": ("playground.nets.classifier", "ClassifierConfig", "load_model"),  # LSTM whole; MiniLM: head+LoRA
 }
 
 
@@ -189,7 +189,7 @@ HELD_OUT: dict[str, str] = {  # a card's held_out
     "top1": "masked tokens right at the first guess",
     "top5": "masked tokens among the first five guesses",
     "nsp_accuracy": "next-sentence predictions right",
-    "accuracy": "DPO: held-out triples whose chosen answer the adapted model prefers",
+    "accuracy": "classes right (a classifier); DPO: held-out triples whose chosen answer the adapted model prefers",
     "margin": "DPO: the mean reward margin of the chosen answer over the rejected one",
     "trained_lengths": "seq2seq: exact match on held-out sources of the lengths it was trained on",
     "longer": "seq2seq: exact match on held-out sources longer than any it was trained on",
@@ -202,7 +202,7 @@ HELD_OUT: dict[str, str] = {  # a card's held_out
     "words": "words in the split",
     "windows": "windows read",
     "masked_tokens": "masked tokens predicted",
-    "pairs": "pairs read (sentence pairs; (context, word) pairs)",
+    "pairs": "pairs read (sentence pairs; (context, word) pairs)", "examples": "a classifier: held-out sentences read",
     "triples": "DPO: preference triples read",
 }
 

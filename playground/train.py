@@ -23,6 +23,9 @@ Kinds:
     lora, sft, dpo  LoRA adapters on our GPT or SmolLM2 (--base=...): trained on a text (lora; assets/finetune/
                  lora_text.txt or --corpus), instruction-response pairs (sft) or preference triples (dpo);
                  writes <method>-<base>/ with every step's record and the texts before and after
+    classifier   a sentence classifier on the shipped assets/classify set (playground/training/classify.py):
+                 --method=lstm|bilstm|probe-cls|probe-mean|lora, --n_train=N labelled examples; no --corpus;
+                 writes classify-<method>/ with its held-out accuracy
     (the language models' architecture config and their trainer's, LMTrainConfig, both take --key=value;
     --name sets the checkpoint folder)
 
@@ -96,13 +99,14 @@ KINDS: dict[str, str] = {
     "ngram": "ngram",
     "elmo": "elmo",
     "lora": "finetune", "sft": "finetune", "dpo": "finetune",   # LoRA adapters (training/finetune.py)
+    "classifier": "classify",   # sentence classifiers on assets/classify (training/classify.py)
 }
 
 # the checkpoint kind (checkpoints.KINDS) a run writes, where it is not the kind's own name
 WRITES = {"tokenizers": "tokenizer", "lora": "lora-adapter", "sft": "lora-adapter", "dpo": "lora-adapter"}
 
 # kinds whose data is generated in code or shipped in assets/: they take no --corpus
-GENERATED = {"seq2seq", "lora", "sft", "dpo"}
+GENERATED = {"seq2seq", "lora", "sft", "dpo", "classifier"}
 
 
 def trainer(kind: str) -> types.ModuleType:

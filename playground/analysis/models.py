@@ -46,7 +46,7 @@ LIBRARY = "sentence-transformers"  # the family of MINILM_ST
 LABELS = {"gpt": "our GPT", "bert": "our BERT", "ngram": "our n-gram", "tokenizer": "our tokenizer",
           "minilm-mlm": "MiniLM + LoRA, masked-LM", "word2vec": "our word2vec", "glove": "our GloVe",
           "fasttext": "our FastText", "elmo": "our ELMo", "seq2seq": "our encoder-decoder",
-          "lora-adapter": "LoRA adapters"}
+          "lora-adapter": "LoRA adapters", "classifier": "a sentence classifier"}
 
 
 @dataclass(frozen=True)

@@ -42,10 +42,14 @@ class Embeddings(nn.Module):
         self.ln = nn.LayerNorm(config.n_embd, eps=config.layer_norm_eps)
         self.drop = nn.Dropout(config.dropout)
 
-    def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor,
+                inputs_embeds: torch.Tensor | None = None) -> torch.Tensor:
         B, T = idx.shape
         pos = torch.arange(T, dtype=torch.long, device=idx.device)       # (T,)
-        x = self.tok(idx) + self.seg(token_type_ids) + self.pos(pos)      # (B, T, C)
+        # inputs_embeds (B, T, C) stands for E_tok[x_t] (transformers' argument of that name): attributions
+        # (integrated gradients) move along a path of token embeddings that no token has
+        tok = self.tok(idx) if inputs_embeds is None else inputs_embeds
+        x = tok + self.seg(token_type_ids) + self.pos(pos)                # (B, T, C)
         return self.drop(self.ln(x))
 
 
@@ -168,9 +172,11 @@ class BertEncoder(nn.Module):
             self.apply(_init_weights)
 
     def forward(self, idx: torch.Tensor, token_type_ids: torch.Tensor | None = None,
-                attention_mask: torch.Tensor | None = None, return_internals: bool = False):
+                attention_mask: torch.Tensor | None = None, return_internals: bool = False,
+                inputs_embeds: torch.Tensor | None = None):
         """idx (B, T) token ids; token_type_ids (B, T) segments (default all A); attention_mask (B, T),
-        1 for real tokens and 0 for padding (default all real).
+        1 for real tokens and 0 for padding (default all real); inputs_embeds (B, T, C), when given, in place of
+        the token embeddings E_tok[idx] (positions and segments are still added).
 
         Returns h_L (B, T, C) and pooled (B, C); with `return_internals`, a third element:
         {"layers": one dict per layer (q, k, v, scores, attn: see `SelfAttention.forward`),
@@ -181,7 +187,7 @@ class BertEncoder(nn.Module):
         if token_type_ids is None:
             token_type_ids = torch.zeros_like(idx)
         key_mask = None if attention_mask is None else attention_mask.bool()  # (B, T)
-        x = self.embeddings(idx, token_type_ids)  # (B, T, C)
+        x = self.embeddings(idx, token_type_ids, inputs_embeds)  # (B, T, C)
         hidden, layers = [x], []
         for block in self.blocks:
             x, layer = block(x, key_mask, return_internals)

