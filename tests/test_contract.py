@@ -161,6 +161,25 @@ def internals_bert(nsp: bool = True):
     torch.testing.assert_close(model.mlm(hidden[-1], model.bert.embeddings.tok.weight), logits)
 
 
+def internals_classifier():
+    """A MiniLM classifier's internals are its encoder's (the BERT contract), and its logits the head on the pooled
+    last hidden state. (The recurrent classifiers read word by word through `return_steps`: tests/test_classify.py.)"""
+    from playground.nets.classifier import ClassifierConfig, MiniLMClassifier
+
+    encoder = tiny_bert(nsp=False).bert
+    c = encoder.config
+    for pooling in ("cls", "mean"):
+        model = MiniLMClassifier(encoder, ClassifierConfig(method=f"probe-{pooling}", pooling=pooling)).eval()
+        mask = torch.ones(B, T, dtype=torch.long)
+        mask[1, 4:] = 0
+        logits, internals = model(_ids(3), attention_mask=mask, return_internals=True)
+        assert logits.shape == (B, 5) and len(internals["layers"]) == c.n_layer
+        for layer in internals["layers"]:
+            check_attention_layer(layer, c.n_head, T, T, c.n_embd // c.n_head, mask.bool()[:, None, None, :])
+        hidden = check_hidden(internals, c.n_layer, c.n_embd)
+        torch.testing.assert_close(model.head(model.pool(hidden[-1], mask)), logits)
+
+
 def internals_recurrent(cell: str):
     model = tiny_recurrent(cell)
     c = model.config
@@ -240,6 +259,7 @@ INTERNALS = {
     "gru": lambda: internals_recurrent("gru"),
     "bert": internals_bert, "minilm-mlm": lambda: internals_bert(nsp=False),   # minilm-mlm: a BERT without NSP
     "elmo": internals_elmo, "seq2seq": lambda: None,                     # seq2seq: test_seq2seq_internals
+    "classifier": internals_classifier,
 }
 
 
