@@ -11,7 +11,7 @@ patches.before_gradio()  # before gradio is imported: no telemetry, no hub, a fa
 from concurrent.futures import Future  # noqa: E402
 
 from playground.ui import demo as page  # noqa: E402
-from playground.ui.demo import LONG_RUNNING, build_demo, preload  # noqa: E402
+from playground.ui.demo import NOT_AT_START, build_demo, preload  # noqa: E402
 from playground.ui.fastpath import prewarm  # noqa: E402
 
 demo = build_demo()
@@ -28,7 +28,7 @@ def serve(**launch) -> None:
     (a lecture hall opening the link at once) are served from the caches."""
     demo.serving.answers.compute.start(preload)  # first: it forks, which copies only the calling thread
     served_at = Future()  # the server's address, once it answers: the prewarm's calls through HTTP wait for it
-    prewarm(demo, demo.serving, served_at, skip=frozenset(LONG_RUNNING))
+    prewarm(demo, demo.serving, served_at, skip=frozenset(NOT_AT_START))
     # launch() returns only once its server answers (it calls the server's own startup route), so the address is
     # set here rather than found by polling demo.local_url; a lifespan hook would run before uvicorn binds the port
     demo.launch(**launch_settings(**{**launch, "prevent_thread_lock": True}))
