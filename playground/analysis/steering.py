@@ -30,6 +30,17 @@ MAX_STRENGTH = 20.0     # in units of the direction itself (the difference of th
 MAX_NEW = 60            # tokens generated each way
 MAX_LINES = 16          # contrast prompts per side (each is one forward pass)
 RULE = {"temperature": 0.8, "top_k": 0, "top_p": 0.95}  # how both continuations are sampled
+# (model, prompt, positive, negative, layer, strength, words): contrasts that visibly steer each model. SmolLM2 at
+# block 12, strength 1 (seed 0, 20 tokens): "quite ominous. I've heard the local news..." becomes "quite
+# wonderful. I'm planning to bring the beautiful planet...", and "terrible" loses 3.6 in logit; at strength -1 the
+# text stays ominous and "terrible" gains 0.9 (tests/test_causal_lab.py). Strength 2 already frays the text.
+PRESETS = {
+    "Love − Hate (our GPT)": ("gpt-shakespeare", "ROMEO:\nI", "Love\nI love thee", "Hate\nI hate thee", 2, 2.0,
+                              "l, h"),
+    "Love − Hate, on the weather (SmolLM2)": ("smollm2-135m-instruct", "I think the weather today is",
+                                              "Love\nI love this\nIt is wonderful", "Hate\nI hate this\nIt is terrible",
+                                              12, 1.0, "wonderful, terrible"),
+}
 
 
 def _lines(text: str, notices: list[str]) -> list[str]:

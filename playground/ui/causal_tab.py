@@ -99,6 +99,17 @@ def steer(model_name=CAUSAL[0] if CAUSAL else "gpt-shakespeare", prompt="ROMEO:\
     return fc.steer_figure(data), fc.steer_markdown(data), data
 
 
+STEER_PRESETS = {name: p for name, p in steering.PRESETS.items() if p[0] in CAUSAL}
+
+
+def pick_steer_preset(name):
+    """A shipped contrast into the steering inputs (in the page: no model runs)."""
+    preset = STEER_PRESETS.get(name)
+    if preset is None:
+        raise gr.Error(f"Unknown preset {str(name)[:40]!r}; choose from {', '.join(STEER_PRESETS)}.")
+    return preset
+
+
 def pick_demo(name):
     """A shipped pair into the patch inputs (in the page: no model runs)."""
     demo = DEMOS.get(name)
@@ -194,6 +205,7 @@ def _ablate_view(shared: Shared) -> None:
 
 def _steer_view(shared: Shared) -> None:
     gr.Markdown(STEER_MD, latex_delimiters=LATEX)
+    preset = gr.Dropdown(list(STEER_PRESETS), value=next(iter(STEER_PRESETS), None), label="Preset")
     with gr.Row():
         model = gr.Dropdown(CAUSAL, value=CAUSAL[0] if CAUSAL else None, label="Causal LM", scale=1, **ALIASED)
         prompt = gr.Textbox("ROMEO:\nI", label="Prompt", scale=2)
@@ -211,6 +223,7 @@ def _steer_view(shared: Shared) -> None:
                     strength=strength)
     shared.limit("causal_steer.model", model_ids(CAUSAL))
     inputs = [model, prompt, positive, negative, layer, strength, words, n, seed]
+    preset.input(pick_steer_preset, preset, inputs[:7], api_visibility="private", queue=False)
     steer_button.click(checked(steer, inputs), inputs, outputs, api_name="steer", show_progress="minimal")
 
 
