@@ -97,7 +97,7 @@ def test_the_module_runs_as_a_script(tiny_corpus, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # The trainer protocol: one module per kind, the same three names, imported when the kind runs
 
-NOT_RESUMABLE = ["tokenizers", "word2vec", "glove", "fasttext", "seq2seq", "ngram", "lora", "sft", "dpo"]
+NOT_RESUMABLE = ["tokenizers", "word2vec", "glove", "fasttext", "seq2seq", "ngram", "lora", "sft", "dpo", "classifier"]
 
 
 def test_every_checkpoint_kind_is_written_by_a_kind_whose_module_has_the_protocol():

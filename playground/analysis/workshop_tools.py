@@ -204,6 +204,15 @@ REQUIRED = {"tokens": {"tokenizer", "text"}, "bpe_merge": {"table", "step"}, "to
             "fill_mask": {"model", "text"}, "seq2seq_limit": set(), "induction_head": set()}
 
 
+def missing_models(name, args) -> list[tuple[str, str]]:
+    """The models a tool's arguments name that this app does not have (a damaged or removed checkpoint), as
+    (field, message) pairs; [] for an unknown tool or arguments that are not a mapping (`problems` says those)."""
+    if name not in TOOLS or not isinstance(args, dict):
+        return []
+    return [(f"args.{key}", f"the model {args[key][:40]!r} is not available here") for key in TOOLS[name].models
+            if isinstance(args.get(key), str) and INPUT not in args[key] and models.resolve(args[key]) is None]
+
+
 def problems(name, args) -> list[tuple[str, str]]:
     """What is wrong with a file's tool and arguments, as (field, message) pairs; [] when it can be run. Checked when
     a workshop is loaded: an unknown tool, a missing, unknown or mistyped argument, a model or tokenizer this app
@@ -220,10 +229,7 @@ def problems(name, args) -> list[tuple[str, str]]:
         if key in args and not _typed(args[key], kind):
             what = {str: "text", int: "a whole number", float: "a number"}[kind]
             found.append((f"args.{key}", f"should be {what}, not {str(args[key])[:40]!r}"))
-    for key in tool.models:
-        value = args.get(key)
-        if isinstance(value, str) and INPUT not in value and models.resolve(value) is None:
-            found.append((f"args.{key}", f"the model {value[:40]!r} is not available here"))
+    found += missing_models(name, args)
     if name == "tokens" and isinstance(args.get("tokenizer"), str) and args["tokenizer"] not in tokenization.SPECS:
         found.append(("args.tokenizer", f"unknown tokenizer {args['tokenizer'][:40]!r}; choose from "
                                         f"{', '.join(tokenization.SPECS)}"))

@@ -151,8 +151,8 @@ def read(text: str, name: str = "workshop.yaml") -> tuple[object, dict]:
 class _Check:
     """Collects messages, each with the line of the path it is about (or of its nearest parent that has one)."""
 
-    def __init__(self, lines: dict):
-        self.lines, self.messages = lines, []
+    def __init__(self, lines: dict, models_required: bool = True):
+        self.lines, self.messages, self.models_required = lines, [], models_required
 
     def say(self, path: tuple, message: str) -> None:
         where = path
@@ -245,8 +245,10 @@ def _question(c: _Check, data, path: tuple) -> Question | None:
     if tool is not None:
         if answer is not None or accept:
             c.say(path + ("tool",), "a question has either a tool or a fixed answer, not both")
+        missing = [] if c.models_required else tools.missing_models(tool, args)
         for where, message in tools.problems(tool, args):
-            c.say(path + tuple(where.split(".")), message)
+            if (where, message) not in missing:
+                c.say(path + tuple(where.split(".")), message)
     elif kind == "text":
         if answer is not None:
             c.say(path + ("answer",), "a text question lists its accepted answers in `accept`, not `answer`")
@@ -307,10 +309,11 @@ def parse_view(view: str) -> dict[str, str]:
 
 
 def validate(data, lines: dict | None = None, check_view: Callable[[dict], list[str]] | None = None,
-             default_id: str = "workshop") -> Workshop:
+             default_id: str = "workshop", models_required: bool = True) -> Workshop:
     """A Workshop from a file's data, or a WorkshopError listing every problem (line and field). `check_view`
-    (the app's link parser, from the UI) returns what is wrong with a view's parameters."""
-    c = _Check(lines or {})
+    (the app's link parser, from the UI) returns what is wrong with a view's parameters. `models_required` False: a
+    model the app lacks (a damaged checkpoint) is not a problem of the file (the app's own quiz, read as it starts)."""
+    c = _Check(lines or {}, models_required)
     if not isinstance(data, dict):
         raise WorkshopError(["The workshop should be a mapping with `title` and `steps`."])
     c.unknown(data, TOP_KEYS, ())
@@ -348,11 +351,11 @@ def precompute(workshop: Workshop) -> list[str]:
 
 
 def load(text: str, name: str = "workshop.yaml", check_view: Callable[[dict], list[str]] | None = None,
-         compute: bool = True) -> Workshop:
+         compute: bool = True, models_required: bool = True) -> Workshop:
     """Read, validate and (with `compute`) prove every tool answer computes: a Workshop, or a WorkshopError."""
     data, lines = read(text, name)
     default_id = re.sub(r"[^a-z0-9-]+", "-", Path(name).stem.lower()).strip("-")[:40] or "workshop"
-    workshop = validate(data, lines, check_view, default_id)
+    workshop = validate(data, lines, check_view, default_id, models_required)
     failed = precompute(workshop) if compute else []
     if failed:
         raise WorkshopError(failed)
@@ -363,12 +366,13 @@ def shipped_files() -> list[Path]:
     return sorted(SHIPPED.glob("*.yaml")) + sorted(SHIPPED.glob("*.json"))
 
 
-def load_shipped(name: str, check_view: Callable[[dict], list[str]] | None = None, compute: bool = False) -> Workshop:
+def load_shipped(name: str, check_view: Callable[[dict], list[str]] | None = None, compute: bool = False,
+                 models_required: bool = True) -> Workshop:
     """A shipped workshop by its file's stem (assets/workshops/<name>.yaml)."""
     path = next((p for p in shipped_files() if p.stem == name), None)
     if path is None:
         raise KeyError(name)
-    return load(path.read_text(encoding="utf-8"), path.name, check_view, compute)
+    return load(path.read_text(encoding="utf-8"), path.name, check_view, compute, models_required)
 
 
 # Grading

@@ -71,7 +71,10 @@ def endpoint_arguments(url: str) -> dict[str, dict]:
         defaults = {p["parameter_name"]: p["parameter_default"] for p in endpoint["parameters"]}
         calls[name] = {**defaults, **CHEAP.get(name, {})}
     if "/poll_answer" in calls:  # the class quiz: one room for the whole test, answered and tallied by everyone
-        room = session(url).predict(api_name="/poll_open")[-1]["room"]
+        opened = session(url).predict(api_name="/poll_open")[-1]
+        room = opened["room"]
+        calls["/follow_lead"] = {"room": room, "key": opened["key"], "view": "tab=attention"}
+        calls["/follow_view"] = {"room": room, "since_version": -1}
         calls["/exercise"] = {"exercise_id": "tokens-bpe", "answer": "4"}
         calls["/poll_answer"] = {"room": room, "exercise_id": "tokens-bpe", "answer": "4"}
         calls["/poll_tally"] = {"room": room, "exercise_id": "tokens-bpe", "key": "", "reveal": False}

@@ -275,7 +275,12 @@ PROTOCOL = ("accuracy and mean cross-entropy over the whole held-out split of as
             "200 per class), which no run trains on or selects by; one run, its seed as given")
 
 
-def train_kind(cfgs, run_options) -> dict:
+def train_kind(cfgs, run) -> dict:
+    """`python -m playground.train classifier`: the protocol's entry (`run`: train.py's run options)."""
+    return _train_kind(cfgs, run)
+
+
+def _train_kind(cfgs, run_options) -> dict:
     config, cfg = cfgs
     from tqdm import tqdm
 
