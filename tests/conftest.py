@@ -276,3 +276,11 @@ def postgres():
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def rooms_db(request, tmp_path) -> str:
+    """Where a test's rooms live, once per engine: a SQLite file, or a fresh postgresql:// URL (tests/postgres.py)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "rooms.sqlite3")
+    return request.getfixturevalue("postgres").fresh_url()

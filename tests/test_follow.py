@@ -17,11 +17,10 @@ from playground.ui.common import Shared
 from playground.ui.view import Restorer
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def where(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "rooms.sqlite3")
-    return request.getfixturevalue("postgres").fresh_url()
+@pytest.fixture
+def where(rooms_db) -> str:
+    return rooms_db
+
 
 
 def test_the_view_has_a_version_that_moves_only_when_the_view_does(where):

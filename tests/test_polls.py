@@ -11,12 +11,9 @@ from playground import polls
 from playground.rooms.database import database
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db(request, tmp_path):
-    """Where a test's rooms live: a SQLite file, or a postgresql:// URL (tests/postgres.py)."""
-    if request.param == "sqlite":
-        return tmp_path / "polls.sqlite3"
-    return request.getfixturevalue("postgres").fresh_url()
+@pytest.fixture
+def db(rooms_db) -> str:
+    return rooms_db
 
 
 @pytest.fixture

@@ -21,11 +21,10 @@ from playground.rooms.database import Database, RoomError, database
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def where(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return str(tmp_path / "rooms.sqlite3")
-    return request.getfixturevalue("postgres").fresh_url()
+@pytest.fixture
+def where(rooms_db) -> str:
+    return rooms_db
+
 
 
 def test_migrations_are_numbered_and_recorded_once(where):
