@@ -73,6 +73,25 @@ def test_written_out_attention_equals_sdpa(model):
                                    atol=1e-6, rtol=1e-5)
 
 
+def test_a_generation_steps_attention_is_the_same_whatever_the_thread_count():
+    """One query position against many keys (a generation step): the same numbers with 1 thread and with 2, bit for
+    bit (the CPU kernel of F.scaled_dot_product_attention splits the keys among its threads there), and those of
+    F.scaled_dot_product_attention within rounding."""
+    torch.manual_seed(0)
+    q, kv = torch.randn(1, 9, 1, 64), torch.randn(1, 9, 300, 64)
+    allowed = torch.ones(1, 300, dtype=torch.bool)
+    before = torch.get_num_threads()
+    try:
+        answers = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            answers.append(gpt.attend(q, kv, kv, allowed))
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(*answers)
+    torch.testing.assert_close(answers[0], F.scaled_dot_product_attention(q, kv, kv, attn_mask=allowed))
+
+
 def test_bf16_autocast_keeps_attention_in_fp32_and_the_logits_close(model):
     """Mixed-precision training (LMTrainConfig.dtype="bfloat16"): attention runs in fp32 on a CPU,
     the projections in bf16, so the logits stay within bf16's rounding of the fp32 ones."""
@@ -81,7 +100,7 @@ def test_bf16_autocast_keeps_attention_in_fp32_and_the_logits_close(model):
     with torch.autocast("cpu", dtype=torch.bfloat16):
         mixed, _ = model(idx)
         q = torch.randn(2, 4, 12, 8).bfloat16()
-        assert gpt._sdpa(q, q, q, None, 0.0).dtype == torch.float32  # the fp32 path, not bf16's slow one
+        assert gpt.attend(q, q, q, None, 0.0).dtype == torch.float32  # the fp32 path, not bf16's slow one
     assert mixed.dtype == torch.bfloat16
     torch.testing.assert_close(mixed.float(), full, atol=0.05, rtol=0.05)
 

@@ -180,3 +180,22 @@ def test_a_tiny_temperature_is_greedy_not_nan():
     for tau in (2.8e-215, 1e-30, 1e-6):
         d = sampling.distribution(logits, temperature=tau)
         assert torch.isfinite(d.kept).all() and d.kept.argmax() == 1 and d.kept[1] == pytest.approx(1.0)
+
+
+def test_a_distribution_is_the_same_whatever_the_thread_count():
+    """A vocabulary-long step (49,152 tokens, SmolLM2's) kept and its entropy bit for bit with 1 thread and with 2:
+    `sum()` would split it among the threads, and a seeded sample would then move with the server's load."""
+    torch.manual_seed(0)
+    logits = torch.randn(49_152) * 4
+    before = torch.get_num_threads()
+    try:
+        seen = []
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            d = sampling.distribution(logits, temperature=0.9, top_k=0, top_p=0.95)
+            seen.append((d.kept, d.entropy, d.n_top_p))
+    finally:
+        torch.set_num_threads(before)
+    (kept1, h1, n1), (kept2, h2, n2) = seen
+    assert torch.equal(kept1, kept2) and h1 == h2 and n1 == n2
+    assert sampling.total(kept1).item() == pytest.approx(1.0, abs=1e-5)

@@ -22,6 +22,13 @@ import torch.nn.functional as F
 TOP_SHOWN = 20  # candidates reported per step (the chart shows them)
 
 
+def total(x: torch.Tensor) -> torch.Tensor:
+    """The sum of a vector in one fixed order, a running sum. `x.sum()` splits a vocabulary-long vector among
+    torch's threads, and its last bits then depend on how many there are (the app sets them by how busy it is): a
+    kept token's probability, and so a seeded sample, would change with the load."""
+    return torch.cumsum(x, dim=0)[-1]
+
+
 @dataclass
 class Distribution:
     """One step's next-token distribution, before and after the decoding rule."""
@@ -35,7 +42,7 @@ class Distribution:
     def entropy(self) -> float:
         """H(p) = -sum p log p in nats, of the proposed distribution."""
         p = self.probs[self.probs > 0]
-        return float(-(p * p.log()).sum())
+        return float(-total(p * p.log()))
 
 
 def distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Distribution:
@@ -62,12 +69,12 @@ def distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
     sorted_p = torch.cat([sorted_p[:k], torch.zeros(V - k)])
     n_p = k
     if top_p < 1.0:
-        renormed = sorted_p / sorted_p.sum()
+        renormed = sorted_p / total(sorted_p)
         before = torch.cumsum(renormed, dim=0) - renormed  # mass of the tokens ranked above each one
         n_p = max(1, int((before < top_p).sum()))           # keep a token while the mass above it is < p
         sorted_p[n_p:] = 0.0
     kept = torch.zeros_like(probs)
-    kept[order] = sorted_p / sorted_p.sum()
+    kept[order] = sorted_p / total(sorted_p)
     return Distribution(probs, kept, k, n_p)
 
 

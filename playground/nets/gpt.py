@@ -39,13 +39,27 @@ class LayerNorm(nn.Module):
         return F.layer_norm(x, self.weight.shape, self.weight, self.bias, self.eps)
 
 
-def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor | None, dropout_p: float):
-    """F.scaled_dot_product_attention, causal when `allowed` (T, T_all) is None. Under bf16 autocast on
-    a CPU it runs in fp32: the projections gain 3x in bf16 (AMX), but PyTorch's CPU flash-attention
-    backward is ~30x slower in bf16 than in fp32 (measured with torch 2.13)."""
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, allowed: torch.Tensor | None,
+           dropout_p: float = 0.0) -> torch.Tensor:
+    """softmax(q k^T / sqrt(d_k) + M) v, causal when `allowed` (T, T_all) is None.
+
+    F.scaled_dot_product_attention computes it, except for one query position per row (a generation step):
+    there PyTorch's CPU kernel splits the keys among its threads, so the step's numbers changed with the
+    number of threads (torch 2.13, 9 heads, 60 keys: 1 thread vs 2 differ in the last bits, enough to turn a
+    greedy continuation later on), and the app sets the threads by how busy it is. Written out, each row is
+    summed by one thread, in one order: the same answer on a quiet server and a busy one, in a compute
+    process and in the server's own (tests/test_gpt.py).
+
+    Under bf16 autocast on a CPU it runs in fp32: the projections gain 3x in bf16 (AMX), but PyTorch's CPU
+    flash-attention backward is ~30x slower in bf16 than in fp32 (measured with torch 2.13)."""
     if q.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
         with torch.autocast("cpu", enabled=False):
-            return _sdpa(q.float(), k.float(), v.float(), allowed, dropout_p)
+            return attend(q.float(), k.float(), v.float(), allowed, dropout_p)
+    if q.size(-2) == 1 and dropout_p == 0.0:
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))          # (B, nh, 1, T_all)
+        if allowed is not None:
+            scores = scores.masked_fill(~allowed, float("-inf"))
+        return F.softmax(scores, dim=-1) @ v
     if allowed is None:
         return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=True)
     return F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=dropout_p)
@@ -87,7 +101,7 @@ class CausalSelfAttention(nn.Module):
         layer = None
         if not return_internals:
             allowed = None if T_past == 0 else torch.ones(T, T_all, dtype=torch.bool, device=x.device).tril(T_past)
-            y = _sdpa(q, k, v, allowed, dropout_p)
+            y = attend(q, k, v, allowed, dropout_p)
         else:
             scores = (q @ k.transpose(-2, -1)) / math.sqrt(hs)      # (B, nh, T, T_all): q k^T / sqrt(d_k)
             allowed = torch.ones(T, T_all, dtype=torch.bool, device=x.device).tril(diagonal=T_past)

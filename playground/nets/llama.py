@@ -15,7 +15,7 @@ The rotation is the "half" layout transformers uses: dimension i is paired with 
 permuted for the interleaved layout of llama.cpp; playground/smollm2.py undoes it when loading).
 
 Attention is written out, softmax(q k^T / sqrt(d_k) + mask) v, when the internals are asked for (the app shows
-them); `F.scaled_dot_product_attention` otherwise, and as the tests' oracle.
+them); nets/gpt.attend otherwise (`F.scaled_dot_product_attention`, the tests' oracle).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.nets.gpt import GPT, cached_step
+from playground.nets.gpt import GPT, attend, cached_step
 from playground.nets.hooks import HookPoint, add_block_hooks
 
 
@@ -157,10 +157,8 @@ class Attention(nn.Module):
             att = F.softmax(scores.masked_fill(~allowed, float("-inf")), dim=-1)   # masked entries are exactly 0
             y = att @ v                                                            # (B, nh, T, hs)
             layer = dict(q=q, k=k, v=v, scores=scores, attn=att)
-        elif T_past == 0:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+            y = attend(q, k, v, None if T_past == 0 else allowed)
         z = self.hook_z(y.transpose(1, 2))                      # (B, T, nh, hs): the heads, one by one
         y = z.reshape(B, T, nh * hs)                            # Concat(head_1..head_h): (B, T, nh hs)
         return self.o_proj(y), cache, layer

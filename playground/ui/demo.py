@@ -182,11 +182,10 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 WORKERS, THREADS, QUEUE_SIZE = (2, 2), 160, 256
 LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo"}
 # not answered for the page's defaults when the app starts (ui/fastpath.prewarm): the live trainings, the live probe
-# (9 s of MiniLM features), and tool calling, which runs SmolLM2 (loaded on first use: analysis/models.LARGE). Chain
-# of thought runs it too and is still answered at start, so SmolLM2 is still loaded into a compute process then:
-# without that answer, tests/test_compute_served.py found its answer in a compute process differing from the server's
-# own (2026-11-27, not yet understood; see docs/performance.md).
-NOT_AT_START = LONG_RUNNING | {"classify_probe", "chat_tools"}
+# (9 s of MiniLM features), and chain of thought and tool calling, which run SmolLM2 (loaded on first use:
+# analysis/models.LARGE; answered at start, it sat in a compute process from the first second: warm app 1,430 MB
+# against 1,045 MB without, docs/performance.md).
+NOT_AT_START = LONG_RUNNING | {"classify_probe", "chat_tools", "chain_of_thought"}
 # What an event shows while its computation waits for a model worker (a class's new prompts queue for the slow pool)
 WAITING = {"generate": generation_tab.waiting}
 ANSWER_BYTES = 48 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB): a
