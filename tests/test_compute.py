@@ -6,6 +6,7 @@ go through it in tests/test_compute_served.py."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 
@@ -16,7 +17,7 @@ from gradio.components.plot import PlotData
 
 from playground.ui import common
 from playground.ui.cache import AnswerCache
-from playground.ui.compute import HERE, Child, Lanes
+from playground.ui.compute import HERE, SLOW_NICE, Child, Lanes
 from playground.ui.workers import CpuMeter, Workers
 
 STEPS_FILE = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"playground-compute-steps-{os.getpid()}")
@@ -65,7 +66,13 @@ def dies(_):
     os._exit(3)
 
 
-FUNCTIONS = {f.__name__: f for f in (pid, clamped, refuses, breaks, counts, figure, unpicklable, progressing, dies)}
+def priority(_=None):
+    """The nice value of the thread computing this."""
+    return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+
+FUNCTIONS = {f.__name__: f for f in (pid, clamped, refuses, breaks, counts, figure, unpicklable, progressing, dies,
+                                     priority)}
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +166,22 @@ def test_the_slow_lane_takes_slow_computations_and_large_models():
         assert lanes.call("pid", pid, (), {}, quick) == lanes.quick.pid
         assert lanes.call("pid", pid, (), {}, slow) == lanes.slow.pid
         assert lanes.call("pid", pid, ("smollm2",), {}, CpuMeter()) == lanes.slow.pid  # one copy of SmolLM2
-        assert os.getpriority(os.PRIO_PROCESS, lanes.slow.pid) > os.getpriority(os.PRIO_PROCESS, lanes.quick.pid)
+    finally:
+        lanes.stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a priority per thread is Linux's")
+def test_a_slow_computation_runs_at_a_lower_priority_and_a_quick_one_beside_it_does_not():
+    """The priority is the computation's thread's: SmolLM2's quick questions (in the slow lane, where its one copy is)
+    run at the server's priority beside its niced generations."""
+    lanes = Lanes(dict(FUNCTIONS)).start()
+    try:
+        quick, slow = CpuMeter(), CpuMeter()
+        slow.slow = True
+        assert lanes.call("priority", priority, ("smollm2",), {}, quick) == os.getpriority(os.PRIO_PROCESS, 0)
+        lowered = min(19, os.getpriority(os.PRIO_PROCESS, 0) + SLOW_NICE)
+        assert lanes.call("priority", priority, ("smollm2",), {}, slow) == lowered
+        assert lanes.call("priority", priority, ("smollm2",), {}, quick) == os.getpriority(os.PRIO_PROCESS, 0)
     finally:
         lanes.stop()
 

@@ -49,7 +49,7 @@ class _ProgressMarker:
 
 
 PROGRESS = _ProgressMarker()
-SLOW_NICE = 10  # the slow lane's priority below the server's and the quick lane's (CPU shares about 1 to 9)
+SLOW_NICE = 10  # a slow-pool computation's priority below the others' (CPU shares about 1 to 9), thread by thread
 FORKS = "fork" in multiprocessing.get_all_start_methods()  # not on Windows: there the server computes, as before
 
 
@@ -79,9 +79,9 @@ class Child(Here):
     processes since it is forked after they are made; each computation runs there on a thread of its own, with
     `threads` torch threads. Until `start()` (and after the child has died) computations run here."""
 
-    def __init__(self, functions: dict[str, Callable], threads: int = 1, nice: int = 0, name: str = "compute"):
+    def __init__(self, functions: dict[str, Callable], threads: int = 1, name: str = "compute"):
         self.functions = functions
-        self.threads, self.nice, self.name = threads, nice, name
+        self.threads, self.name = threads, name
         self.failed: str | None = None  # why the child is gone
         self._conn = None
         self._process = None
@@ -109,7 +109,7 @@ class Child(Here):
         context = multiprocessing.get_context("fork")
         ours, theirs = context.Pipe()
         servers = [ours, *(other._conn for other in others if other._conn is not None)]
-        self._process = context.Process(target=_serve, args=(theirs, servers, self.functions, self.threads, self.nice),
+        self._process = context.Process(target=_serve, args=(theirs, servers, self.functions, self.threads),
                                         name=f"playground-{self.name}", daemon=True)
         self._process.start()
         theirs.close()
@@ -129,7 +129,7 @@ class Child(Here):
     def call(self, name: str, fn: Callable, args: tuple, kwargs: dict, meter):
         if not self._takes(name):
             return super().call(name, fn, args, kwargs, meter)
-        job, replies, progress = self._submit(name, args, kwargs)
+        job, replies, progress = self._submit(name, args, kwargs, meter)
         try:
             kind, value = self._next(replies, progress, meter)
         finally:
@@ -144,7 +144,7 @@ class Child(Here):
         if not self._takes(name):
             yield from super().iterate(name, fn, args, kwargs, meter)
             return
-        job, replies, progress = self._submit(name, args, kwargs)
+        job, replies, progress = self._submit(name, args, kwargs, meter)
         finished = False
         try:
             while True:
@@ -168,14 +168,14 @@ class Child(Here):
     def _takes(self, name: str) -> bool:
         return self.running and name in self.functions and name not in self._local
 
-    def _submit(self, name: str, args: tuple, kwargs: dict):
+    def _submit(self, name: str, args: tuple, kwargs: dict, meter):
         progress = [v for v in (*args, *kwargs.values()) if isinstance(v, gr.Progress)]  # Gradio's, one at most
         args = tuple(PROGRESS if isinstance(v, gr.Progress) else v for v in args)
         kwargs = {k: PROGRESS if isinstance(v, gr.Progress) else v for k, v in kwargs.items()}
         job, replies = next(self._ids), queue.SimpleQueue()
         with self._jobs_lock:
             self._jobs[job] = replies
-        if not self._send(("run", job, name, args, kwargs)):
+        if not self._send(("run", job, name, args, kwargs, getattr(meter, "slow", False))):
             replies.put(("gone", None))
         return job, replies, next(iter(progress), None)
 
@@ -230,13 +230,16 @@ class Child(Here):
 class Lanes(Here):
     """Two child processes: `quick` computes the events placed in the quick pool (ui/workers.py), `slow` those in the
     slow one, every computation on a model loaded only when first asked for (SmolLM2: one copy, in one process) and
-    the live training runs, at a lower priority (nice SLOW_NICE). Each has its own lock, and the system's scheduler
-    runs a new sentence's tokens (quick, 10 ms) before another step of a new prompt's 200 tokens (slow, a second of
-    CPU): a class's generations take what the rest leaves of the two cores, and never hold up the quick questions."""
+    the live training runs. Each has its own lock. A computation of the slow pool runs at a lower priority (nice
+    SLOW_NICE) on a thread of its own, wherever it runs, and the system's scheduler runs a new sentence's tokens
+    (10 ms) before another step of a new prompt's 200 tokens (a second of CPU): a class's generations take what the
+    rest leaves of the two cores, and never hold up the quick questions. The priority is the thread's, not the
+    lane's: a new sentence's SmolLM2 attention (70 ms of CPU, the quick pool) runs in the slow lane beside the
+    generations, and when the whole lane was niced it got a share of what they were left (p95 20 s, 2026-11-27)."""
 
     def __init__(self, functions: dict[str, Callable], threads: int = 1):
         self.quick = Child(functions, threads, name="quick")
-        self.slow = Child(functions, threads, nice=SLOW_NICE, name="slow")
+        self.slow = Child(functions, threads, name="slow")
 
     @property
     def pids(self) -> list[int]:
@@ -279,12 +282,10 @@ class Lanes(Here):
 
 # -- the child's side of the pipe
 
-def _serve(conn, servers: list, functions: dict[str, Callable], threads: int, nice: int) -> None:
+def _serve(conn, servers: list, functions: dict[str, Callable], threads: int) -> None:
     """The child's loop: each "run" on a thread of its own, "stop" marks a generator to stop at its next step."""
     for end in servers:  # so that the server's end closing (it stopped, or was killed) ends this loop
         end.close()
-    if nice and hasattr(os, "nice"):
-        os.nice(nice)
     use_threads(threads)
     common.show_toasts(False)  # the server shows each computation's notices as they arrive
     sending, stopped = threading.Lock(), set()
@@ -309,14 +310,16 @@ def _serve(conn, servers: list, functions: dict[str, Callable], threads: int, ni
         if message[0] == "stop":
             stopped.add(message[1])
             continue
-        _, job, name, args, kwargs = message
-        threading.Thread(target=_run, args=(reply, stopped, job, name, functions[name], args, kwargs),
+        _, job, name, args, kwargs, slow = message
+        threading.Thread(target=_run, args=(reply, stopped, job, name, functions[name], args, kwargs, slow),
                          name=f"compute-{job}", daemon=True).start()
 
 
-def _run(reply, stopped: set, job: int, name: str, fn: Callable, args: tuple, kwargs: dict) -> None:
+def _run(reply, stopped: set, job: int, name: str, fn: Callable, args: tuple, kwargs: dict, slow: bool) -> None:
     """One computation: its steps, return or exception sent back with the notices shown since the last message and the
-    CPU time spent since (this thread's)."""
+    CPU time spent since (this thread's). A computation of the slow pool first lowers its thread's priority."""
+    if slow:
+        lower_priority()
     args = tuple(_Progress(reply, job) if v is PROGRESS else v for v in args)
     kwargs = {k: _Progress(reply, job) if v is PROGRESS else v for k, v in kwargs.items()}
     clock = [time.thread_time()]
@@ -348,6 +351,16 @@ def _run(reply, stopped: set, job: int, name: str, fn: Callable, args: tuple, kw
         finally:
             stopped.discard(job)
             heap.trim()  # what the computation freed goes back to the system (playground/heap.py)
+
+
+def lower_priority() -> None:
+    """This thread (only) SLOW_NICE below its process: Linux keeps a priority per thread, and any thread may lower its
+    own. Where that is not so (elsewhere than Linux), it stays as it is."""
+    try:
+        thread = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + SLOW_NICE))
+    except (AttributeError, OSError):
+        pass
 
 
 def _drawn(outputs):
