@@ -5,8 +5,9 @@ included. Rewrite the record only on purpose: `RECORD=1 pytest tests/test_genera
 A record holds for the kind of CPU it was made on: the math libraries pick their kernels by the processor (Intel's
 AMX or AMD's AVX-512 ones), and their sums in another order move a probability's last digits (SmolLM2's third or
 fourth decimal, then a sampled token). Each record is named by its machine, generation_api-<vendor>-<extension>.json;
-a machine of another kind is told to record its own and skips. The record is the same whatever number of threads
-torch has (nets/gpt.attend, analysis/sampling.total), so the answers are taken with the app's own.
+a machine of another kind is told to record its own and skips. The answers are taken on one of torch's threads, as
+the app computes them on two cores (ui/workers.share_cores): torch's fp32 products of 5 to 11 rows (a short prompt)
+and its fused recurrent kernels end in other last bits on two.
 
 Re-recorded 2026-11-27 after a generation step's attention was written out (the thread count had moved its last
 bits): every text the same, probabilities in their last digits. Only the AMD record could be made again; the Intel
@@ -65,6 +66,18 @@ def _digest(html) -> str:
 
 
 def answers(names: list[str]) -> dict:
+    """The answers on one thread (see above)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _answers(names)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _answers(names: list[str]) -> dict:
     from playground.ui import generation_tab as tab
 
     found = {}
