@@ -31,6 +31,7 @@ import torch.nn.functional as F
 
 from playground.nets.gpt import GPT, attend, cached_step
 from playground.nets.hooks import HookPoint, add_block_hooks
+from playground.nets.meta import embedding
 
 
 class RMSNorm(nn.Module):
@@ -231,7 +232,7 @@ class Llama(nn.Module):
         super().__init__()
         self.config = config
         self.model = nn.ModuleDict(dict(
-            embed_tokens=nn.Embedding(config.vocab_size, config.n_embd),   # W_e (and, tied, the output layer)
+            embed_tokens=embedding(config.vocab_size, config.n_embd),      # W_e (and, tied, the output layer)
             layers=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
             norm=RMSNorm(config.n_embd, config.rms_norm_eps),
         ))

@@ -27,6 +27,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.nets.meta import embedding
+
 ACTIVATIONS = {"tanh": torch.tanh, "relu": torch.relu, "sigmoid": torch.sigmoid}
 
 
@@ -362,7 +364,7 @@ class RecurrentLM(nn.Module):
     def __init__(self, config: RecurrentConfig):
         super().__init__()
         self.config = config
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wte = embedding(config.vocab_size, config.n_embd)
         self.encoder = RecurrentEncoder(config.cell, config.n_embd, config.hidden_size, config.num_layers,
                                         bidirectional=False,  # a language model must not read the future
                                         nonlinearity=config.nonlinearity, peephole=config.peephole,
