@@ -82,6 +82,16 @@ def test_streaming_stop_and_clicking_a_token(page):
     page.locator("#gen-text .gen-tok").nth(2).click()
     page.wait_for_function("() => document.querySelector('#gen-chart')?.innerText.includes('Step 3:')",
                            timeout=20_000)
+    # by keyboard: the text is one stop of the tab order, and the arrow keys choose a token as a click does
+    page.locator("#gen-text [role=group]").focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => document.querySelector('#gen-chart')?.innerText.includes('Step 5:')",
+                           timeout=20_000)
+    page.keyboard.press("Home")
+    page.wait_for_function("() => document.querySelector('#gen-chart')?.innerText.includes('Step 1:')",
+                           timeout=20_000)
+    assert page.locator("#gen-text .gen-tok.sel").get_attribute("data-step") == "0"
     screenshot(page, "generation.png", full_page=True)
     _choose_model(page, "gpt-shakespeare")
 

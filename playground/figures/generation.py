@@ -13,13 +13,38 @@ from playground.figures.common import ACCENT, layout, row_labels, scrolls, token
 # ---------------------------------------------------------------------------------------------
 # Generation: the text as it is generated, one step's next-token distribution, causal attention
 
+# A click on a token, or by keyboard: the text is one stop of the tab order (not 200), and Left/Right (Home/End)
+# choose the previous/next (first/last) token, as a click does; the chosen token's own description (its title: step,
+# token, probability, entropy) is read out through the live region.
 GEN_CLICK_JS = """
-element.addEventListener('click', (event) => {
-  const tok = event.target.closest('.gen-tok');
-  if (!tok) return;
+if (element.dataset.chooses) return;  // Gradio may run this again for the same element: one set of listeners
+element.dataset.chooses = 'yes';
+element.tabIndex = 0;
+element.setAttribute('role', 'group');
+element.setAttribute('aria-label', 'Generated text. Left and Right arrow keys choose a token and show its step.');
+const said = document.getElementById('gen-said') || document.body.appendChild(Object.assign(
+  document.createElement('span'), {id: 'gen-said', className: 'sr-only'}));
+said.setAttribute('aria-live', 'polite');
+let pending = null;
+const choose = (tok, wait = 0) => {  // by keys: the step is asked for once the keys rest (one question, not ten)
   element.querySelectorAll('.gen-tok.sel').forEach((el) => el.classList.remove('sel'));
   tok.classList.add('sel');
-  trigger('click', {step: +tok.dataset.step});
+  said.textContent = tok.title;
+  clearTimeout(pending);
+  pending = setTimeout(() => trigger('click', {step: +tok.dataset.step}), wait);
+};
+element.addEventListener('click', (event) => {
+  const tok = event.target.closest('.gen-tok');
+  if (tok) choose(tok);
+});
+element.addEventListener('keydown', (event) => {
+  const toks = [...element.querySelectorAll('.gen-tok')];
+  const moves = {ArrowLeft: -1, ArrowRight: 1, Home: -toks.length, End: toks.length};
+  if (!(event.key in moves) || !toks.length) return;
+  event.preventDefault();
+  const at = toks.findIndex((el) => el.classList.contains('sel'));
+  const from = at < 0 ? (moves[event.key] > 0 ? -1 : toks.length) : at;
+  choose(toks[Math.max(0, Math.min(toks.length - 1, from + moves[event.key]))], 250);
 });
 """
 
