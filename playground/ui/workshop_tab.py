@@ -23,7 +23,7 @@ from pathlib import Path
 import gradio as gr
 
 from playground.analysis import workshops as w
-from playground.ui import view, workshop_form
+from playground.ui import view, workshop_form, workshop_room
 from playground.ui.common import Shared
 
 INTRO_MD = """**Workshops.** A lecturer's path through the tabs: each step opens a view of the app, says what to look at
@@ -206,6 +206,7 @@ def layout() -> dict:
             pick = gr.Dropdown(_shipped(), value=None, label="Workshop", elem_id="workshop-pick", scale=2)
             upload = gr.File(label="Or import a workshop file (YAML or JSON)", file_types=[".yaml", ".yml", ".json"],
                              type="filepath", elem_id="workshop-file", scale=1)
+        room = workshop_room.layout()        # in class: the room's code and a nickname (the lecturer's cockpit)
         step_md = gr.Markdown(START, elem_id="workshop-step")
         with gr.Row():
             choice = gr.Radio([], label="Your answer", visible=False, elem_id="workshop-choice")
@@ -218,13 +219,14 @@ def layout() -> dict:
             following = gr.Button("Next →", size="sm", variant="primary", elem_id="workshop-next")
         verdict = gr.Markdown(elem_id="workshop-verdict")
         hints = gr.Markdown(elem_id="workshop-hints")
+        room["shown"] = gr.Markdown(elem_id="workshop-revealed")    # a step's answer, once the lecturer reveals it
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             data = gr.JSON(label="workshop")
         tab_path = gr.Textbox("", visible="hidden", elem_id="workshop-tab")   # mounted: the page opens its sub-tab
         form = workshop_form.layout()
     return dict(form=form, pick=pick, upload=upload, previous=previous, following=following, check=check, hint=hint,
                 choice=choice, answer=answer, own=own, verdict=verdict, hints=hints, data=data, step_md=step_md,
-                tab_path=tab_path, walk=gr.State({}))
+                tab_path=tab_path, walk=gr.State({}), room=room)
 
 
 def wire(demo: gr.Blocks, shared: Shared, parts: dict) -> None:
@@ -331,9 +333,10 @@ def _wire(demo: gr.Blocks, c: dict, outputs: list, later: list, more: list) -> N
         if later:
             event = event.success(_focus, c["walk"], [component for _, component in later], **hidden)
         event.then(None, inputs=c["tab_path"], js="(t) => window.playgroundView.open(t)")
-    c["check"].click(check_answer, [c["walk"], c["choice"], c["answer"], c["own"]], [c["verdict"], c["data"]],
-                     **hidden)
-    c["hint"].click(next_hint, c["walk"], [c["hints"], c["walk"]], **hidden)
+    checked = c["check"].click(check_answer, [c["walk"], c["choice"], c["answer"], c["own"]],
+                               [c["verdict"], c["data"]], **hidden)
+    hinted = c["hint"].click(next_hint, c["walk"], [c["hints"], c["walk"]], **hidden)
+    workshop_room.wire(c["room"], c["walk"], c["own"], c["data"], opened, checked, hinted)   # in a room: recorded
     gr.api(workshop_list, api_name="workshop_list", queue=False)
     gr.api(workshop_load, api_name="workshop_load")
     gr.api(workshop_check, api_name="workshop_check")
