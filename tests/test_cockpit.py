@@ -173,3 +173,61 @@ def test_the_cockpit_endpoints_through_the_api(client):
         client.predict(room, key, api_name="/cockpit")
     with pytest.raises(Exception, match="Join a room first"):
         client.predict("", key, api_name="/cockpit")
+
+
+@pytest.fixture(scope="module")
+def shared():
+    import app
+
+    return app.demo.shared
+
+
+def test_a_student_who_joins_opens_the_rooms_workshop(where, shared):
+    from playground.ui import workshop_tab
+
+    code, key = polls.open_room()
+    assert cockpit.cockpit_workshop(code, key, WORKSHOP) == {"room": code, "workshop": "mini",
+                                                              "title": "A two-step workshop", "n_steps": 2}
+    out = workshop_tab.room_workshop({"room": code, "nickname": "Ana"}, 0)
+    walk, step_md = out[len(shared.view) + 3:len(shared.view) + 5]
+    assert walk["workshop"].id == "mini" and walk["step"] == 0 and "Step 1 of 2" in step_md
+    said = cockpit.give({"room": code, "key": key}, "tokenization")           # the lecturer's page: a shipped one
+    assert "walks **Tokenization" in said and progress.workshop_of(code).startswith("# A workshop for the Token")
+    assert "no workshop now" in cockpit.give({"room": code, "key": key}, None)
+    assert all(isinstance(v, SKIP) for v in workshop_tab.room_workshop({"room": code}, 0))   # none: nothing moves
+    with pytest.raises(gr.Error, match="does not load"):
+        cockpit.cockpit_workshop(code, key, "id: broken\nsteps: 3\n")
+    assert cockpit.give({"room": code}, "tokenization") == cockpit.NO_KEY
+
+
+COPY_B = """
+import json, sys
+from playground.analysis import workshops as w
+from playground.rooms import progress
+code = sys.argv[1]
+text = progress.workshop_of(code)                 # this copy never saw the lecturer: only the database did
+progress.join(code, "copy-b", "Bea")
+progress.reach(code, "copy-b", "mini", 2)
+print(json.dumps(w.as_json(w.load(text, "room.yaml", lambda params: [], compute=True))))
+"""
+
+
+def test_a_student_on_another_copy_walks_the_same_workshop(postgres, monkeypatch, mini):
+    """Two copies of the app on one PostgreSQL: the lecturer's (this process) gives the room its workshop; a student
+    on the other (a process of its own, sharing nothing but DATABASE_URL) reads it and walks it; the lecturer's
+    cockpit sees that student."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    url = postgres.fresh_url()
+    monkeypatch.setenv("DATABASE_URL", url)
+    code, key = polls.open_room()
+    cockpit.cockpit_workshop(code, key, WORKSHOP)
+    done = subprocess.run([sys.executable, "-c", COPY_B, code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parents[1], env={**os.environ, "DATABASE_URL": url})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == w.as_json(mini)
+    data = cockpit.cockpit(code, key)
+    assert [(s["nickname"], s["workshop"], s["step"]) for s in data["students"]] == [("Bea", "mini", 2)]

@@ -163,3 +163,17 @@ def test_many_students_answering_at_once_are_each_counted_once(db):
                       sessions + sessions[:20]))                         # 20 answer twice
     step = progress.cockpit(code, key, db)["workshops"][0]["steps"][0]
     assert (step["reached"], step["answered"], step["correct"], step["answers"]) == (60, 60, 20, {"4": 60})
+
+
+def test_a_rooms_workshop_is_kept_with_the_room(db):
+    code, key = polls.open_room(db)
+    assert progress.workshop_of(code, db) == ""
+    for wrong in ("", "nope"):
+        with pytest.raises(RoomError, match=f"Only the page that opened room {code} can give it a workshop"):
+            progress.set_workshop(code, wrong, "id: x", db)
+    with pytest.raises(RoomError, match="at most 200,000 characters"):
+        progress.set_workshop(code, key, "x" * 200_001, db)
+    progress.set_workshop(code, key, "id: mini\n", db)
+    assert progress.workshop_of(code, db) == "id: mini\n"
+    progress.set_workshop(code, key, "", db)                               # none again
+    assert progress.workshop_of(code, db) == ""

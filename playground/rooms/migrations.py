@@ -49,6 +49,10 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         """CREATE TABLE step_revealed (code TEXT NOT NULL, workshop TEXT NOT NULL, step INTEGER NOT NULL,
                                        PRIMARY KEY (code, workshop, step))""",
     ]),
+    (5, "a room's workshop: the text of the workshop file its lecturer gave the room ('' for none), which its "
+        "students walk on whichever copy of the app serves them", [
+        """ALTER TABLE rooms ADD COLUMN workshop TEXT NOT NULL DEFAULT ''""",
+    ]),
 ]
 # Every table holding a room's rows (by its `code`), rooms last: what expiry and "delete this room's data" remove
 ROOM_TABLES = ("answers", "revealed", "students", "reached", "step_answers", "hints", "step_revealed", "rooms")

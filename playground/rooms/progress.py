@@ -33,6 +33,7 @@ MAX_STUDENTS = 500                 # per room: the lecture hall's 200 and room t
 MAX_WORKSHOP_ID = 80
 MAX_STEP = 100                     # analysis/workshops.MAX_STEPS
 MAX_ANSWER_CHARS = 80              # of an answer as the cockpit keeps and shows it
+MAX_WORKSHOP_TEXT = 200_000        # a workshop file's characters (analysis/workshops.MAX_FILE)
 
 
 def nickname(text) -> str:
@@ -183,6 +184,29 @@ def revealed(code, workshop, path: Path | str | None = None, now: float | None =
         polls.check_room(tx, code, now)
         return sorted(s for (s,) in tx.all("SELECT step FROM step_revealed WHERE code = ? AND workshop = ?",
                                            (code, workshop)))
+
+
+def set_workshop(code, key, text, path: Path | str | None = None, now: float | None = None) -> dict:
+    """The room's workshop (its lecturer only): a workshop file's text, validated by the caller (the UI checks its
+    views and computes its tools' answers; this package knows nothing of either), '' for none. Kept with the room,
+    so a student on any copy of the app sharing this database walks the same workshop."""
+    now = time.time() if now is None else now
+    code, text = polls.normalise_code(code), text if isinstance(text, str) else ""
+    if len(text) > MAX_WORKSHOP_TEXT:
+        raise RoomError(f"A workshop file has at most {MAX_WORKSHOP_TEXT:,} characters (this one {len(text):,}).")
+    with database(path).write() as tx:
+        _lecturer(tx, code, key, now, "give it a workshop")
+        tx.run("UPDATE rooms SET workshop = ? WHERE code = ?", (text, code))
+    return {"room": code, "chars": len(text)}
+
+
+def workshop_of(code, path: Path | str | None = None, now: float | None = None) -> str:
+    """The text of the workshop the room's lecturer gave it ('' for none): anyone with the code may read it."""
+    now = time.time() if now is None else now
+    code = polls.normalise_code(code)
+    with database(path).read() as tx:
+        polls.check_room(tx, code, now)
+        return tx.one("SELECT workshop FROM rooms WHERE code = ?", (code,))[0]
 
 
 def _rows(tx, code: str) -> dict:

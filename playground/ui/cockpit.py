@@ -25,7 +25,7 @@ import gradio as gr
 
 from playground.figures import cockpit as fc
 from playground.rooms import progress
-from playground.ui import common, quiz_tab
+from playground.ui import common, quiz_tab, workshop_tab
 
 TICK_SECONDS = 1.0     # the cockpit is at most this (and one read of the room) behind the class: p95 <= 2 s
 NO_KEY = "Open a room first (above): the cockpit shows the room this page opened."
@@ -103,6 +103,16 @@ def cockpit_reveal(room: str = "", key: str = "", workshop: str = "", step: floa
     return quiz_tab._room(progress.reveal, room, key, quiz_tab._text(workshop, "The workshop"), step)
 
 
+def cockpit_workshop(room: str = "", key: str = "", workshop: str = "") -> dict:
+    """The room's workshop (a shipped id, or a file's text; empty: none), validated, kept with the room: a student
+    who joins the room on any copy of the app opens it at its first step."""
+    room, key = _args(room, key)
+    text, found = workshop_tab.workshop_text(workshop) if str(workshop or "").strip() else ("", None)
+    kept = quiz_tab._room(progress.set_workshop, room, key, text)
+    return {"room": kept["room"], "workshop": found.id if found else None,
+            "title": found.title if found else None, "n_steps": len(found.steps) if found else 0}
+
+
 def cockpit_delete(room: str = "", key: str = "") -> dict:
     """Every row the room holds (answers, progress, reveals, the room itself), deleted; `rows` counts them."""
     return quiz_tab._room(progress.delete, *_args(room, key))
@@ -177,6 +187,22 @@ def export(seat):
             [str(folder / f"room-{data['room']}-{name}") for name in files])
 
 
+def give(seat, workshop_id):
+    """The lecturer's page gives its room the workshop picked in the list (None: none)."""
+    room, key = _lecturer(seat)
+    if not key:
+        return NO_KEY
+    try:
+        text, found = workshop_tab.workshop_text(workshop_id) if workshop_id else ("", None)
+        progress.set_workshop(room, key, text)
+    except (progress.RoomError, gr.Error) as err:
+        return _said(err)
+    if found is None:
+        return "The room has no workshop now: students who join walk whichever they pick."
+    return (f"Room {quiz_tab._shown(room)} walks **{html.escape(found.title)}**: a student who joins opens its first "
+            "step, on whichever copy of the app serves them.")
+
+
 def delete(seat, sure):
     room, key = _lecturer(seat)
     if not key:
@@ -201,6 +227,10 @@ def build(seat: gr.State) -> None:
         funnel = gr.Markdown(elem_id="cockpit-funnel")
         students = gr.Markdown(elem_id="cockpit-students")
         with gr.Row():
+            given = gr.Dropdown(workshop_tab._shipped(), value=None, label="The room's workshop (students who join "
+                                "open it)", elem_id="cockpit-workshop", scale=2)
+            give_ = gr.Button("Give the room this workshop", elem_id="cockpit-give", scale=1)
+        with gr.Row():
             step = gr.Dropdown([], label="A step's answer to reveal", elem_id="cockpit-step", scale=2)
             show = gr.Button("Reveal to the students", elem_id="cockpit-reveal", scale=1)
         with gr.Row():
@@ -219,7 +249,8 @@ def build(seat: gr.State) -> None:
     timer.tick(**redraw)
     show.click(reveal, [seat, step], said, **quiet).then(**redraw)
     download.click(export, seat, [said, files], **quiet)
+    give_.click(give, [seat, given], said, **quiet)
     drop.click(delete, [seat, sure], [said, sure], **quiet).then(**redraw)
     for fn, name in ((cockpit, "cockpit"), (cockpit_export, "cockpit_export"), (cockpit_reveal, "cockpit_reveal"),
-                     (cockpit_delete, "cockpit_delete")):
+                     (cockpit_workshop, "cockpit_workshop"), (cockpit_delete, "cockpit_delete")):
         gr.api(fn, api_name=name, queue=False)

@@ -142,12 +142,20 @@ def layout() -> dict:
                 timer=gr.Timer(REVEAL_SECONDS, active=False))
 
 
+QUIET = dict(queue=False, api_visibility="private", show_progress="hidden")
+
+
+def wire_join(r: dict, walk, own):
+    """Joining (the button, or Enter in the nickname): the event, which the caller follows with opening the room's
+    workshop (ui/workshop_tab.room_workshop)."""
+    return gr.on([r["join"].click, r["name"].submit], join, [r["room"], r["name"], walk, own],
+                 [r["status"], r["member"], r["shown"], r["timer"]], **QUIET)
+
+
 def wire(r: dict, walk, own, verdict, opened: list, checked, hints) -> None:
-    """The room's events: joining, and a record after each step opened (`opened`: the events that show a step),
-    each check (`checked`, whose `verdict` output holds the verdict) and each hint (`hints`)."""
-    quiet = dict(queue=False, api_visibility="private", show_progress="hidden")
-    gr.on([r["join"].click, r["name"].submit], join, [r["room"], r["name"], walk, own],
-          [r["status"], r["member"], r["shown"], r["timer"]], **quiet)
+    """The records: after each step opened (`opened`: the events that show a step), each check (`checked`, whose
+    `verdict` output holds the verdict) and each hint (`hints`); the timer that shows a revealed answer."""
+    quiet = QUIET
     for event in opened:
         event.success(reached, [walk, r["member"], own], [r["status"], r["shown"], r["member"]], **quiet)
     checked.success(answered, [walk, r["member"], verdict], r["status"], **quiet)

@@ -17,12 +17,14 @@ messages naming each line and field) and `workshop_check` (a verdict; docs/api.m
 from __future__ import annotations
 
 import html
+import threading
 from functools import lru_cache
 from pathlib import Path
 
 import gradio as gr
 
 from playground.analysis import workshops as w
+from playground.rooms import progress
 from playground.ui import view, workshop_form, workshop_room
 from playground.ui.common import Shared
 
@@ -96,6 +98,45 @@ def _find(workshop) -> w.Workshop:
         raise gr.Error(f"Unknown workshop {html.escape(workshop[:40])!r}; the workshops are {known}.") from None
     except w.WorkshopError as err:
         raise gr.Error(_messages(err.messages)) from None
+
+
+def workshop_text(workshop) -> tuple[str, w.Workshop]:
+    """A shipped id or a file's text as the text a room keeps (the shipped file's own), with the workshop it loads
+    as (validated: views checked, tool answers computed); a gr.Error saying why not."""
+    found = _find(workshop)
+    if "\n" in workshop or workshop.lstrip().startswith("{"):
+        return workshop, found
+    return next(p for p in w.shipped_files() if p.stem == workshop.strip()).read_text(encoding="utf-8"), found
+
+
+_room_lock = threading.Lock()
+
+
+def _room_workshop(text: str) -> w.Workshop:
+    """A room's workshop, read once per text on this copy of the app (its tools' answers computed then): the class
+    joining at once waits for the first student's reading instead of each computing it."""
+    with _room_lock:
+        return _read_room_workshop(text)
+
+
+@lru_cache(maxsize=16)
+def _read_room_workshop(text: str) -> w.Workshop:
+    return _load_text(text, "room.json" if text.lstrip().startswith("{") else "room.yaml")
+
+
+def room_workshop(member, restored=0):
+    """After a student joins a room: the workshop its lecturer gave the room (kept in the class's database, so the
+    same on every copy of the app), opened at its first step; nothing changes when the room has none."""
+    member = member if isinstance(member, dict) else {}
+    unchanged = [gr.skip()] * (len(_shared.view) + 11)
+    try:
+        text = progress.workshop_of(member["room"]) if member.get("room") else ""
+        return show(_room_workshop(text), 0, restored) if text else unchanged
+    except progress.RoomError as err:
+        gr.Warning(html.escape(str(err), quote=False))
+    except gr.Error as err:                     # a workshop this copy of the app cannot load (an older version)
+        gr.Warning(str(err))
+    return unchanged
 
 
 # The endpoints
@@ -323,7 +364,8 @@ def _focus(state):
 
 def _wire(demo: gr.Blocks, c: dict, outputs: list, later: list, more: list) -> None:
     hidden = dict(api_visibility="private")
-    opened = [*more,
+    joined = workshop_room.wire_join(c["room"], c["walk"], c["own"])
+    opened = [*more, joined.success(room_workshop, [c["room"]["member"], c["restored"]], outputs, **hidden),
         c["pick"].input(pick_workshop, [c["pick"], c["restored"]], outputs, **hidden),
         c["upload"].upload(import_file, [c["upload"], c["restored"]], outputs, **hidden),
         c["following"].click(lambda s, r: go(s, +1, r), [c["walk"], c["restored"]], outputs, **hidden),
