@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from types import SimpleNamespace
 
 import gradio as gr
@@ -149,6 +150,7 @@ def test_export_writes_the_three_files_and_delete_removes_the_room(where, mini):
     assert cockpit.delete(seat, False)[0].startswith("Tick *Yes, delete* first")
     said, sure = cockpit.delete(seat, True)
     assert said.startswith(f"Deleted room {code}:") and sure is False
+    assert not any(os.path.exists(f) for f in files)                    # the server's export files went too
     assert cockpit.tick(seat, None)[0].startswith(f"⚠ No room {code}")
     assert workshop_room.tick(walk, member, "")[0].startswith(f"⚠ No room {code}")
 
@@ -216,7 +218,6 @@ def test_a_student_on_another_copy_walks_the_same_workshop(postgres, monkeypatch
     """Two copies of the app on one PostgreSQL: the lecturer's (this process) gives the room its workshop; a student
     on the other (a process of its own, sharing nothing but DATABASE_URL) reads it and walks it; the lecturer's
     cockpit sees that student."""
-    import os
     import subprocess
     import sys
     from pathlib import Path

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -213,6 +214,8 @@ def delete(seat, sure):
         done = progress.delete(room, key)
     except progress.RoomError as err:
         return _said(err), gr.skip()
+    for folder in common.downloads_dir().glob(f"cockpit-{done['room']}-*"):   # this page's exports of the room too
+        shutil.rmtree(folder, ignore_errors=True)
     return (f"Deleted room {done['room']}: {sum(done['rows'].values())} rows (its answers, progress and the room "
             "itself). Open a new room to go on.", False)
 
