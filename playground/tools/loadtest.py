@@ -63,8 +63,15 @@ def session(url: str):
     return Client(url, verbose=False, httpx_kwargs={"timeout": SETUP_TIMEOUT})
 
 
+def _own_room(client) -> dict:
+    """A room of its own for a call that deletes its room (`cockpit_delete`): the shared one must stay."""
+    opened = client.predict(api_name="/poll_open")[-1]
+    return {"room": opened["room"], "key": opened["key"]}
+
+
 def endpoint_arguments(url: str) -> dict[str, dict]:
-    """Every named endpoint of the app at `url` with the keyword arguments to call it with."""
+    """Every named endpoint of the app at `url` with the keyword arguments to call it with (or a function of the
+    caller's client that makes them, for a call that needs a fresh room)."""
     api = session(url).view_api(return_format="dict", print_info=False)["named_endpoints"]
     calls = {}
     for name, endpoint in api.items():
@@ -78,6 +85,10 @@ def endpoint_arguments(url: str) -> dict[str, dict]:
         calls["/exercise"] = {"exercise_id": "tokens-bpe", "answer": "4"}
         calls["/poll_answer"] = {"room": room, "exercise_id": "tokens-bpe", "answer": "4"}
         calls["/poll_tally"] = {"room": room, "exercise_id": "tokens-bpe", "key": "", "reveal": False}
+        lecturer = {"room": room, "key": opened["key"]}             # the cockpit's endpoints (ui/cockpit.py)
+        calls.update({"/cockpit": lecturer, "/cockpit_export": lecturer,
+                      "/cockpit_reveal": {**lecturer, "workshop": "load", "step": 1},
+                      "/cockpit_workshop": {**lecturer, "workshop": ""}, "/cockpit_delete": _own_room})
     return calls
 
 
@@ -89,9 +100,16 @@ def run(url: str, users: int, requests_per_user: int, seed: int = 0) -> LoadResu
     result, lock = LoadResult(), threading.Lock()
 
     def call(client, name: str) -> None:
+        args = calls[name]
+        try:
+            args = args(client) if callable(args) else args            # before the clock: not the call measured
+        except Exception as err:  # noqa: BLE001 - every failure is the finding
+            with lock:
+                result.errors.append(("/poll_open", f"{type(err).__name__}: {str(err)[:300]}"))
+            return
         started = time.perf_counter()
         try:
-            client.predict(api_name=name, **calls[name])
+            client.predict(api_name=name, **args)
         except Exception as err:  # noqa: BLE001 - every failure is the finding
             with lock:
                 result.errors.append((name, f"{type(err).__name__}: {str(err)[:300]}"))
