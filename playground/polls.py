@@ -22,6 +22,7 @@ from collections import Counter
 from pathlib import Path
 
 from playground.rooms.database import DEFAULT_DB, RoomError, configured, database  # noqa: F401 (DEFAULT_DB: as before)
+from playground.rooms.migrations import ROOM_TABLES
 
 ROOM_SECONDS = 3 * 3600
 MAX_ROOMS = 1_000
@@ -40,11 +41,11 @@ def db_path() -> str:
 
 
 def _purge(tx, now: float) -> None:
-    """Expired rooms go, with their answers."""
+    """Expired rooms go, with every row they hold (their answers, their students' workshop progress)."""
     old = now - ROOM_SECONDS
-    tx.run("DELETE FROM answers WHERE code IN (SELECT code FROM rooms WHERE created < ?)", (old,))
-    tx.run("DELETE FROM revealed WHERE code IN (SELECT code FROM rooms WHERE created < ?)", (old,))
-    tx.run("DELETE FROM rooms WHERE created < ?", (old,))
+    for table in ROOM_TABLES:           # rooms last: the others find their rooms' codes there
+        where = "created < ?" if table == "rooms" else "code IN (SELECT code FROM rooms WHERE created < ?)"
+        tx.run(f"DELETE FROM {table} WHERE {where}", (old,))
 
 
 def no_room(code: str) -> str:
@@ -103,7 +104,7 @@ def check_room(tx, code: str, now: float) -> tuple[str, float, str]:
 
 def owner(key, room_key: str) -> bool:
     """Whether `key` is the room's key (compared in constant time: a wrong key learns nothing of the right one)."""
-    return bool(key) and secrets.compare_digest(str(key), room_key)
+    return bool(key) and secrets.compare_digest(str(key).encode(), room_key.encode())   # bytes: any text typed
 
 
 def _revealed(tx, code: str, question: str) -> bool:
@@ -153,8 +154,8 @@ def answer(code, question: str, session: str, value: str, path: Path | str | Non
         raise PollError("Answers are counted per browser session; this request has none.")
 
     def write(tx) -> int:
-        check_room(tx, code, now)
-        tx.lock(f"room:{code}")             # the checks below and the write, one writer per room at a time
+        tx.lock(f"room:{code}")             # the checks below and the write, one writer per room at a time (and a
+        check_room(tx, code, now)           # room's deletion, rooms/progress.delete, wholly before or after)
         if _revealed(tx, code, question):   # checked under the lock: no answer slips in after a reveal
             raise PollError(f"Room {code} has revealed the answers to this question, so it takes no more: "
                             "the histogram stays the one the class answered.")

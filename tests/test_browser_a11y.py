@@ -135,7 +135,7 @@ def test_every_view_has_no_serious_violation(pages, mode):
 @pytest.mark.xdist_group("a11y-light")
 def test_tour_and_quiz_have_no_serious_violation(pages):
     """The guided tour open at its first step, a tab's own questions open, and the class quiz's lecturer panel with a
-    room opened (its code shown large)."""
+    room opened (its code shown large) and its cockpit shown live."""
     page = pages("light")
     problems = []
     page.locator("#tour").get_by_text("Guided tour").click()
@@ -151,4 +151,9 @@ def test_tour_and_quiz_have_no_serious_violation(pages):
     page.locator("#quiz-open").click()
     page.wait_for_selector("#quiz-opened .quiz-room b", timeout=30_000)
     problems += audit(page, "class quiz, a room opened")
+    page.get_by_text("Cockpit: your room's workshop progress").click()     # the cockpit, live (ui/cockpit.py)
+    page.locator("#cockpit-live input").check()
+    page.wait_for_function("() => document.querySelector('#cockpit-summary')?.innerText.includes('joined room')",
+                           timeout=30_000)
+    problems += audit(page, "class quiz, the lecturer's cockpit")
     assert not problems, f"{len(problems)} serious or critical violation(s):\n" + "\n".join(problems)

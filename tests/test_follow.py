@@ -135,6 +135,12 @@ def test_every_lecturer_endpoint_refuses_without_the_key(client):
             client.predict(*args, api_name=name)
     with pytest.raises(Exception, match="Only the page that opened the room can reveal"):
         client.predict(code, "blank", key, True, api_name="/poll_tally")
+    for name, args in (("/cockpit", ()), ("/cockpit_export", ()), ("/cockpit_reveal", ("mini", 1)),
+                       ("/cockpit_workshop", ("",)), ("/cockpit_delete", ())):   # the cockpit's (ui/cockpit.py)
+        for wrong in ("", key):
+            with pytest.raises(Exception, match=f"Only the page that opened room {code} can .*the room's key"):
+                client.predict(code, wrong, *args, api_name=name)
+    assert client.predict(code, -1, api_name="/follow_view")["room"] == code   # nothing was deleted
     assert client.predict(code, -1, api_name="/follow_view") == {"room": code, "version": 0, "view": "",
                                                                  "lecturer_present": False}
 

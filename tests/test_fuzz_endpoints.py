@@ -40,7 +40,8 @@ HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, (
 SMOLLM2_ENDPOINTS = ("chain_of_thought", "chat_tools")
 CHEAP_COT = {"direct": 8, "step_by_step": 8}
 NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
-NEEDS_A_ROOM = {"follow_lead", "follow_view"}  # API calls with no UI values of their own: refused without a room
+NEEDS_A_ROOM = {"follow_lead", "follow_view",
+                "cockpit", "cockpit_export", "cockpit_reveal", "cockpit_workshop", "cockpit_delete"}  # API calls with no UI values of their own: refused without a room
 ENDPOINTS = {fn.api_name: fn for fn in app.demo.fns.values() if fn.api_visibility == "public" and fn.fn is not None}
 
 

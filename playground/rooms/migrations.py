@@ -31,7 +31,31 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
         """ALTER TABLE rooms ADD COLUMN view_version INTEGER NOT NULL DEFAULT 0""",
         """ALTER TABLE rooms ADD COLUMN lead_at DOUBLE PRECISION NOT NULL DEFAULT 0""",
     ]),
+    (4, "workshop progress: each student's nickname and step, the steps they reached, their last answer per step, "
+        "the hints they asked for, and the steps whose answer the lecturer revealed", [
+        """CREATE TABLE students (code TEXT NOT NULL, session TEXT NOT NULL, nickname TEXT NOT NULL,
+                                  workshop TEXT NOT NULL DEFAULT '', step INTEGER NOT NULL DEFAULT 0,
+                                  joined DOUBLE PRECISION NOT NULL, seen DOUBLE PRECISION NOT NULL,
+                                  PRIMARY KEY (code, session))""",
+        """CREATE TABLE reached (code TEXT NOT NULL, session TEXT NOT NULL, workshop TEXT NOT NULL,
+                                 step INTEGER NOT NULL, at DOUBLE PRECISION NOT NULL,
+                                 PRIMARY KEY (code, session, workshop, step))""",
+        """CREATE TABLE step_answers (code TEXT NOT NULL, session TEXT NOT NULL, workshop TEXT NOT NULL,
+                                      step INTEGER NOT NULL, answer TEXT NOT NULL, correct INTEGER NOT NULL,
+                                      at DOUBLE PRECISION NOT NULL, PRIMARY KEY (code, session, workshop, step))""",
+        """CREATE TABLE hints (code TEXT NOT NULL, session TEXT NOT NULL, workshop TEXT NOT NULL,
+                               step INTEGER NOT NULL, shown INTEGER NOT NULL, at DOUBLE PRECISION NOT NULL,
+                               PRIMARY KEY (code, session, workshop, step))""",
+        """CREATE TABLE step_revealed (code TEXT NOT NULL, workshop TEXT NOT NULL, step INTEGER NOT NULL,
+                                       PRIMARY KEY (code, workshop, step))""",
+    ]),
+    (5, "a room's workshop: the text of the workshop file its lecturer gave the room ('' for none), which its "
+        "students walk on whichever copy of the app serves them", [
+        """ALTER TABLE rooms ADD COLUMN workshop TEXT NOT NULL DEFAULT ''""",
+    ]),
 ]
+# Every table holding a room's rows (by its `code`), rooms last: what expiry and "delete this room's data" remove
+ROOM_TABLES = ("answers", "revealed", "students", "reached", "step_answers", "hints", "step_revealed", "rooms")
 LATEST = MIGRATIONS[-1][0]
 
 BOOKKEEPING = """CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL,

@@ -1,5 +1,6 @@
 """The bench's class-database rows (`python -m playground.bench --rooms-only`): 200 students' answers arriving in the
-same instant, and follow-me's propagation (the lecturer's change until each of 200 following pollers has it), on the
+same instant, follow-me's propagation (the lecturer's change until each of 200 following pollers has it), and how far
+the lecturer's live cockpit is behind 200 students walking a workshop, on the
 embedded SQLite file and, when `DATABASE_URL` names one, on PostgreSQL. Measured at the store (playground/rooms, the
 calls the endpoints make, in threads as the server's are), not through browsers: a browser adds its page's round trip.
 """
@@ -14,10 +15,11 @@ import time
 from pathlib import Path
 
 from playground import polls
-from playground.rooms import follow
+from playground.rooms import follow, progress
 from playground.tools.bench_served import _p95
 
 FOLLOW_SECONDS = 0.75   # ui/follow.FOLLOW_SECONDS: how often a following page polls (not imported: no gradio here)
+COCKPIT_SECONDS = 1.0   # ui/cockpit.TICK_SECONDS: how often the lecturer's live cockpit asks the room
 
 
 def answers_at_once(where: str, students: int = 200) -> tuple[float, int]:
@@ -76,6 +78,49 @@ def propagation(where: str, followers: int = 200, changes: int = 5, gap: float =
     return sorted(delays)
 
 
+def cockpit_lag(where: str, students: int = 200, steps: int = 5, seconds: float = 8.0) -> list[float]:
+    """`students` threads walk a workshop of `steps` steps, each answering every step at random moments over
+    `seconds`, while the lecturer's cockpit reads the room every COCKPIT_SECONDS. Each answer's delay: from its
+    record returning (acknowledged) to the end of the first cockpit read that counts it."""
+    code, key = polls.open_room(where)
+    acked: dict[tuple[str, int], float] = {}
+    delays: list[float] = []
+    stop = threading.Event()
+
+    def student(i: int) -> None:
+        rng, name = random.Random(i), f"S{i}"
+        progress.join(code, f"s{i}", name, where)
+        for step, at in enumerate(sorted(rng.uniform(0, seconds) for _ in range(steps)), start=1):
+            time.sleep(max(0.0, start + at - time.perf_counter()))
+            progress.answered(code, f"s{i}", "bench", step, str(rng.randint(1, 4)), rng.random() < 0.5, where)
+            acked[name, step] = time.perf_counter()
+
+    def lecturer() -> None:
+        seen: set[tuple[str, int]] = set()
+        while not stop.is_set():
+            data = progress.export(code, key, where)        # the cockpit's read, and the answers named per student
+            now = time.perf_counter()
+            for row in data["answers"]:
+                got = (row["nickname"], row["step"])
+                if got not in seen and got in acked:
+                    seen.add(got)
+                    delays.append(now - acked[got])
+            time.sleep(COCKPIT_SECONDS)
+
+    start = time.perf_counter() + 1.0                        # the joins first
+    threads = [threading.Thread(target=student, args=(i,)) for i in range(students)]
+    for t in threads:
+        t.start()
+    watcher = threading.Thread(target=lecturer)
+    watcher.start()
+    for t in threads:
+        t.join()
+    time.sleep(COCKPIT_SECONDS * 2)
+    stop.set()
+    watcher.join()
+    return sorted(delays)
+
+
 def rooms_rows(students: int = 200) -> list[tuple]:
     with tempfile.TemporaryDirectory(prefix="bench-rooms-") as folder:   # the SQLite file goes with the rows
         return _rows({"SQLite": str(Path(folder) / "rooms.sqlite3"),
@@ -95,4 +140,15 @@ def _rows(engines: dict[str, str], students: int) -> list[tuple]:
         rows.append((f"follow me ({name}): a lecturer's change until each of {students} polling followers has it "
                      f"({len(delays)} deliveries, polls every {FOLLOW_SECONDS:g} s)", f"{median:.2f} s",
                      f"{p95:.2f} s", "p95 ≤ 1 s", p95 is not None and p95 <= 1))
+        rows.append(cockpit_row(name, where, students))
     return rows
+
+
+def cockpit_row(name: str, where: str, students: int = 200, steps: int = 5) -> tuple:
+    delays = cockpit_lag(where, students, steps)
+    p95 = _p95(delays)
+    median = delays[len(delays) // 2] if delays else None
+    return (f"cockpit ({name}): a student's answer until the lecturer's live cockpit counts it ({students} students "
+            f"× {steps} steps, {len(delays)} answers, read every {COCKPIT_SECONDS:g} s)",
+            f"{median:.2f} s" if median is not None else "n/a", f"{p95:.2f} s" if p95 is not None else "n/a",
+            "p95 ≤ 2 s", p95 is not None and p95 <= 2 and len(delays) == students * steps)

@@ -1,11 +1,10 @@
 """Many users at once: `gradio_client` sessions against a running app, for the load and soak tests.
 
-Every named endpoint the app exposes is called, found through the API description, so a new endpoint
-is covered without a change here. Each call passes the values the UI shows by default (the API
-description carries them), except where those would take seconds (`CHEAP`). An endpoint that needs a
-result of another in the same session (`NEEDS`) gets it first. A request that ends in an error, a
-rejection included, counts as an error: the defaults are valid input.
-"""
+Every named endpoint the app exposes is called, found through the API description, so a new endpoint is covered
+without a change here. Each call passes the values the UI shows by default (the API description carries them), except
+where those would take seconds (`CHEAP`) or need a room (the quiz's, follow-me's, the cockpit's: one shared room). An
+endpoint needing a result of another in the same session (`NEEDS`) gets it first. A request that ends in an error, a
+rejection included, counts as an error: the defaults are valid input."""
 
 from __future__ import annotations
 
@@ -64,7 +63,7 @@ def session(url: str):
 
 
 def endpoint_arguments(url: str) -> dict[str, dict]:
-    """Every named endpoint of the app at `url` with the keyword arguments to call it with."""
+    """Every named endpoint of the app at `url` with its keyword arguments (or what makes them: a room to delete)."""
     api = session(url).view_api(return_format="dict", print_info=False)["named_endpoints"]
     calls = {}
     for name, endpoint in api.items():
@@ -78,6 +77,10 @@ def endpoint_arguments(url: str) -> dict[str, dict]:
         calls["/exercise"] = {"exercise_id": "tokens-bpe", "answer": "4"}
         calls["/poll_answer"] = {"room": room, "exercise_id": "tokens-bpe", "answer": "4"}
         calls["/poll_tally"] = {"room": room, "exercise_id": "tokens-bpe", "key": "", "reveal": False}
+        for name in ("/cockpit", "/cockpit_export", "/cockpit_reveal", "/cockpit_workshop"):   # ui/cockpit.py
+            calls[name] = {**calls[name], "room": room, "key": opened["key"]}
+        calls["/cockpit_reveal"]["workshop"] = "load"
+        calls["/cockpit_delete"] = lambda client: client.predict(api_name="/poll_open")[-1]   # {room, key}
     return calls
 
 
@@ -89,9 +92,9 @@ def run(url: str, users: int, requests_per_user: int, seed: int = 0) -> LoadResu
     result, lock = LoadResult(), threading.Lock()
 
     def call(client, name: str) -> None:
-        started = time.perf_counter()
         try:
-            client.predict(api_name=name, **calls[name])
+            args, started = calls[name](client) if callable(calls[name]) else calls[name], time.perf_counter()
+            client.predict(api_name=name, **args)
         except Exception as err:  # noqa: BLE001 - every failure is the finding
             with lock:
                 result.errors.append((name, f"{type(err).__name__}: {str(err)[:300]}"))

@@ -44,6 +44,7 @@ class Shared:
     relays: dict[str, gr.HTML] = field(default_factory=dict)  # "text", "focus": see `changed`
     limits: dict[str, Callable[[dict[str, str]], tuple | list]] = field(default_factory=dict)  # see `limit`
     follow: object = None   # follow-me's components (ui/follow.Follow); the Class quiz tab lays out its checkboxes
+    cockpit: object = None  # the lecturer's cockpit (ui/cockpit.build(seat)), laid out in the quiz's lecturer panel
 
     def changed(self, name: str):
         """The event that follows a real change of `text` or `focus` (name): what the tabs listen to, never the

@@ -14,9 +14,9 @@ from starlette.middleware import Middleware
 from playground import checkpoints
 from playground.analysis import focus
 from playground.text import MAX_CHARS
-from playground.ui import (attention_tab, causal_tab, embeddings_tab, fill_mask_tab, finetune_tab, generation_tab,
-                           follow, gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour, view,
-                           workshop_tab)
+from playground.ui import (attention_tab, causal_tab, cockpit, embeddings_tab, fill_mask_tab, finetune_tab,
+                           generation_tab, follow, gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour,
+                           view, workshop_tab)
 from playground.ui.cache import AnswerCache
 from playground.ui.compute import Lanes
 from playground.ui.workers import Workers, share_cores
@@ -70,6 +70,7 @@ def build_demo() -> gr.Blocks:
         chips = gr.HTML(focus.chips_html(DEFAULT_TEXT, None), elem_id="word-chips", js_on_load=focus.CHIP_CLICK_JS)
         link_notice = gr.HTML("", elem_id="link-notice", visible=False)   # shown when a link asks the impossible
         shared.follow = follow.layout()     # the bar saying whom this page follows (a student's in a room)
+        shared.cockpit = cockpit.build      # the Class quiz tab's lecturer panel lays it out (ui/cockpit.py)
         left_out = [f"Left out: {message}" for message in checkpoints.damaged().values()]
         gr.HTML(view.notice_html(left_out, "Some shipped models are missing or damaged; the rest of the app works:"),
                 elem_id="models-notice", visible=bool(left_out))

@@ -18,7 +18,8 @@ Two things about the room's events that are easy to undo by accident:
 The timer's ticks are not queued (every open page sends one every TICK_SECONDS) and never raise.
 
 Follow me (ui/follow.py) lays its two checkboxes out here, the student's beside the room code and the lecturer's in
-the lecturer's panel, and reads this page's `seat` for the room and the key.
+the lecturer's panel, and reads this page's `seat` for the room and the key. So does the lecturer's cockpit
+(ui/cockpit.py: the room's workshop progress, reveal, export, delete), mounted in the lecturer's panel.
 """
 
 from __future__ import annotations
@@ -302,6 +303,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         reveal_flag = gr.Checkbox(True, visible=False)
         if shared.follow is not None:
             shared.follow.controls(seat, "lecturer")
+        if shared.cockpit is not None:                      # the room's workshop progress (ui/cockpit.build)
+            shared.cockpit(seat)
     tally_md = gr.Markdown(elem_id="quiz-tally")
     tally_plot = gr.Plot(label="The class's answers", elem_id="quiz-plot")
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):

@@ -17,13 +17,15 @@ messages naming each line and field) and `workshop_check` (a verdict; docs/api.m
 from __future__ import annotations
 
 import html
+import threading
 from functools import lru_cache
 from pathlib import Path
 
 import gradio as gr
 
 from playground.analysis import workshops as w
-from playground.ui import view, workshop_form
+from playground.rooms import progress
+from playground.ui import view, workshop_form, workshop_room
 from playground.ui.common import Shared
 
 INTRO_MD = """**Workshops.** A lecturer's path through the tabs: each step opens a view of the app, says what to look at
@@ -96,6 +98,45 @@ def _find(workshop) -> w.Workshop:
         raise gr.Error(f"Unknown workshop {html.escape(workshop[:40])!r}; the workshops are {known}.") from None
     except w.WorkshopError as err:
         raise gr.Error(_messages(err.messages)) from None
+
+
+def workshop_text(workshop) -> tuple[str, w.Workshop]:
+    """A shipped id or a file's text as the text a room keeps (the shipped file's own), with the workshop it loads
+    as (validated: views checked, tool answers computed); a gr.Error saying why not."""
+    found = _find(workshop)
+    if "\n" in workshop or workshop.lstrip().startswith("{"):
+        return workshop, found
+    return next(p for p in w.shipped_files() if p.stem == workshop.strip()).read_text(encoding="utf-8"), found
+
+
+_room_lock = threading.Lock()
+
+
+def _room_workshop(text: str) -> w.Workshop:
+    """A room's workshop, read once per text on this copy of the app (its tools' answers computed then): the class
+    joining at once waits for the first student's reading instead of each computing it."""
+    with _room_lock:
+        return _read_room_workshop(text)
+
+
+@lru_cache(maxsize=16)
+def _read_room_workshop(text: str) -> w.Workshop:
+    return _load_text(text, "room.json" if text.lstrip().startswith("{") else "room.yaml")
+
+
+def room_workshop(member, restored=0):
+    """After a student joins a room: the workshop its lecturer gave the room (kept in the class's database, so the
+    same on every copy of the app), opened at its first step; nothing changes when the room has none."""
+    member = member if isinstance(member, dict) else {}
+    unchanged = [gr.skip()] * (len(_shared.view) + 11)
+    try:
+        text = progress.workshop_of(member["room"]) if member.get("room") else ""
+        return show(_room_workshop(text), 0, restored) if text else unchanged
+    except progress.RoomError as err:
+        gr.Warning(html.escape(str(err), quote=False))
+    except gr.Error as err:                     # a workshop this copy of the app cannot load (an older version)
+        gr.Warning(str(err))
+    return unchanged
 
 
 # The endpoints
@@ -206,6 +247,7 @@ def layout() -> dict:
             pick = gr.Dropdown(_shipped(), value=None, label="Workshop", elem_id="workshop-pick", scale=2)
             upload = gr.File(label="Or import a workshop file (YAML or JSON)", file_types=[".yaml", ".yml", ".json"],
                              type="filepath", elem_id="workshop-file", scale=1)
+        room = workshop_room.layout()        # in class: the room's code and a nickname (the lecturer's cockpit)
         step_md = gr.Markdown(START, elem_id="workshop-step")
         with gr.Row():
             choice = gr.Radio([], label="Your answer", visible=False, elem_id="workshop-choice")
@@ -218,13 +260,14 @@ def layout() -> dict:
             following = gr.Button("Next →", size="sm", variant="primary", elem_id="workshop-next")
         verdict = gr.Markdown(elem_id="workshop-verdict")
         hints = gr.Markdown(elem_id="workshop-hints")
+        room["shown"] = gr.Markdown(elem_id="workshop-revealed")    # a step's answer, once the lecturer reveals it
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             data = gr.JSON(label="workshop")
         tab_path = gr.Textbox("", visible="hidden", elem_id="workshop-tab")   # mounted: the page opens its sub-tab
         form = workshop_form.layout()
     return dict(form=form, pick=pick, upload=upload, previous=previous, following=following, check=check, hint=hint,
                 choice=choice, answer=answer, own=own, verdict=verdict, hints=hints, data=data, step_md=step_md,
-                tab_path=tab_path, walk=gr.State({}))
+                tab_path=tab_path, walk=gr.State({}), room=room)
 
 
 def wire(demo: gr.Blocks, shared: Shared, parts: dict) -> None:
@@ -321,7 +364,8 @@ def _focus(state):
 
 def _wire(demo: gr.Blocks, c: dict, outputs: list, later: list, more: list) -> None:
     hidden = dict(api_visibility="private")
-    opened = [*more,
+    joined = workshop_room.wire_join(c["room"], c["walk"], c["own"])
+    opened = [*more, joined.success(room_workshop, [c["room"]["member"], c["restored"]], outputs, **hidden),
         c["pick"].input(pick_workshop, [c["pick"], c["restored"]], outputs, **hidden),
         c["upload"].upload(import_file, [c["upload"], c["restored"]], outputs, **hidden),
         c["following"].click(lambda s, r: go(s, +1, r), [c["walk"], c["restored"]], outputs, **hidden),
@@ -331,9 +375,10 @@ def _wire(demo: gr.Blocks, c: dict, outputs: list, later: list, more: list) -> N
         if later:
             event = event.success(_focus, c["walk"], [component for _, component in later], **hidden)
         event.then(None, inputs=c["tab_path"], js="(t) => window.playgroundView.open(t)")
-    c["check"].click(check_answer, [c["walk"], c["choice"], c["answer"], c["own"]], [c["verdict"], c["data"]],
-                     **hidden)
-    c["hint"].click(next_hint, c["walk"], [c["hints"], c["walk"]], **hidden)
+    checked = c["check"].click(check_answer, [c["walk"], c["choice"], c["answer"], c["own"]],
+                               [c["verdict"], c["data"]], **hidden)
+    hinted = c["hint"].click(next_hint, c["walk"], [c["hints"], c["walk"]], **hidden)
+    workshop_room.wire(c["room"], c["walk"], c["own"], c["data"], opened, checked, hinted)   # in a room: recorded
     gr.api(workshop_list, api_name="workshop_list", queue=False)
     gr.api(workshop_load, api_name="workshop_load")
     gr.api(workshop_check, api_name="workshop_check")
