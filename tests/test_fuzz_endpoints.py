@@ -36,9 +36,11 @@ HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, (
 # machine): a pytest-xdist group of its own each (tests/conftest.py: XdistGroups), so the two workers share them.
 # Chain of thought's two answers decode at most CHEAP_COT new tokens here: the user's inputs reach the model only
 # as the prompt (read whole, the same code path), and what it writes only feeds the answer rule, which
-# test_reasoning.py checks, with SmolLM2's full-length answers in test_smollm2_answers_both_ways_and_runs_the_loop.
+# test_reasoning.py checks, with SmolLM2's full-length answers in test_smollm2_answers_both_ways_and_runs_the_loop
+# (which runs the tool-calling loop at full length too; here its turns are cut to CHEAP_REPLY: 155 -> 37 s).
 SMOLLM2_ENDPOINTS = ("chain_of_thought", "chat_tools")
 CHEAP_COT = {"direct": 8, "step_by_step": 8}
+CHEAP_REPLY = 24  # tool calling's new tokens per model turn here (96 in the app): the same loop, parse and refusals
 NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
 NEEDS_A_ROOM = {"follow_lead", "follow_view",
                 "cockpit", "cockpit_export", "cockpit_reveal", "cockpit_workshop", "cockpit_delete"}  # API calls with no UI values of their own: refused without a room
@@ -108,9 +110,10 @@ def test_the_shapes_that_crashed_are_refused_or_clamped(name):
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group(f"fuzz-{name}"))
                                   if name in SMOLLM2_ENDPOINTS else name for name in sorted(ENDPOINTS)])
 def test_endpoint_answers_or_says_what_is_wrong(name, monkeypatch):
-    from playground.analysis import reasoning
+    from playground.analysis import reasoning, tool_calling
 
     monkeypatch.setattr(reasoning, "MAX_NEW", CHEAP_COT)
+    monkeypatch.setattr(tool_calling, "MAX_REPLY", CHEAP_REPLY)
     block_fn = ENDPOINTS[name]
     # the cut answers must not stay in the app's shared answer cache: later tests of this worker's app (the same
     # object) read the full ones, and tests/test_compute_served.py found the cut one given for the page's defaults
