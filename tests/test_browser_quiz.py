@@ -169,7 +169,13 @@ def test_the_room_code_is_large_in_lecture_mode(app_url, new_page):
 
 
 def test_each_tab_asks_its_own_questions_at_its_foot(page):
-    page.get_by_role("tab", name="Masked-LM fill-in", exact=True).click()
+    tab = page.get_by_role("tab", name="Masked-LM fill-in", exact=True)
+    tab.click()
+    # the first visible panel is this tab's only once the switch is done (a first visit renders the tab: under
+    # load, the last tab's panel was still the visible one, and the guess went into its box)
+    page.wait_for_function("(t) => t.getAttribute('aria-selected') === 'true'", arg=tab.element_handle(),
+                           timeout=20_000)
+    page.traffic.settle()
     panel = page.locator(".quiz-panel").filter(has_text="about this tab").locator("visible=true").first
     panel.get_by_text("Predict, then reveal").click()
     box = panel.locator("textarea").last
