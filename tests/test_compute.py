@@ -158,22 +158,33 @@ def test_the_answer_cache_computes_its_misses_in_the_child():
         answers.compute.stop()
 
 
-def test_the_slow_lane_takes_slow_computations_and_large_models():
+@pytest.mark.parametrize("before_the_fork", [False, True])
+def test_the_slow_lane_takes_slow_computations_and_large_models_loaded_after_the_fork(before_the_fork, monkeypatch):
+    """A large model the server did not load before forking is loaded by the slow lane only (one copy); one it did
+    load is shared by both lanes, and its computations go where their pool says."""
+    from playground.analysis import models
+
+    monkeypatch.setattr(models, "loaded", lambda name: before_the_fork and models.large(name))
     lanes = Lanes(dict(FUNCTIONS)).start()
     try:
         quick, slow = CpuMeter(), CpuMeter()
         slow.slow = True
         assert lanes.call("pid", pid, (), {}, quick) == lanes.quick.pid
         assert lanes.call("pid", pid, (), {}, slow) == lanes.slow.pid
-        assert lanes.call("pid", pid, ("smollm2",), {}, CpuMeter()) == lanes.slow.pid  # one copy of SmolLM2
+        expected = lanes.quick.pid if before_the_fork else lanes.slow.pid
+        assert lanes.call("pid", pid, ("smollm2",), {}, quick) == expected
+        assert lanes.call("pid", pid, ("smollm2",), {}, slow) == lanes.slow.pid
     finally:
         lanes.stop()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a priority per thread is Linux's")
-def test_a_slow_computation_runs_at_a_lower_priority_and_a_quick_one_beside_it_does_not():
-    """The priority is the computation's thread's: SmolLM2's quick questions (in the slow lane, where its one copy is)
-    run at the server's priority beside its niced generations."""
+def test_a_slow_computation_runs_at_a_lower_priority_and_a_quick_one_beside_it_does_not(monkeypatch):
+    """The priority is the computation's thread's: SmolLM2's quick questions (in the slow lane, where its one copy is
+    when the server did not load it before forking) run at the server's priority beside its niced generations."""
+    from playground.analysis import models
+
+    monkeypatch.setattr(models, "loaded", lambda name: False)
     lanes = Lanes(dict(FUNCTIONS)).start()
     try:
         quick, slow = CpuMeter(), CpuMeter()

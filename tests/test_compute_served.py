@@ -32,6 +32,25 @@ def test_the_served_app_computes_in_two_processes_of_its_own(served):
     assert {child.nice() for child in children} == {psutil.Process(pid).nice()}  # slow computations: their threads
 
 
+def test_smollm2_loaded_by_the_server_is_one_copy_shared_by_both_compute_processes(served):
+    """SmolLM2 on this machine is loaded by the server before it forks (analysis/models.preload): a new sentence's
+    attention (the quick lane) and a generation (the slow lane) read the same copy, and neither process makes a copy
+    of its own (276 MB as float16; a process that loaded its own grew by more than that)."""
+    from playground.nets import smollm2
+
+    if not smollm2.available():
+        pytest.skip(f"SmolLM2 is not installed ({smollm2.INSTALL})")
+    remote, pid = served
+    lanes = psutil.Process(pid).children()
+    before = [lane.memory_full_info().uss for lane in lanes]
+    remote.predict("Who reads the one copy of these weights, and where?", "", "smollm2-135m-instruct", 0, "mean",
+                   False, "head", False, api_name="/attention")
+    remote.predict("The weights are shared", "smollm2-135m-instruct", 8, "greedy", 1.0, 10, 0.9, 0, 1, False,
+                   api_name="/generate")
+    grown = [(lane.memory_full_info().uss - was) / 2**20 for lane, was in zip(lanes, before)]
+    assert max(grown) < 150, f"the compute processes' own memory grew by {grown} MB"
+
+
 def _events(client) -> dict[str, dict]:
     """The named events that compute in the compute processes (no per-session state in, not a live training run),
     with their API defaults."""
@@ -69,3 +88,4 @@ def test_every_event_answers_in_the_compute_processes_as_in_the_servers_own(serv
             if _data(remote.predict(api_name=name, **inputs)) != here:
                 differ.append(name)
     assert not differ, f"answered otherwise in the compute processes: {differ}"
+

@@ -306,10 +306,20 @@ def large(name) -> bool:
     return isinstance(base, str) and base in LARGE
 
 
+# 0: SmolLM2 is loaded on its first use, in the slow compute process only (a server that will not use it saves its
+# 276 MB and ~5 s of start); else a server loads it as it starts when its file is on this machine (`preload`)
+LOAD_SMOLLM2_AT_START = "PLAYGROUND_SMOLLM2_AT_START"
+
+
 def preload() -> list[str]:
     """Load every model but the large ones now, as a server starts: the compute processes it forks afterwards
-    (playground/ui/compute.py) share their memory instead of each loading its own copy. The ids loaded."""
+    (playground/ui/compute.py) share their memory instead of each loading its own copy. SmolLM2 too when its file
+    is on this machine (no download at start) and LOAD_SMOLLM2_AT_START is not 0: then both compute processes
+    share its one copy, and a new sentence's SmolLM2 attention is answered beside the other quick questions instead
+    of waiting in the process that generates (docs/performance.md). The ids loaded."""
     ready = [name for name in ids() if not large(name)]
+    if os.environ.get(LOAD_SMOLLM2_AT_START, "1").strip() != "0" and smollm2.on_disk():
+        ready.append(SMOLLM2)
     for name in ready:
         get(name)
     return ready

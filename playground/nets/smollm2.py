@@ -91,6 +91,11 @@ def available() -> bool:
     return source() is not None
 
 
+def on_disk() -> bool:
+    """Whether SmolLM2 can be loaded without a download: the package's file, or the original in the Hub's cache."""
+    return _gguf_file() is not None or _hub_cached()
+
+
 def _hub_folder(patterns: list[str] | None = None) -> Path:
     """The original's folder (only the files of `patterns`, all without), from the cache or the Hub; `Missing`
     with the reason when it cannot be had."""

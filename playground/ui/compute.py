@@ -229,13 +229,14 @@ class Child(Here):
 
 class Lanes(Here):
     """Two child processes: `quick` computes the events placed in the quick pool (ui/workers.py), `slow` those in the
-    slow one, every computation on a model loaded only when first asked for (SmolLM2: one copy, in one process) and
-    the live training runs. Each has its own lock. A computation of the slow pool runs at a lower priority (nice
-    SLOW_NICE) on a thread of its own, wherever it runs, and the system's scheduler runs a new sentence's tokens
-    (10 ms) before another step of a new prompt's 200 tokens (a second of CPU): a class's generations take what the
-    rest leaves of the two cores, and never hold up the quick questions. The priority is the thread's, not the
-    lane's: a new sentence's SmolLM2 attention (70 ms of CPU, the quick pool) runs in the slow lane beside the
-    generations, and when the whole lane was niced it got a share of what they were left (p95 20 s, 2026-11-27)."""
+    slow one, every computation on a large model loaded only when first asked for (SmolLM2 where the server did not
+    load it as it started: one copy, in one process) and the live training runs. Each has its own lock. A
+    computation of the slow pool runs at a lower priority (nice SLOW_NICE) on a thread of its own, wherever it runs,
+    and the system's scheduler runs a new sentence's tokens (10 ms) before another step of a new prompt's 200 tokens
+    (a second of CPU): a class's generations take what the rest leaves of the two cores, and never hold up the quick
+    questions. The priority is the thread's, not the lane's: a quick question that runs in the slow lane beside the
+    generations (SmolLM2's attention, where SmolLM2 is there only) got a share of what they were left when the whole
+    lane was niced (p95 20 s, 2026-11-27)."""
 
     def __init__(self, functions: dict[str, Callable], threads: int = 1):
         self.quick = Child(functions, threads, name="quick")
@@ -274,7 +275,10 @@ class Lanes(Here):
         return self._lane(args, kwargs, meter).iterate(name, fn, args, kwargs, meter)
 
     def _lane(self, args: tuple, kwargs: dict, meter) -> Child:
-        slow = getattr(meter, "slow", False) or any(models.large(v) for v in (*args, *kwargs.values()))
+        """The lane of the computation's pool; the slow one, whatever its pool, for a large model that the server did
+        not load before forking (a process of its own would load a second copy: one copy, in the slow lane)."""
+        slow = getattr(meter, "slow", False) or any(models.large(v) and not models.loaded(v)
+                                                    for v in (*args, *kwargs.values()))
         first, other = (self.slow, self.quick) if slow else (self.quick, self.slow)
         return first if first.running or not other.running else other
 

@@ -237,8 +237,8 @@ def set_queues(demo: gr.Blocks) -> Serving:
 def preload() -> None:
     """Load what the tabs load on first use, before app.serve() forks its compute processes (ui/compute.py): they then
     share one copy instead of each loading its own on a student's first question (SmolLM2's tokenizer, read from its
-    file, took 3.5 s of a first new sentence's tokenization). SmolLM2 itself and the sentence-transformers library's
-    MiniLM are left for their first use (analysis/models.LARGE)."""
+    file, took 3.5 s of a first new sentence's tokenization). The sentence-transformers library's MiniLM is left for
+    its first use, and so is SmolLM2 unless its file is on this machine (analysis/models.preload)."""
     from playground.analysis import models
     from playground.figures import common as figures
 
