@@ -305,7 +305,7 @@ def test_a_generator_that_waits_for_a_worker_says_how_many_are_ahead(cache):
         yield f"{x} step 1"
         yield f"{x} step 2"
 
-    wrapped = cache.wrap(steps, 1, (), workers, waiting=lambda ahead: f"{ahead} ahead")
+    wrapped = cache.wrap(steps, 1, (), workers, waiting=lambda ahead, beside: f"{ahead} ahead")
     assert list(wrapped("alone")) == ["alone step 1", "alone step 2"]  # a free worker: no waiting view
     seen, done = [], threading.Event()
     with workers.take("someone else's"):  # the only worker is taken
@@ -314,3 +314,23 @@ def test_a_generator_that_waits_for_a_worker_says_how_many_are_ahead(cache):
         assert seen == ["1 ahead"]
     assert done.wait(5) and seen == ["1 ahead", "queued step 1", "queued step 2"]
     assert list(wrapped("queued")) == ["queued step 2"]  # the kept answer: its last step, never the waiting view
+
+
+def test_a_generator_that_starts_beside_others_of_its_pool_says_so_first(cache):
+    """A free worker, but another computation of its pool is running (a class's generations share the cores, the slow
+    pool's at a lower priority): the page is told at once, before a first step that may take seconds."""
+    workers = Workers(2)
+
+    def steps(x):
+        yield f"{x} step 1"
+
+    wrapped = cache.wrap(steps, 1, (), workers, waiting=lambda ahead, beside: f"{ahead} ahead, {beside} beside")
+    assert list(wrapped("alone")) == ["alone step 1"]  # nothing else running: no waiting view
+    with workers.take("someone else's"):
+        assert list(wrapped("beside")) == ["0 ahead, 1 beside", "beside step 1"]
+        with workers.take("a third"):  # both workers taken: it waits
+            seen, done = [], threading.Event()
+            threading.Thread(target=lambda: (seen.extend(wrapped("queued")), done.set()), daemon=True).start()
+            time.sleep(0.3)
+            assert seen == ["1 ahead, 2 beside"]
+    assert done.wait(5) and seen == ["1 ahead, 2 beside", "queued step 1"]

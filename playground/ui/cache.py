@@ -145,8 +145,9 @@ class AnswerCache:
         """`fn` answering from the cache when it can and otherwise computing under one of `workers`; the
         same signature (gradio reads it, e.g. for gr.Progress) and the same kind (function or generator).
         Not `cacheable` (it reads per-session state): always computed, under a worker all the same, in this process.
-        A miss whose inputs are plain data (it has a key) computes where `self.compute` says. `waiting(ahead)`: for a
-        generator, the outputs it shows first when its computation has to wait for a worker (ahead of it: how many)."""
+        A miss whose inputs are plain data (it has a key) computes where `self.compute` says. `waiting(ahead, beside)`:
+        for a generator, the outputs it shows first when its computation has to wait for a worker (ahead of it: how
+        many) or will share the cores with others of its pool (beside it: how many), so the page says so at once."""
         handler = f"{fn.__module__}.{fn.__qualname__}@{id(fn)}"  # events that share a handler share its answers
         self.functions[handler] = fn  # what the compute process may run, by this name
         self.workers[id(workers)] = workers
@@ -175,9 +176,9 @@ class AnswerCache:
 
             def computed(args, kwargs, key):
                 notices, last = [], _DONE
-                ahead = workers.ahead(handler)
-                if waiting is not None and ahead:  # a class's new prompts queue for the slow pool: say so
-                    yield waiting(ahead)
+                ahead, beside = workers.ahead(handler), workers.beside(handler)
+                if waiting is not None and (ahead or beside):  # a class's new prompts queue, or share: say so
+                    yield waiting(ahead, beside)
                 with workers.take(handler) as meter, \
                         contextlib.closing(self._where(key).iterate(handler, fn, args, kwargs, meter)) as steps:
                     while True:  # closed when the caller stops reading (a Stop): so is the computation

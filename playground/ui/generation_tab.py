@@ -176,10 +176,15 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
             shown = time.perf_counter()
 
 
-def waiting(ahead: int) -> tuple:
-    """What Generation shows while its computation waits for a model worker: how many are ahead of it."""
-    notice = (f"Waiting for a free model: {ahead} generation{'s' if ahead != 1 else ''} ahead of yours (a class's new "
-              "prompts take turns)…")
+def waiting(ahead: int, beside: int = 0) -> tuple:
+    """What Generation shows before its first step: how many generations are ahead of it (it waits for a model worker)
+    or running beside it (it starts at once, sharing the cores with them)."""
+    if ahead:
+        notice = (f"Waiting for a free model: {ahead} generation{'s' if ahead != 1 else ''} ahead of yours (a class's "
+                  "new prompts take turns)…")
+    else:
+        notice = (f"Starting: {beside} other generation{'s' if beside != 1 else ''} running beside yours share the "
+                  "cores, so its first tokens may take a few seconds…")
     return fgen.generated_html("", [], notices=[notice], running=True), gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 

@@ -72,6 +72,13 @@ class Workers:
         with self._lock:
             return max(0, self._asking[slow] - self._size[slow] + 1)
 
+    def beside(self, handler: str) -> int:
+        """How many computations of `handler`'s pool are computing now: a new one that need not wait shares the
+        cores with them (the slow pool's run at a lower priority, so under a class its first step may take seconds)."""
+        slow = self.is_slow(handler)
+        with self._lock:
+            return min(self._asking[slow], self._size[slow])
+
     @contextlib.contextmanager
     def take(self, handler: str):
         """A worker for one computation of `handler`; what it yields counts the computation's CPU time."""
