@@ -147,10 +147,14 @@ def test_export_writes_the_three_files_and_delete_removes_the_room(where, mini):
     with open(files[2], encoding="utf-8") as f:
         assert json.load(f)["answers"] == [{"nickname": "Ana", "workshop": "mini", "step": 1, "answer": "4",
                                             "correct": True}]
+    from gradio import processing_utils, utils as gr_utils
+
+    copies = [processing_utils.save_file_to_cache(f, gr_utils.get_upload_folder()) for f in files]  # as gr.File does
     assert cockpit.delete(seat, False)[0].startswith("Tick *Yes, delete* first")
     said, sure = cockpit.delete(seat, True)
     assert said.startswith(f"Deleted room {code}:") and sure is False
     assert not any(os.path.exists(f) for f in files)                    # the server's export files went too
+    assert not any(os.path.exists(f) for f in copies)                   # and Gradio's copies of them
     assert cockpit.tick(seat, None)[0].startswith(f"⚠ No room {code}")
     assert workshop_room.tick(walk, member, "")[0].startswith(f"⚠ No room {code}")
 

@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 
 import gradio as gr
+from gradio import utils as gr_utils
 
 from playground.figures import cockpit as fc
 from playground.rooms import progress
@@ -216,8 +217,16 @@ def delete(seat, sure):
         return _said(err), gr.skip()
     for folder in common.downloads_dir().glob(f"cockpit-{done['room']}-*"):   # this page's exports of the room too
         shutil.rmtree(folder, ignore_errors=True)
+    for copy in _gradio_copies(done["room"]):
+        copy.unlink(missing_ok=True)
     return (f"Deleted room {done['room']}: {sum(done['rows'].values())} rows (its answers, progress and the room "
             "itself). Open a new room to go on.", False)
+
+
+def _gradio_copies(room: str) -> list[Path]:
+    """Gradio's own copies of the room's exports: a gr.File's files are copied into Gradio's cache folder (one folder
+    per file's hash), where they outlive the server's own files until the server stops."""
+    return list(Path(gr_utils.get_upload_folder()).glob(f"*/room-{room}-*"))
 
 
 def build(seat: gr.State) -> None:
