@@ -334,3 +334,25 @@ def test_a_generator_that_starts_beside_others_of_its_pool_says_so_first(cache):
             time.sleep(0.3)
             assert seen == ["1 ahead, 2 beside"]
     assert done.wait(5) and seen == ["1 ahead, 2 beside", "queued step 1"]
+
+
+def test_a_generator_asked_again_while_the_same_is_computing_says_so_then_shows_its_answer(cache):
+    """A class opening one link asks the same new generation many times in a second: it is computed once, and the
+    others are told at once (the waiting view with nothing ahead or beside) instead of showing nothing until it ends."""
+    workers, started, release = Workers(2), threading.Event(), threading.Event()
+
+    def steps(x):
+        started.set()
+        release.wait(5)
+        yield f"{x} step 1"
+        yield f"{x} step 2"
+
+    wrapped = cache.wrap(steps, 1, (), workers, waiting=lambda ahead, beside: f"{ahead} ahead, {beside} beside")
+    first, done = [], threading.Event()
+    threading.Thread(target=lambda: (first.extend(wrapped("same")), done.set()), daemon=True).start()
+    assert started.wait(5)
+    again = wrapped("same")
+    assert next(again) == "0 ahead, 0 beside"          # at once, while the first computation still runs
+    release.set()
+    assert list(again) == ["same step 2"] and done.wait(5)  # then the first one's answer, not computed again
+    assert first == ["same step 1", "same step 2"]

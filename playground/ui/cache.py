@@ -121,6 +121,11 @@ class AnswerCache:
                 del self._inflight[key]
             running.set()
 
+    def computing(self, key: bytes | None) -> bool:
+        """Whether another caller is computing `key` now (a caller of `first` would wait for it)."""
+        with self._inflight_lock:
+            return key is not None and key in self._inflight
+
     def put(self, key: bytes | None, answer: Answer) -> None:
         self._answers.put(key, answer)
 
@@ -147,7 +152,8 @@ class AnswerCache:
         Not `cacheable` (it reads per-session state): always computed, under a worker all the same, in this process.
         A miss whose inputs are plain data (it has a key) computes where `self.compute` says. `waiting(ahead, beside)`:
         for a generator, the outputs it shows first when its computation has to wait for a worker (ahead of it: how
-        many) or will share the cores with others of its pool (beside it: how many), so the page says so at once."""
+        many) or will share the cores with others of its pool (beside it: how many), or (0, 0) when another caller
+        is computing the same inputs and it waits for that answer, so the page says so at once."""
         handler = f"{fn.__module__}.{fn.__qualname__}@{id(fn)}"  # events that share a handler share its answers
         self.functions[handler] = fn  # what the compute process may run, by this name
         self.workers[id(workers)] = workers
@@ -167,6 +173,8 @@ class AnswerCache:
                 if answer is not None:
                     yield replay(answer, n_outputs)
                     return
+                if waiting is not None and self.computing(key):  # the same question, asked a moment ago: say so
+                    yield waiting(0, 0)  # before waiting for its answer (a class opening one link: many seconds)
                 with self.first(key) as mine:
                     answer = None if mine else self.get(key)
                     if answer is not None:  # another caller's computation of the same inputs has answered

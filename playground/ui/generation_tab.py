@@ -178,10 +178,13 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
 
 def waiting(ahead: int, beside: int = 0) -> tuple:
     """What Generation shows before its first step: how many generations are ahead of it (it waits for a model worker)
-    or running beside it (it starts at once, sharing the cores with them)."""
+    or running beside it (it starts at once, sharing the cores with them); neither: the same generation is being
+    computed for another caller, and this one waits for its answer."""
     if ahead:
         notice = (f"Waiting for a free model: {ahead} generation{'s' if ahead != 1 else ''} ahead of yours (a class's "
                   "new prompts take turns)…")
+    elif not beside:
+        notice = "The same generation was asked for a moment ago: it is computed once and shown here when it ends…"
     else:
         notice = (f"Starting: {beside} other generation{'s' if beside != 1 else ''} running beside yours share the "
                   "cores, so its first tokens may take a few seconds…")
