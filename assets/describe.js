@@ -3,7 +3,7 @@
 // - a heatmap (attention, alignments): for each row, the two columns with the largest values and those values
 //   (for attention: which tokens each query attends to most, and how much);
 // - lines (gradient flow through time): each line's first and last value and its mean factor per step;
-// - labelled points (embeddings): each point's nearest neighbour on the plot;
+// - labelled points (embeddings, 2D or 3D): each point's nearest neighbour on the plot, in any of its groups;
 // - bars (distributions): the largest bars and their values.
 // The text sits under the figure in a "Describe this figure" disclosure (shown on request) and is the figure's
 // aria-describedby (read by screen readers without opening it). Redone after each drawing whose data changed.
@@ -41,18 +41,29 @@
     return [out + "."];
   }
 
-  function points(trace) {
-    const x = list(trace.x).map(Number), y = list(trace.y).map(Number), labels = list(trace.text), lines = [];
-    const n = Math.min(x.length, y.length);
-    for (let i = 0; i < Math.min(n, ROWS); i++) {
+  // labelled points: a 2D or 3D scatter (SVG or WebGL) whose markers carry words; one trace per group
+  const labelled = (trace) => /^scatter(gl|3d)?$/.test(trace.type) && /markers/.test(trace.mode || "")
+    && list(trace.text).length;
+
+  function points(traces) {  // every labelled point of the figure, whichever trace (group) it is drawn in
+    const all = [];
+    traces.forEach((trace) => {
+      const x = list(trace.x), y = list(trace.y), z = trace.type === "scatter3d" ? list(trace.z) : [];
+      const labels = list(trace.text);
+      for (let i = 0; i < Math.min(x.length, y.length); i++) {
+        all.push([+x[i], +y[i], z.length ? +z[i] : 0, labels[i] ?? i]);
+      }
+    });
+    const lines = [];
+    for (let i = 0; i < Math.min(all.length, ROWS); i++) {
       let best = -1, dist = Infinity;
-      for (let j = 0; j < n; j++) {
-        const d = (x[i] - x[j]) ** 2 + (y[i] - y[j]) ** 2;
+      for (let j = 0; j < all.length; j++) {
+        const d = (all[i][0] - all[j][0]) ** 2 + (all[i][1] - all[j][1]) ** 2 + (all[i][2] - all[j][2]) ** 2;
         if (j !== i && d < dist) { best = j; dist = d; }
       }
-      if (best >= 0) lines.push(`${labels[i] ?? i} is nearest to ${labels[best] ?? best} on the plot.`);
+      if (best >= 0) lines.push(`${all[i][3]} is nearest to ${all[best][3]} on the plot.`);
     }
-    return [...lines, ...more(n)];
+    return [...lines, ...more(all.length)];
   }
 
   function bars(trace) {
@@ -67,15 +78,17 @@
     const layout = gd.layout || {}, traces = gd._fullData || gd.data || [];
     const axes = [text((layout.xaxis || {}).title), text((layout.yaxis || {}).title)].filter(Boolean);
     const out = [`Figure: ${text(layout.title) || "untitled"}` + (axes.length ? ` (axes: ${axes.join(", ")})` : "") + "."];
+    const drawn = (trace) => trace.visible !== false && trace.visible !== "legendonly";  // legendonly: hidden
+    const shown = traces.filter(drawn);
     traces.forEach((trace, i) => {
-      if (trace.visible === false) return;
+      if (!drawn(trace) || labelled(trace)) return;  // labelled points together, below: a point's
+      //                                                          nearest may be in another group
       if (trace.type === "heatmap") out.push(...heatmap(trace));
       else if (trace.type === "bar") out.push(...bars(trace));
-      else if (trace.type === "scatter" && /markers/.test(trace.mode || "") && list(trace.text).length) {
-        out.push(...points(trace));
-      } else if (trace.type === "scatter") out.push(...line(trace, i));
+      else if (trace.type === "scatter") out.push(...line(trace, i));
       else out.push(`${trace.name || trace.type}: ${list(trace.x).length} points.`);
     });
+    if (shown.some(labelled)) out.push(...points(shown.filter(labelled)));
     return out.join("\n");
   }
 

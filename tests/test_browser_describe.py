@@ -1,6 +1,7 @@
 """The figures' text alternatives (assets/describe.js) in a real browser, their numbers checked against the JSON the
 same endpoint returns through the API for the page's own inputs: the attention heatmap (each query's most attended
-key and its weight) and the gradient-flow plot (each cell's first and last gradient norm and its factor per step).
+key and its weight), the gradient-flow plot (each cell's first and last gradient norm and its factor per step) and
+the word space (each word's nearest word on the plot, in 3D, whichever group it is drawn in).
 Each figure is the plot's aria-describedby, and "Describe this figure" shows the text."""
 
 from __future__ import annotations
@@ -93,3 +94,20 @@ def test_gradient_flow_text_gives_each_cells_decay_per_step(described, client):
         assert close(factor, (y[end] / y[start]) ** (1 / (end - start))), line
         checked += 1
     assert checked >= 1
+
+
+@pytest.mark.timeout(300)
+def test_word_space_text_names_each_words_nearest_word_on_the_plot(described, client):
+    """The page opens the word space in 3D (one trace per group of words): each line names a word whose distance on
+    the plot is the smallest from the first word, among every word shown, not only its own group's."""
+    page = described
+    page.get_by_role("tab", name="Embeddings", exact=True).click()
+    text = description(page, "#emb-word-plot")
+    data = client.predict(*page_inputs("embed_words"), api_name="/embed_words")[-1]
+    at = {p["word"]: [p["x"], p["y"], p.get("z", 0.0)] for p in data["points"]}
+    assert data["dims"] == 3 and len(at) > 2
+    lines = [m.groups() for m in re.finditer(r"^(.+?) is nearest to (.+?) on the plot\.$", text, re.M)]
+    assert len(lines) == min(len(at), 40), f"one line per word: {text[:400]}"
+    for word, nearest in lines:
+        far = {other: math.dist(at[word], xyz) for other, xyz in at.items() if other != word}
+        assert far[nearest] <= min(far.values()) * (1 + 1e-3) + 1e-4, f"{word}: {nearest} is not the nearest"

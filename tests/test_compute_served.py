@@ -18,10 +18,11 @@ OWN = {"/tokenize": {"text": NEW}, "/attention": {"text": NEW}, "/fill_mask": {"
 
 @pytest.fixture(scope="module")
 def served():
-    """`python app.py`'s serve() on a free port, its compute processes started."""
+    """`python app.py`'s serve() on a free port, its compute processes started and the page's defaults answered (the
+    lanes compute nothing in the background while a test measures them)."""
     from gradio_client import Client
 
-    with served_app() as (url, pid):
+    with served_app(warm=True) as (url, pid):
         yield Client(url, verbose=False), pid
 
 
