@@ -22,8 +22,8 @@ def painted(app_url):
 
 def test_a_page_shows_the_defaults_answers_with_the_queue_out_of_reach(painted, browser):
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
     try:
-        page = context.new_page()
         refused = []
         page.route("**/gradio_api/queue/join**", lambda route: (refused.append(route.request.url), route.abort()))
         page.goto(painted)
@@ -33,5 +33,6 @@ def test_a_page_shows_the_defaults_answers_with_the_queue_out_of_reach(painted, 
         page.get_by_role("tab", name="Attention", exact=True).click()
         page.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')]"
                                ".some(p => p.offsetParent && p.data && p.data.length)", timeout=30_000)
-    finally:
+    finally:  # the route's handler first: a close with one still routing hung for the test's 300 s (CI of 82a1509)
+        page.unroute_all(behavior="ignoreErrors")
         context.close()
