@@ -81,8 +81,8 @@
     const drawn = (trace) => trace.visible !== false && trace.visible !== "legendonly";  // legendonly: hidden
     const shown = traces.filter(drawn);
     traces.forEach((trace, i) => {
-      if (!drawn(trace) || labelled(trace)) return;  // labelled points together, below: a point's
-      //                                                          nearest may be in another group
+      // labelled points are described together, below: a point's nearest may be in another group's trace
+      if (!drawn(trace) || labelled(trace)) return;
       if (trace.type === "heatmap") out.push(...heatmap(trace));
       else if (trace.type === "bar") out.push(...bars(trace));
       else if (trace.type === "scatter") out.push(...line(trace, i));

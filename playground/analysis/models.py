@@ -306,8 +306,9 @@ def large(name) -> bool:
     return isinstance(base, str) and base in LARGE
 
 
-# 0: SmolLM2 is loaded on its first use, in the slow compute process only (a server that will not use it saves its
-# 276 MB and ~5 s of start); else a server loads it as it starts when its file is on this machine (`preload`)
+# 0: SmolLM2 is loaded on its first use, in the slow compute process only (a server that will not use it saves
+# ~280 MB and ~1 s of start, measured in docs/performance.md); else a server loads it as it starts when its file is
+# on this machine (`preload`)
 LOAD_SMOLLM2_AT_START = "PLAYGROUND_SMOLLM2_AT_START"
 
 
