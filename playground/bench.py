@@ -44,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rooms-only", action="store_true", help="only the class database's rows (answers at once, "
                         "follow-me's propagation; on PostgreSQL too when DATABASE_URL is set)")
     parser.add_argument("--classify-only", action="store_true", help="only the Classify view's row")
+    parser.add_argument("--every-tab-only", action="store_true", help="only the memory after every tab's heaviest "
+                        "paths, the Causal lab's included")
     return parser
 
 
@@ -55,7 +57,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     only = {"hall_only": lambda: lecture_hall_rows(args.students or 200, args.think, args.class_seconds,
                                                    args.hall_model),
             "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5)),
-            "rooms_only": rooms_rows, "classify_only": lambda: classify_rows(args.runs)}
+            "rooms_only": rooms_rows, "classify_only": lambda: classify_rows(args.runs),
+            "every_tab_only": every_tab_rows}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)

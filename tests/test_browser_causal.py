@@ -60,3 +60,28 @@ def test_the_attention_tabs_knockout_on_the_head_in_view(page):
     text = _text(page, "#attn-knockout-text", "KL(before ‖ after)")
     assert "re-initialised" in text or "Sanity" in text
     page.wait_for_selector("#attn-knockout .js-plotly-plot", timeout=30_000)
+
+
+def test_a_link_to_an_experiment_draws_it_and_a_link_elsewhere_computes_nothing_here(page, app_url):
+    """A link that sets the patch view to the second GPT pair draws that pair's grid when the page opens, with no
+    click (what a lecturer's slide or a quiz's reveal links to); a link to another tab runs no experiment."""
+    from urllib.parse import urlencode
+
+    from playground.analysis.patching import DEMOS
+
+    model, clean, corrupted, answer, other = DEMOS["My lov·e or My lor·d? (our GPT)"]
+    page.goto(f"{app_url}?{urlencode({'tab': 'attention', 'focus': '4:9'})}")
+    page.wait_for_selector("#attn-head-view .hv-t", timeout=60_000)
+    page.traffic.settle()
+    page.get_by_role("tab", name="Causal lab", exact=True).click()
+    page.get_by_role("button", name="Patch", exact=True).wait_for(timeout=30_000)
+    page.traffic.settle()
+    assert page.locator("#causal-patch-text").inner_text().strip() == ""
+    link = {"tab": "causal-lab", "causal.model": model, "causal.clean": clean, "causal.corrupted": corrupted,
+            "causal.answer": answer, "causal.other": other}
+    page.goto(f"{app_url}?{urlencode(link)}")
+    text = _text(page, "#causal-patch-text", "Largest exact effects")
+    page.wait_for_selector("#causal-patch .js-plotly-plot", timeout=30_000)
+    assert f"logit({answer}) − logit({other})" in text and "v/r" in text   # the link's pair, not the default
+    page.traffic.settle()
+    assert page.locator("#causal-ablate-text").inner_text().strip() == ""   # the views left at their defaults

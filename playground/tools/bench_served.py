@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+from playground.analysis import patching, steering
 from playground.tools.bench import (ALL, BPE_TABLE, ROOT, TEXT_32, TEXT_LONG, fill_mask_calls, ms, seq2seq_calls,
                                     time_calls)
 
@@ -246,6 +247,15 @@ def _p95(ordered: list[float]) -> float | None:
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] if ordered else None
 
 
+# The Causal lab's experiments on SmolLM2: the lecture's patching pair, its ablation and sweep, its steering preset
+_MODEL, _CLEAN, _CORRUPTED, _ANSWER, _OTHER = patching.DEMOS["Indirect object: Mary or John? (SmolLM2)"]
+_STEER = dict(zip(("model_name", "prompt", "positive", "negative", "layer", "strength", "words"),
+                  steering.PRESETS["Love − Hate, on the weather (SmolLM2)"]))
+SMOLLM2_CAUSAL_LAB = [
+    ("patch", {"model_name": _MODEL, "clean": _CLEAN, "corrupted": _CORRUPTED, "answer": _ANSWER, "other": _OTHER}),
+    ("ablate", {"model_name": _MODEL, "text": _CLEAN, "layer": 14, "head": 3}),
+    ("head_sweep", {"model_name": _MODEL, "text": _CLEAN}), ("steer", _STEER)]
+
 # Every tab's heaviest paths, once each: what a curious student does in a first session
 EVERY_PATH = [(name, {}) for name in ("tokenize", "bpe_trace", "normalize", "explain_split", "embed_words", "analogy",
                                       "contextual", "embed_sentences", "semantic_search", "classic", "gradient_flow",
@@ -262,7 +272,12 @@ EVERY_PATH = [(name, {}) for name in ("tokenize", "bpe_trace", "normalize", "exp
     ("generate", {"model_name": "smollm2-135m-instruct", "max_new_tokens": 20, "chat": True}),
     ("attention", {"model_key": "smollm2", "chat": True}), ("attention", {"model_key": "smollm2", "text": TEXT_LONG}),
     ("logit_lens", {"model_name": "smollm2-135m-instruct"}),
-    ("lora_finetune", {}), ("sft", {}), ("dpo", {})]
+    ("lora_finetune", {}), ("sft", {}), ("dpo", {}),
+    # the later tabs: classification, lemmas, reasoning, tools, bias; the Causal lab on both causal models
+    ("classify", {}), ("classify_probe", {}), ("lemmatize", {}), ("embedding_bias", {}), ("word_neighbours", {}),
+    ("chain_of_thought", {}), ("chat_tools", {}), ("head_finder", {}), ("induction", {}),
+    ("induction", {"model_key": "smollm2-135m-instruct", "knock_out": 3}), ("patch", {}), ("ablate", {}),
+    ("head_sweep", {}), ("steer", {}), *SMOLLM2_CAUSAL_LAB]
 
 
 def smollm2_rows() -> list[tuple]:
@@ -435,10 +450,10 @@ def class_quiz_rows(students: int = 200, seconds: float = 30.0) -> list[tuple]:
 
 
 def every_tab_rows() -> list[tuple]:
-    """The server's resident memory after every tab's heaviest paths were used once (EVERY_PATH: t-SNE, UMAP,
-    sentence-transformers, the live memory experiment, every model), over the plain HTTP API."""
+    """The server's memory (its process and its compute processes, shared pages once: `_rss`) after every tab's
+    heaviest paths were used once (EVERY_PATH: t-SNE, UMAP, sentence-transformers, the live memory experiment, every
+    model, the Causal lab on SmolLM2), over the plain HTTP API."""
     import httpx
-    import psutil
 
     with served_app(warm=True) as (url, pid), httpx.Client(base_url=url, timeout=600) as client:
         endpoints = client.get("gradio_api/info").json()["named_endpoints"]
@@ -449,7 +464,7 @@ def every_tab_rows() -> list[tuple]:
             event = client.post(f"gradio_api/call/{name}", json={"data": data}).json()["event_id"]
             if "event: complete" not in client.get(f"gradio_api/call/{name}/{event}").text:
                 failed.append(name)
-        rss = psutil.Process(pid).memory_info().rss / 2**20
+        rss = _rss(pid)
     for name in failed:
         print(f"every tab: {name} failed", file=sys.stderr)
     return [(f"resident memory after every tab's heaviest paths, SmolLM2 included ({len(EVERY_PATH)} calls, "

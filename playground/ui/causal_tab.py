@@ -8,11 +8,14 @@
 3. Steer: a direction from contrast prompts added to the residual stream; the text with and without, same seed.
 
 Every view computes live on the model chosen (analysis/interventions.py, patching.py, steering.py); a figure comes
-with its text alternative from the same data. The events run only when asked (a button): nothing here is computed
-when the page opens.
+with its text alternative from the same data. The events run only when asked: a button, or a link (or the
+lecturer's view followed) that sets a view's controls to other than their defaults. Nothing here is computed when
+the page opens as it is.
 """
 
 from __future__ import annotations
+
+import inspect
 
 import gradio as gr
 
@@ -141,6 +144,31 @@ minus the same over the negative ones (one prompt per line), times a strength, i
 model writes. Both texts are sampled with the same seed: what differs is the direction's doing."""
 
 
+def _same(a, b) -> bool:
+    """A control's value as its default (a link's numbers come back as floats: 2 and 2.0 are the same)."""
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return float(a) == float(b)
+    return a == b
+
+
+def redraw_when_linked(shared: Shared, handler, inputs: list, remembered: list, outputs: list) -> None:
+    """Run `handler` when a link (or the lecturer's view, followed) has set the view: only when it left one of the
+    view's `remembered` controls at other than its default, so that a link to another tab computes nothing here, and
+    a link to this experiment draws it as its author saw it."""
+    where = [inputs.index(component) for component in remembered]
+    defaults = [component.value for component in remembered]
+    takes_progress = "progress" in inspect.signature(handler).parameters
+    handler = checked(handler, inputs)
+
+    def redraw(*values, progress=gr.Progress()):
+        if all(_same(values[i], default) for i, default in zip(where, defaults)):
+            return [gr.skip()] * len(outputs)
+        return handler(*values, progress=progress) if takes_progress else handler(*values)
+
+    gr.on([shared.changed("restored")], redraw, inputs, outputs, api_visibility="private", show_progress="minimal",
+          trigger_mode="always_last")
+
+
 def _outputs(label: str, elem: str):
     with gr.Row():
         with gr.Column(scale=3):
@@ -173,6 +201,7 @@ def _patch_view(shared: Shared) -> None:
     shared.limit("causal.model", model_ids(ALL))
     demo.input(pick_demo, demo, [model, clean, corrupted, answer, other], api_visibility="private", queue=False)
     go_button.click(checked(patch, inputs), inputs, outputs, api_name="patch", show_progress="full")
+    redraw_when_linked(shared, patch, inputs, [model, clean, corrupted, answer, other, site], outputs)
 
 
 def _ablate_view(shared: Shared) -> None:
@@ -198,6 +227,7 @@ def _ablate_view(shared: Shared) -> None:
     ablate_inputs = [model, text, target, layer, head, how, reference, sanity]
     ablate_button.click(checked(ablate, ablate_inputs), ablate_inputs, ablate_outputs, api_name="ablate",
                         show_progress="minimal")
+    redraw_when_linked(shared, ablate, ablate_inputs, [model, text, target, layer, head, how], ablate_outputs)
     sweep_inputs = [model, text, how, reference, sanity]
     sweep_button.click(checked(sweep, sweep_inputs), sweep_inputs, sweep_outputs, api_name="head_sweep",
                        show_progress="full")
@@ -225,6 +255,7 @@ def _steer_view(shared: Shared) -> None:
     inputs = [model, prompt, positive, negative, layer, strength, words, n, seed]
     preset.input(pick_steer_preset, preset, inputs[:7], api_visibility="private", queue=False)
     steer_button.click(checked(steer, inputs), inputs, outputs, api_name="steer", show_progress="minimal")
+    redraw_when_linked(shared, steer, inputs, inputs[:6], outputs)
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:

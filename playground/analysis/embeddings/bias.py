@@ -83,7 +83,7 @@ def known(space: WordSpace, words: list[str]) -> tuple[list[str], np.ndarray, li
             continue
         (kept if w in space.vocab else missing).append(w)
     rows = [space.vocab[w] for w in kept]
-    return kept, space.unit[rows] if rows else np.zeros((0, space.dim), np.float32), missing
+    return kept, space.unit(rows) if rows else np.zeros((0, space.dim), np.float32), missing
 
 
 # ---------------------------------------------------------------------------------------------

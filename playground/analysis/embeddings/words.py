@@ -56,7 +56,6 @@ class WordSpace:
     compose: Callable[[str], tuple[list[str], np.ndarray] | None] | None = None  # word -> (pieces, vector)
     lowercase: bool = True
     pieces: str = "pieces"            # what compose builds from: "pieces" (their mean) or "n-grams" (FastText)
-    _unit: np.ndarray | None = field(default=None, repr=False)
     _inverse: dict[int, str] | None = field(default=None, repr=False)
     _answers: np.ndarray | None = field(default=None, repr=False)
 
@@ -64,19 +63,17 @@ class WordSpace:
     def dim(self) -> int:
         return self.vectors.shape[1]
 
-    @property
-    def unit(self) -> np.ndarray:
-        """(V, d) rows scaled to length 1 (computed once)."""
-        if self._unit is None:
-            self._unit = unit_rows(self.vectors)
-        return self._unit
+    def unit(self, rows) -> np.ndarray:
+        """(len(rows), d) those rows scaled to length 1. The whole table is never kept scaled: it would be a second
+        copy of every row (45 MB for MiniLM's), where only the candidates' (`answers`) are read often."""
+        return unit_rows(self.vectors[rows])
 
     @property
     def answers(self) -> np.ndarray:
         """(n_candidates, d) the unit rows of `candidates` (computed once: indexing them copied the table for every
         neighbour list, 64 copies of it for one plot)."""
         if self._answers is None:
-            self._answers = np.ascontiguousarray(self.unit[self.candidates])
+            self._answers = self.unit(self.candidates)
         return self._answers
 
     @property
@@ -88,7 +85,7 @@ class WordSpace:
 
 
 def unit_rows(X: np.ndarray) -> np.ndarray:
-    return (X / np.linalg.norm(X, axis=1, keepdims=True).clip(min=1e-12)).astype(np.float32)
+    return (X / np.linalg.norm(X, axis=1, keepdims=True).clip(min=1e-12)).astype(np.float32, copy=False)
 
 
 def _whole_word_space(key: str, name: str) -> WordSpace | None:
