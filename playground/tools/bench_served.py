@@ -256,28 +256,27 @@ SMOLLM2_CAUSAL_LAB = [
     ("ablate", {"model_name": _MODEL, "text": _CLEAN, "layer": 14, "head": 3}),
     ("head_sweep", {"model_name": _MODEL, "text": _CLEAN}), ("steer", _STEER)]
 
-# Every tab's heaviest paths, once each: what a curious student does in a first session
-EVERY_PATH = [(name, {}) for name in ("tokenize", "bpe_trace", "normalize", "explain_split", "embed_words", "analogy",
-                                      "contextual", "embed_sentences", "semantic_search", "classic", "gradient_flow",
-                                      "memory_experiment", "attention", "attention_steps", "positional_encoding",
-                                      "seq2seq", "seq2seq_bottleneck", "seq2seq_evaluate", "seq2seq_compare",
-                                      "fill_mask", "mlm_masking", "input_representation", "mlm_cards", "generate",
-                                      "compare_generate", "generation_attention")] + [
+# Every tab used once: each endpoint a page's buttons reach, at the page's values, and SmolLM2 where a tab offers
+# it (attention, generation, the logit lens, induction, the Causal lab)
+EVERY_TAB = [(name, {}) for name in (
+    "tokenize", "bpe_trace", "normalize", "lemmatize", "explain_split", "embed_words", "word_neighbours", "analogy",
+    "contextual", "embed_sentences", "semantic_search", "classic", "embedding_bias", "gradient_flow",
+    "memory_experiment", "attention", "attention_steps", "positional_encoding", "head_finder", "induction", "seq2seq",
+    "seq2seq_bottleneck", "seq2seq_evaluate", "seq2seq_compare", "fill_mask", "mlm_masking", "input_representation",
+    "mlm_cards", "generate", "compare_generate", "generation_attention", "chain_of_thought", "chat_tools", "classify",
+    "classify_probe", "lora_finetune", "sft", "dpo", "patch", "ablate", "head_sweep", "steer")] + [
+    ("generate", {"model_name": "smollm2-135m-instruct", "max_new_tokens": 20, "chat": True}),
+    ("attention", {"model_key": "smollm2", "chat": True}), ("logit_lens", {"model_name": "smollm2-135m-instruct"}),
+    ("induction", {"model_key": "smollm2-135m-instruct", "knock_out": 3}), *SMOLLM2_CAUSAL_LAB]
+# Then each tab's heaviest paths: t-SNE, UMAP, the sentence-transformers library, every model, SmolLM2 on a long text
+HEAVIEST = [
     ("tokenize", {"retrain": True}), ("embed_words", {"method": "tsne"}), ("embed_words", {"method": "umap"}),
     ("embed_words", {"source": "bert"}), ("embed_words", {"source": "gpt"}), ("contextual", {"model": "bert"}),
     ("contextual", {"model": "elmo"}),
     ("embed_sentences", {"model": "sentence-transformers"}), ("embed_sentences", {"model": "bert"}),
     ("attention", {"model_key": "gpt"}), ("attention", {"model_key": "bert", "detail": "all"}),
     ("fill_mask", {"model_name": "bert-english"}), ("seq2seq", {"model_key": "transformer"}),
-    ("generate", {"model_name": "smollm2-135m-instruct", "max_new_tokens": 20, "chat": True}),
-    ("attention", {"model_key": "smollm2", "chat": True}), ("attention", {"model_key": "smollm2", "text": TEXT_LONG}),
-    ("logit_lens", {"model_name": "smollm2-135m-instruct"}),
-    ("lora_finetune", {}), ("sft", {}), ("dpo", {}),
-    # the later tabs: classification, lemmas, reasoning, tools, bias; the Causal lab on both causal models
-    ("classify", {}), ("classify_probe", {}), ("lemmatize", {}), ("embedding_bias", {}), ("word_neighbours", {}),
-    ("chain_of_thought", {}), ("chat_tools", {}), ("head_finder", {}), ("induction", {}),
-    ("induction", {"model_key": "smollm2-135m-instruct", "knock_out": 3}), ("patch", {}), ("ablate", {}),
-    ("head_sweep", {}), ("steer", {}), *SMOLLM2_CAUSAL_LAB]
+    ("attention", {"model_key": "smollm2", "text": TEXT_LONG})]
 
 
 def smollm2_rows() -> list[tuple]:
@@ -450,26 +449,29 @@ def class_quiz_rows(students: int = 200, seconds: float = 30.0) -> list[tuple]:
 
 
 def every_tab_rows() -> list[tuple]:
-    """The server's memory (its process and its compute processes, shared pages once: `_rss`) after every tab's
-    heaviest paths were used once (EVERY_PATH: t-SNE, UMAP, sentence-transformers, the live memory experiment, every
-    model, the Causal lab on SmolLM2), over the plain HTTP API."""
+    """The server's memory (its process and its compute processes, shared pages once: `_rss`) after every tab was used
+    once (EVERY_TAB: each endpoint at the page's values, SmolLM2 where a tab offers it, the Causal lab's experiments
+    on it), then after each tab's heaviest paths too (HEAVIEST), over the plain HTTP API."""
     import httpx
 
+    rows, failed = [], []
     with served_app(warm=True) as (url, pid), httpx.Client(base_url=url, timeout=600) as client:
         endpoints = client.get("gradio_api/info").json()["named_endpoints"]
-        failed = []
-        for name, values in EVERY_PATH:
-            parameters = endpoints[f"/{name}"]["parameters"]
-            data = [values.get(p["parameter_name"], p["parameter_default"]) for p in parameters]
-            event = client.post(f"gradio_api/call/{name}", json={"data": data}).json()["event_id"]
-            if "event: complete" not in client.get(f"gradio_api/call/{name}/{event}").text:
-                failed.append(name)
-        rss = _rss(pid)
+        for what, calls in (("every tab used once, SmolLM2 and the Causal lab included", EVERY_TAB),
+                            ("each tab's heaviest paths too (t-SNE, UMAP, sentence-transformers, SmolLM2 on a "
+                             f"{len(TEXT_LONG.split())}-word text)", HEAVIEST)):
+            for name, values in calls:
+                parameters = endpoints[f"/{name}"]["parameters"]
+                data = [values.get(p["parameter_name"], p["parameter_default"]) for p in parameters]
+                event = client.post(f"gradio_api/call/{name}", json={"data": data}).json()["event_id"]
+                if "event: complete" not in client.get(f"gradio_api/call/{name}/{event}").text:
+                    failed.append(name)
+            memory = _rss(pid)
+            rows.append((f"memory after {what} ({len(calls)} calls, {len(failed)} failed so far)",
+                         f"{memory:,.0f} MB", "", "≤ 1,536 MB", memory <= 1536 and not failed))
     for name in failed:
         print(f"every tab: {name} failed", file=sys.stderr)
-    return [(f"resident memory after every tab's heaviest paths, SmolLM2 included ({len(EVERY_PATH)} calls, "
-             f"{len(failed)} failed)",
-             f"{rss:,.0f} MB", "", "≤ 1,536 MB", rss <= 1536 and not failed)]
+    return rows
 
 
 def soak_rows(total: int = 2000, warmup: int = 200, users: int = 8) -> list[tuple]:
