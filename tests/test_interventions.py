@@ -457,5 +457,8 @@ def test_each_demo_pair_has_a_clear_clean_vs_corrupted_margin(name):
     with torch.inference_mode():
         m_clean = float(patching._metric(c.predict()[0], good, bad))
         m_corrupted = float(patching._metric(k.predict()[0], good, bad))
-    assert m_clean > 1 and m_corrupted < -1 and m_clean - m_corrupted > 5, (m_clean, m_corrupted)
+    # the shipped masked LMs are small (MiniLM's MLM head, our BERT from scratch): their logit margins are smaller,
+    # so a masked pair must flip the preference by 2 or more; a causal pair by 5 or more
+    gap = 2 if m.family in ("bert", "minilm-mlm") else 5
+    assert m_clean > 1 and m_corrupted < -1 and m_clean - m_corrupted > gap, (m_clean, m_corrupted)
     assert not notices  # every answer is one token, every prompt read whole
