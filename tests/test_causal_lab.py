@@ -85,6 +85,34 @@ def test_steering_with_the_same_seed_is_deterministic_and_zero_strength_changes_
     assert d["strength"] == steering.MAX_STRENGTH and any("out of range" in n for n in d["notices"])
 
 
+def test_steerings_sanity_check_is_a_seeded_random_direction_of_the_same_norm(gpt):
+    """The random direction has the contrast direction's norm and comes from the seed alone; its logit shifts and
+    KL are those of adding it with a plain forward hook, and at strength 0 it changes nothing either."""
+    args = (gpt, "ROMEO:\nI", "Love\nI love thee", "Hate\nI hate thee", 2)
+    data = steering.steer(*args, 6.0, "l, h", 12, 5)
+    d = steering.direction(gpt, "Love\nI love thee", "Hate\nI hate thee", 2, [])
+    r = steering.random_direction(d, 5)
+    assert torch.allclose(r.norm(), d.norm()) and torch.equal(r, steering.random_direction(d, 5))
+    assert not torch.equal(r, steering.random_direction(d, 6))
+    assert abs(float(torch.nn.functional.cosine_similarity(r, d, dim=0))) < 0.5       # not the direction itself
+    s = iv.read(gpt, "ROMEO:\nI", [])
+    block = gpt.model.transformer.h[2]
+    handle = block.register_forward_pre_hook(lambda module, inputs: (inputs[0] + 6.0 * r, *inputs[1:]))
+    try:
+        with torch.inference_mode():
+            pushed = s.predict()[0]
+    finally:
+        handle.remove()
+    with torch.inference_mode():
+        plain = s.predict()[0]
+    for shift in data["shifts"]:
+        assert shift["shift_random"] == pytest.approx(float(pushed[shift["id"]] - plain[shift["id"]]), abs=1e-4)
+    logp, logq = plain.log_softmax(-1), pushed.log_softmax(-1)
+    assert data["sanity"]["kl"] == pytest.approx(float((logp.exp() * (logp - logq)).sum()), abs=1e-5)
+    still = steering.steer(*args, 0.0, "l", 12, 5)
+    assert still["sanity"]["text"] == still["without"]["text"] and still["sanity"]["kl"] == pytest.approx(0, abs=1e-7)
+
+
 def test_a_masked_lm_predicts_at_its_mask_and_needs_one():
     m = models.get("bert-english")
     data = iv.ablate(m, "the capital of france is [MASK] .", "attn", 1, 0, "zero", sanity=False)

@@ -118,18 +118,45 @@ def steer(m, prompt: str, positive: str, negative: str, layer=None, strength=4.0
         word_ids = [answer_token(m, w, notices, prompt) for w in chosen]
         plain_logits = s.predict()[0]
         plain_text, plain_ids = _continue(m, s.ids, n, seed)
-        with hooked(m.model, {(layer, "resid_pre"): lambda out: out + strength * d}):
-            steered_logits = s.predict()[0]
-            steered_text, steered_ids = _continue(m, s.ids, n, seed)
+        steered_logits, steered_text, steered_ids = _steered(m, s, layer, strength * d, n, seed)
+        r = random_direction(d, seed)
+        random_logits, random_text, random_ids = _steered(m, s, layer, strength * r, n, seed)
     p, q = F.softmax(plain_logits, -1), F.softmax(steered_logits, -1)
     shifts = [{"word": w, "id": i, "logit_without": float(plain_logits[i]), "logit_with": float(steered_logits[i]),
                "shift": float(steered_logits[i] - plain_logits[i]), "prob_without": float(p[i]),
-               "prob_with": float(q[i])} for w, i in zip(chosen, word_ids)]
+               "prob_with": float(q[i]), "shift_random": float(random_logits[i] - plain_logits[i])}
+              for w, i in zip(chosen, word_ids)]
     return {"model": m.name, "prompt_tokens": s.tokens, "layer": layer, "strength": strength, "seed": seed,
             "sampling": RULE, "direction_norm": float(d.norm()),
             "stream_norm": _stream_norm(m, s, layer),
             "without": {"text": plain_text, "ids": plain_ids}, "with": {"text": steered_text, "ids": steered_ids},
+            "kl": _kl(plain_logits, steered_logits),
+            "sanity": {"what": f"a random direction of the same norm (drawn with seed {seed}), the same strength",
+                       "text": random_text, "ids": random_ids, "kl": _kl(plain_logits, random_logits)},
             "shifts": shifts, "notices": notices}
+
+
+def random_direction(d: torch.Tensor, seed: int) -> torch.Tensor:
+    """A direction drawn uniformly on the sphere (a normal vector, normalised) with `d`'s norm: the steering's
+    sanity check. A push of the same size in no chosen direction: what it changes, the contrast's direction did not
+    earn."""
+    r = torch.randn(d.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32).to(d.dtype)
+    return r * (d.norm() / r.norm().clamp(min=1e-12))
+
+
+def _steered(m, s: Subject, layer: int, add: torch.Tensor, n: int, seed: int):
+    """The prompt's logits at its last position and its continuation, with `add` added to the stream entering
+    `layer` at every position."""
+    with hooked(m.model, {(layer, "resid_pre"): lambda out: out + add}):
+        logits = s.predict()[0]
+        text, ids = _continue(m, s.ids, n, seed)
+    return logits, text, ids
+
+
+def _kl(before: torch.Tensor, after: torch.Tensor) -> float:
+    """KL(before ‖ after) of the next-token distributions, in nats."""
+    logp, logq = F.log_softmax(before.float(), -1), F.log_softmax(after.float(), -1)
+    return float((logp.exp() * (logp - logq)).sum())
 
 
 def _stream_norm(m, s, layer: int) -> float:

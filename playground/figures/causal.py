@@ -173,13 +173,20 @@ def sweep_markdown(data: dict, n: int = 10) -> str:
 
 
 def steer_figure(data: dict) -> go.Figure:
-    """The logit shift of each chosen word at the prompt's last position."""
+    """The logit shift of each chosen word at the prompt's last position: by the contrast's direction, and by the
+    sanity check's random direction of the same norm beside it (grey)."""
     words = [token_label(s["word"]) for s in data["shifts"]]
     shifts = [s["shift"] for s in data["shifts"]]
-    fig = go.Figure(go.Bar(x=words, y=shifts, marker_color=[ACCENT if v < 0 else "#3b7dd8" for v in shifts],
-                           hovertemplate="%{x}: %{y:+.3f}<extra></extra>"))
+    fig = go.Figure(go.Bar(x=words, y=shifts, name="the contrast's direction",
+                           marker_color=[ACCENT if v < 0 else "#3b7dd8" for v in shifts],
+                           hovertemplate="%{x}: %{y:+.3f}<extra>the contrast's direction</extra>"))
+    if data["shifts"] and "shift_random" in data["shifts"][0]:
+        fig.add_trace(go.Bar(x=words, y=[s["shift_random"] for s in data["shifts"]], marker_color="#8a8f98",
+                             name="a random direction, same norm (sanity check)",
+                             hovertemplate="%{x}: %{y:+.3f}<extra>random direction</extra>"))
     fig.update_layout(**layout(title=dict(text=f"Logit shift, strength {data['strength']:g} at layer {data['layer']}",
-                                          font=dict(size=15)), height=320, yaxis=dict(title="Δ logit")))
+                                          font=dict(size=15)), height=320, yaxis=dict(title="Δ logit"),
+                               barmode="group"))
     return fig
 
 
@@ -188,8 +195,16 @@ def steer_markdown(data: dict) -> str:
              f"strength {data['strength']:g}, seed {data['seed']}.", "",
              "| without | with |", "|---|---|",
              f"| {md(data['without']['text'])} | {md(data['with']['text'])} |", ""]
+    sanity = data.get("sanity")
+    if sanity:
+        lines += [f"**Sanity check**, {sanity['what']}: {md(sanity['text'])}", "",
+                  f"KL(without ‖ with) at the next token: **{data['kl']:.4f} nats** by the contrast's direction, "
+                  f"**{sanity['kl']:.4f} nats** by the random one. Only what the contrast's direction does beyond "
+                  "the random one's can be credited to the direction; a push of that size alone did the rest.", ""]
     if data["shifts"]:
-        lines += ["| word | logit without | logit with | shift | p without | p with |", "|---|---|---|---|---|---|"]
+        lines += ["| word | logit without | logit with | shift | p without | p with | shift, random direction |",
+                  "|---|---|---|---|---|---|---|"]
         lines += [f"| {md(s['word'])} | {fixed(s['logit_without'])} | {fixed(s['logit_with'])} | {s['shift']:+.3f} | "
-                  f"{s['prob_without']:.4f} | {s['prob_with']:.4f} |" for s in data["shifts"]]
+                  f"{s['prob_without']:.4f} | {s['prob_with']:.4f} | {s.get('shift_random', float('nan')):+.3f} |"
+                  for s in data["shifts"]]
     return "\n".join(lines)
