@@ -105,6 +105,25 @@ def test_a_tiny_recurrent_run_learns_a_separable_task(tmp_path, method):
     assert again["held_out"] == result["held_out"]
 
 
+def test_the_card_records_the_settings_the_run_used_not_the_defaults_placeholders(tmp_path, monkeypatch):
+    """A run given no --steps, --lr or --batch_size uses its method's DEFAULTS; the card's train_config says which
+    (it said steps 0, lr 0.0, batch_size -1: the command line's 'use the default')."""
+    import json
+
+    from playground.nets.classifier import ClassifierConfig
+    from playground.train import RunOptions
+
+    data = _write_examples(tmp_path / "d.jsonl.gz")
+    _, lr, batch_size = train_classify.DEFAULTS["lstm"]
+    monkeypatch.setitem(train_classify.DEFAULTS, "lstm", (5, lr, batch_size))  # a tiny run, the method's lr and batch
+    run = RunOptions(corpus=[], out=tmp_path, device="cpu", seed=0, resume=False, command="test", name="c")
+    train_classify.train_kind((ClassifierConfig(method="lstm"), train_classify.ClassifyTrainConfig(data=str(data))), run)
+    card = json.loads((tmp_path / "c" / "card.json").read_text())
+    assert card["train_config"]["steps"] == card["steps"] == 5
+    assert card["train_config"]["lr"] == lr and card["train_config"]["batch_size"] == batch_size
+    assert card["train_config"]["n_train"] == int(card["data"].split("(")[1].split()[0]) > 0
+
+
 def test_draw_takes_classes_in_turn_and_never_the_held_out_split(tmp_path):
     data = train_classify.load_examples(_write_examples(tmp_path / "d.jsonl.gz"))
     picked = train_classify.draw(data["train"], 5, seed=3)

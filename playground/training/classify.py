@@ -47,7 +47,7 @@ class ClassifyTrainConfig:
     n_train: int = 0          # labelled examples used (0: the whole training split), evenly per class, seeded
     steps: int = 0            # optimizer steps (0: the method's default, DEFAULTS)
     lr: float = 0.0           # Adam's learning rate (0: the method's default)
-    batch_size: int = -1      # -1: the method's default (probes train full-batch)
+    batch_size: int = -1      # -1: the method's default; 0: every example at every step (the probes' default)
     weight_decay: float = 1e-4  # AdamW's decoupled decay, the same for every method
     max_len: int = 64         # MiniLM: tokens per sentence at most ([CLS] and [SEP] included)
     data: str = ""            # the examples file (default: assets/classify/sentences.jsonl.gz)
@@ -304,7 +304,8 @@ def _train_kind(cfgs, run_options) -> dict:
             "n_params": n_params, "trainable_params": trained, "steps": result["steps"],
             "examples_seen": result["steps"] * (result["batch_size"] or result["n_train"]),
             "held_out": {"protocol": PROTOCOL, "seed": run_options.seed, **result["held_out"]},
-            "train_config": asdict(cfg), "seed": run_options.seed, "command": run_options.command,
+            "train_config": {**asdict(cfg), **{k: result[k] for k in ("n_train", "steps", "lr", "batch_size")}},
+            "seed": run_options.seed, "command": run_options.command,
             "device": "cpu", "wall_time_s": result["seconds"]}
     tokenizer = result["tokenizer"] if config.method in RECURRENT else None  # MiniLM's comes with its package
     checkpoints.save(run_options.out / name, kind="classifier", config=result["config"], card=card, model=model,
