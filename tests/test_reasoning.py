@@ -119,6 +119,41 @@ def test_a_malformed_call_is_shown_with_its_error_and_the_loop_is_bounded(monkey
     assert "error" in data["turns"][0]["tool_message"] and "Stopped after" in notices[-1]
 
 
+def test_each_shipped_tool_question_is_answered_by_its_own_call():
+    """The evaluation's questions: five per tool, and each one's call, run by our tool, gives its result."""
+    from playground.tools import tool_calls
+
+    questions = tool_calls.questions()
+    assert sorted(q["tool"] for q in questions) == sorted(tool_calling.NAMES * 5)
+    for q in questions:
+        ran = tool_calling.run_tool({"name": q["tool"], "arguments": q["arguments"]}, len)
+        assert "error" not in ran, (q, ran)
+        if q["tool"] != "count_tokens":
+            assert ran["result"] == q["result"], q
+
+
+def test_the_tool_evaluation_counts_each_step_of_a_call(monkeypatch):
+    """parses ⊇ right tool ⊇ right result, and the answer apart: a wrong argument is a right tool and a wrong result;
+    a copied placeholder is a parsed call of an unknown tool."""
+    from playground.tools import tool_calls
+
+    q = {"id": 1, "question": "What is 1234 * 5678?", "tool": "calculator", "result": 7006652,
+         "arguments": {"expression": "1234 * 5678"}}
+    cases = {'"1234 * 5678"': (True, True, True, True), '"1234 + 5678"': (True, True, False, True)}
+    for expression, want in cases.items():
+        _scripted(monkeypatch, ['<tool_call>[{"name": "calculator", "arguments": {"expression": %s}}]</tool_call>'
+                                % expression, "It is 7,006,652."])
+        row = tool_calls.score(q, tool_calling.run(_Model(), q["question"], GREEDY, 0, []), 7006652)
+        assert tuple(row[c] for c in tool_calls.COUNTS) == want, expression
+    _scripted(monkeypatch, ['<tool_call>[{"name": "func_name1", "arguments": {"argument1": "value1"}}]</tool_call>',
+                            "I cannot."])
+    row = tool_calls.score(q, tool_calling.run(_Model(), q["question"], GREEDY, 0, []), 7006652)
+    assert (row["parses"], row["right_tool"], row["right_result"], row["answered"]) == (True, False, False, False)
+    _scripted(monkeypatch, ["<tool_call>[{oops}]</tool_call>"] * 3)
+    row = tool_calls.score(q, tool_calling.run(_Model(), q["question"], GREEDY, 0, []), 7006652)
+    assert not row["parses"] and row["parse_error"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Chain of thought: the set and the protocol
 

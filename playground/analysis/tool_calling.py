@@ -28,6 +28,7 @@ from playground.analysis import calculator, generation
 from playground.checkpoints import ASSETS_DIR
 
 CAPITALS = ASSETS_DIR / "reasoning" / "capitals.json"
+RESULTS = ASSETS_DIR / "reasoning" / "tool_results.json"   # what playground/tools/tool_calls.py measured
 MAX_TURNS = 3          # model turns in one run: a call, an answer, and one more call or retry
 MAX_REPLY = 96         # new tokens per model turn
 MAX_TOOL_TEXT = 2_000  # characters of text a tool takes (count_tokens' text)
@@ -68,6 +69,12 @@ class ToolError(ValueError):
 def capitals() -> dict[str, str]:
     """The shipped lookup table, country -> capital."""
     return json.loads(CAPITALS.read_text(encoding="utf-8"))["capitals"]
+
+
+def measured() -> dict | None:
+    """How often the calls were right on the shipped questions, as the evaluation script wrote it (None before it
+    has run)."""
+    return json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else None
 
 
 def system_prompt() -> str:

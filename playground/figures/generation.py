@@ -277,6 +277,29 @@ def measured_html(results: dict | None) -> str:
             f"{results['seconds']:,.0f} s.</p>")
 
 
+TOOL_COUNTS = {"parses": "the first call is well-formed", "right_tool": "… and calls the question's tool",
+               "right_result": "… with arguments that give the right result", "answered": "the answer in words is right"}
+
+
+def tool_measured_html(results: dict | None) -> str:
+    """How often the loop's calls were right, as the evaluation script measured them: a table with its count and
+    protocol (its own text)."""
+    if not results:
+        return ("<p><i>Not measured yet: run <code>python -m playground.tools.tool_calls</code> to measure the calls "
+                "on the shipped questions.</i></p>")
+    n = results["n"]
+    rows = "".join(f"<tr><th scope=\"row\">{html.escape(title)}</th><td>{results['counts'][key]} of {n}</td></tr>"
+                   for key, title in TOOL_COUNTS.items())
+    partial = "" if results.get("complete", True) else (
+        f" The run was interrupted: these are the first {n} of the set's {results.get('set_size', '?')} questions.")
+    return (f'<div class="emb-table" {scrolls("Tool calling: how often the calls were right")}><table>'
+            f'<caption>{html.escape(results["model"])} on {n} questions, five per tool '
+            f"({html.escape(results['decoding'])} decoding, the call forced)</caption><tr><th>count</th>"
+            f"<th>questions</th></tr>{rows}</table></div><p>{html.escape(results['protocol'])}"
+            f"{html.escape(partial)} Measured by <code>{html.escape(results['command'])}</code> in "
+            f"{results['seconds']:,.0f} s.</p>")
+
+
 def tool_turns_html(data: dict) -> str:
     """The agent loop, turn by turn: the model's reply token by token, then what was parsed from it (the calls as
     JSON, or the parse error), what our tools returned, and the message that went back to the model."""

@@ -110,6 +110,7 @@ def build(demo: gr.Blocks) -> None:
             tool_run = gr.Button("Run the loop", variant="primary", scale=0)
         things_to_try(TOOL_EXAMPLES, [tool_question])
         turns_view = gr.HTML(elem_classes=FIGURE, elem_id="tool-turns")
+        gr.HTML(fgen.tool_measured_html(tool_calling.measured()), elem_id="tool-measured")
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             tool_file = gr.DownloadButton("Download JSON", size="sm")
             tool_json = gr.JSON(label="chat_tools")
