@@ -161,6 +161,12 @@ class Traffic:
             self.open.discard(request)
             self.last = time.monotonic()
 
+    def forget(self) -> None:
+        """After the page navigated: the last document's requests were cut (never reported finished) and its
+        sessions' events, which may stay pending in the queue after their stream closed, are no one's now."""
+        self.open.clear()
+        self.sessions.clear()
+
     def pending(self) -> bool:
         """Whether an event the page's sessions sent is still to be answered on their stream."""
         waiting = self.queue.pending_event_ids_session if self.queue is not None else {}

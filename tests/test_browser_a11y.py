@@ -91,27 +91,59 @@ def _open(page, tab: str, sub: str | None, accordion: str | None = None) -> None
         page.get_by_role("tab", name=sub, exact=True).first.click()
 
 
+MODE_CLASS = {"dark": "dark", "lecture": "lecture"}   # the class the page's body has once the mode is on
+
+
+class Pages:
+    """One browser context and page per mode (dark mode: the system's preference and Gradio's own switch), opened on
+    first use; `on_tab` opens the mode's page afresh on a top-level tab (a link to it)."""
+
+    def __init__(self, browser, app_url: str):
+        self.browser, self.app_url, self.made, self.contexts = browser, app_url, {}, []
+
+    def __call__(self, mode: str):
+        if mode not in self.made:
+            query, scheme = MODES[mode]
+            context = self.browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
+            self.contexts.append(context)
+            page = context.new_page()
+            page.traffic = Traffic(page)
+            self.made[mode] = page
+            self._go(mode, self.app_url + query)
+        return self.made[mode]
+
+    def on_tab(self, mode: str, tab: str):
+        """The mode's page opened afresh on `tab`: axe walks the whole document whatever it audits, and Gradio keeps
+        every visited tab's elements, so one page walked through every tab reached 36,000 elements and 4-5 s an
+        audit by the last tabs (1 s on the first); a page per tab keeps each audit near the first's."""
+        from playground.ui.demo import tab_id
+
+        query = MODES[mode][0]
+        page = self(mode)
+        self._go(mode, f"{self.app_url}{query}{'&' if query else '?'}tab={tab_id(tab)}")
+        return page
+
+    def _go(self, mode: str, url: str) -> None:
+        page = self.made[mode]
+        page.goto(url)
+        page.traffic.forget()
+        page.wait_for_selector("#tabs", timeout=30_000)
+        if mode in MODE_CLASS:
+            page.wait_for_function(f"() => document.body.classList.contains('{MODE_CLASS[mode]}')", timeout=30_000)
+
+    def close(self) -> None:
+        for context in self.contexts:
+            if self.browser.is_connected():
+                context.close()
+
+
 @pytest.fixture(scope="module")
 def pages(browser, app_url):
-    """One browser context per mode (dark mode: the system's preference and Gradio's own switch)."""
-    made, contexts = {}, []
+    opened = Pages(browser, app_url)
     try:
-        def open_mode(mode: str):
-            if mode not in made:
-                query, scheme = MODES[mode]
-                context = browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
-                contexts.append(context)
-                page = context.new_page()
-                page.traffic = Traffic(page)
-                page.goto(app_url + query)
-                page.wait_for_selector("#tabs", timeout=30_000)
-                made[mode] = page
-            return made[mode]
-        yield open_mode
+        yield opened
     finally:
-        for context in contexts:
-            if browser.is_connected():
-                context.close()
+        opened.close()
 
 
 # each mode a pytest-xdist group of its own (tests/conftest.py: XdistGroups), so that the two workers share the three
@@ -119,13 +151,10 @@ def pages(browser, app_url):
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("mode", [pytest.param(mode, marks=pytest.mark.xdist_group(f"a11y-{mode}")) for mode in MODES])
 def test_every_view_has_no_serious_violation(pages, mode):
-    page = pages(mode)
-    if mode == "lecture":
-        page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=30_000)
-    if mode == "dark":
-        page.wait_for_function("() => document.body.classList.contains('dark')", timeout=30_000)
-    problems = []
+    problems, current = [], None
     for tab, accordion, sub in views():
+        page = pages.on_tab(mode, tab) if tab != current else page
+        current = tab
         _open(page, tab, sub, accordion)
         where = f"{mode} · {tab}" + (f" / {sub}" if sub else "")
         found = audit(page, where)
