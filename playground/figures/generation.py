@@ -278,7 +278,8 @@ def measured_html(results: dict | None) -> str:
 
 
 TOOL_COUNTS = {"parses": "the first call is well-formed", "right_tool": "… and calls the question's tool",
-               "right_result": "… with arguments that give the right result", "answered": "the answer in words is right"}
+               "right_result": "… with arguments that give the right result",
+               "answered": "the answer in words is right"}
 
 
 def tool_measured_html(results: dict | None) -> str:

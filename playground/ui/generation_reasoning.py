@@ -65,13 +65,14 @@ shipped word problems (its known answer marks each way right or wrong) or type y
 each way on the whole set, measured by the included script: a 135M model may gain nothing from thinking aloud."""
 
 TOOLS_MD = """**Tool calling**: the tools are offered to SmolLM2 in its function-calling format (JSON schemas between
-`<tools>` tags in the system turn, with one worked example per tool); when it replies with `<tool_call>[...]</tool_call>`, the call is parsed and
-shown as JSON, our tool runs (a calculator with its own grammar, never `eval`; a table of capitals; SmolLM2's token
-count), and its result goes back as a `<tool_response>` turn; the model then answers. At most
-{turns} model turns; a call that does not parse is shown as it is, with the error (which also goes back). Asked
-freely, the 135M model mostly answers by itself (and gets 1234 × 5678 wrong), so by default the app starts its first
-reply with `<tool_call>[` (what an API's `tool_choice="required"` does), shown in grey as part of the prompt. Below
-the loop: how often its calls were right on the shipped questions, measured by the included script."""
+`<tools>` tags in the system turn, with one worked example per tool); when it replies with
+`<tool_call>[...]</tool_call>`, the call is parsed and shown as JSON, our tool runs (a calculator with its own
+grammar, never `eval`; a table of capitals; SmolLM2's token count), and its result goes back as a `<tool_response>`
+turn; the model then answers. At most {turns} model turns; a call that does not parse is shown as it is, with the
+error (which also goes back). Asked freely, the 135M model mostly answers by itself (and gets 1234 × 5678 wrong), so
+by default the app starts its first reply with `<tool_call>[` (what an API's `tool_choice="required"` does), shown in
+grey as part of the prompt. Below the loop: how often its calls were right on the shipped questions, measured by the
+included script."""
 
 
 def build(demo: gr.Blocks) -> None:
