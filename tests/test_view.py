@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gradio as gr
+import pytest
 
 import app
 from playground.ui import view
@@ -122,3 +123,25 @@ def test_a_links_empty_sentence_is_refused_as_the_box_refuses_it():
         outputs = restore_with(text="  ")
     assert isinstance(restored_value(outputs, "text"), type(gr.skip()))
     assert any("text is empty" in str(w.message) for w in caught)
+
+
+def test_generations_steering_link_sets_the_causal_labs_steering_to_its_preset_without_a_notice():
+    """The Generation tab's link to SmolLM2's steering: every value it carries is restored as the preset has it (the
+    Causal lab then runs it: redraw_when_linked), none refused."""
+    import warnings
+    from urllib.parse import parse_qsl
+
+    from playground.ui import causal_tab
+
+    presets = [name for name in causal_tab.STEER_PRESETS if "SmolLM2" in name]
+    if not presets:
+        pytest.skip("SmolLM2 is not installed")
+    params = dict(parse_qsl(causal_tab.steer_link(presets[0])[1:]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outputs = restore_with(**params)
+    assert not [w for w in caught if "link" in str(w.message).lower()]
+    keys = ("model", "prompt", "positive", "negative", "layer", "strength", "words")
+    for key, want in zip(keys, causal_tab.STEER_PRESETS[presets[0]]):
+        got = restored_value(outputs, f"causal_steer.{key}")
+        assert got == want or (isinstance(want, (int, float)) and float(got) == float(want)), (key, got, want)

@@ -105,6 +105,15 @@ def steer(model_name=CAUSAL[0] if CAUSAL else "gpt-shakespeare", prompt="ROMEO:\
 STEER_PRESETS = {name: p for name, p in steering.PRESETS.items() if p[0] in CAUSAL}
 
 
+def steer_link(preset: str) -> str:
+    """A link (relative: this page's address) that opens the Causal lab's steering on a shipped preset and runs it."""
+    from urllib.parse import urlencode
+
+    keys = ("model", "prompt", "positive", "negative", "layer", "strength", "words")
+    values = {f"causal_steer.{key}": value for key, value in zip(keys, STEER_PRESETS[preset])}
+    return "?" + urlencode({"tab": "causal-lab", **values})
+
+
 def pick_steer_preset(name):
     """A shipped contrast into the steering inputs (in the page: no model runs)."""
     preset = STEER_PRESETS.get(name)
@@ -250,12 +259,12 @@ def _steer_view(shared: Shared) -> None:
         steer_button = gr.Button("Steer", variant="primary", scale=0)
     outputs = _outputs("Logit shift", "steer")
     shared.remember("causal_steer", model=model, prompt=prompt, positive=positive, negative=negative, layer=layer,
-                    strength=strength)
+                    strength=strength, words=words)
     shared.limit("causal_steer.model", model_ids(CAUSAL))
     inputs = [model, prompt, positive, negative, layer, strength, words, n, seed]
     preset.input(pick_steer_preset, preset, inputs[:7], api_visibility="private", queue=False)
     steer_button.click(checked(steer, inputs), inputs, outputs, api_name="steer", show_progress="minimal")
-    redraw_when_linked(shared, steer, inputs, inputs[:6], outputs)
+    redraw_when_linked(shared, steer, inputs, inputs[:7], outputs)
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:

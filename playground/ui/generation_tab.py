@@ -11,8 +11,7 @@ import orjson
 
 from playground.figures import generation as fgen
 from playground.analysis import focus, generation, models
-from playground.ui import smollm2_card
-from playground.ui import generation_reasoning
+from playground.ui import causal_tab, generation_reasoning, smollm2_card
 from playground.ui.common import (FIGURE, FOLLOW, Shared, as_int, as_number, json_file, model_ids, text_input,
                                   things_to_try, warn)
 
@@ -371,6 +370,11 @@ def _smollm2_panels(demo: gr.Blocks) -> None:
     """SmolLM2's card, its chain-of-thought and tool-calling panels (when it is here), and the n-grams' perplexity."""
     smollm2_card.build()
     generation_reasoning.build(demo)
+    steering = next((name for name in causal_tab.STEER_PRESETS if "SmolLM2" in name), None)
+    if steering:
+        gr.Markdown(f"**Steer SmolLM2's generation**: [{steering}]({causal_tab.steer_link(steering)}) opens the Causal "
+                    "lab's steering on it and runs it: a direction added to the residual stream, the text with and "
+                    "without, the same seed, and a random direction of the same norm beside it.", elem_id="gen-steer")
     with gr.Accordion("n-grams against the networks: perplexity on held-out Shakespeare", open=False):
         gr.Markdown(perplexity_md(), elem_id="gen-perplexity")
 
