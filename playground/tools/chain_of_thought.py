@@ -10,10 +10,10 @@ look; the shipped file is the whole set).
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import time
+
+from playground.tools import write_results
 
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
 
@@ -62,9 +62,7 @@ def main(argv: list[str] | None = None) -> None:
                   "set": "assets/reasoning/word_problems.json", "set_size": len(reasoning.problems()),
                   "complete": figures["n"] == len(problems), **figures,
                   "seconds": round(time.perf_counter() - start, 1), "command": command}
-        with open(args.out + ".part", "w", encoding="utf-8") as f:
-            f.write(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-        os.replace(args.out + ".part", args.out)   # a reader never sees half a file
+        write_results(args.out, result)
 
     evaluate(models.get(models.SMOLLM2), problems, write)
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import time
 
 from playground.checkpoints import ASSETS_DIR
+from playground.tools import write_results
 
 QUESTIONS = ASSETS_DIR / "reasoning" / "tool_questions.json"
 GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
@@ -91,9 +91,7 @@ def main(argv: list[str] | None = None) -> None:
                   "system": tool_calling.system_prompt(), "set": "assets/reasoning/tool_questions.json",
                   "set_size": len(questions()), "complete": figures["n"] == len(items), **figures,
                   "seconds": round(time.perf_counter() - start, 1), "command": command.strip()}
-        with open(args.out + ".part", "w", encoding="utf-8") as f:
-            f.write(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-        os.replace(args.out + ".part", args.out)   # a reader never sees half a file
+        write_results(args.out, result)
 
     evaluate(models.get(models.SMOLLM2), items, write)
 
