@@ -267,14 +267,19 @@ def measured_html(results: dict | None) -> str:
     n = results["n"]
     rows = "".join(f"<tr><th scope=\"row\">{WAY_TITLES[way]}</th><td>{results['correct'][way]} of {n}</td>"
                    f"<td>{100 * results['accuracy'][way]:.1f}%</td></tr>" for way in WAY_TITLES)
-    partial = "" if results.get("complete", True) else (
-        f" The run was interrupted: these are the first {n} of the set's {results.get('set_size', '?')} problems.")
     return (f'<div class="emb-table" {scrolls("Chain of thought: accuracy")}><table>'
             f'<caption>{html.escape(results["model"])} on {n} word problems '
             f"({html.escape(results['decoding'])} decoding)</caption><tr><th>way</th><th>correct</th>"
-            f"<th>accuracy</th></tr>{rows}</table></div><p>Protocol: {html.escape(results['protocol'])}"
-            f"{html.escape(partial)} Measured by <code>{html.escape(results['command'])}</code> in "
-            f"{results['seconds']:,.0f} s.</p>")
+            f"<th>accuracy</th></tr>{rows}</table></div>{_how_measured(results, 'Protocol: ', 'problems')}")
+
+
+def _how_measured(results: dict, lead: str, items: str) -> str:
+    """An evaluation's protocol, whether its run was whole, its command and time, as a paragraph."""
+    partial = "" if results.get("complete", True) else (f" The run was interrupted: these are the first "
+                                                        f"{results['n']} of the set's {results.get('set_size', '?')} "
+                                                        f"{items}.")
+    return (f"<p>{lead}{html.escape(results['protocol'])}{html.escape(partial)} Measured by "
+            f"<code>{html.escape(results['command'])}</code> in {results['seconds']:,.0f} s.</p>")
 
 
 TOOL_COUNTS = {"parses": "the first call is well-formed", "right_tool": "… and calls the question's tool",
@@ -291,14 +296,10 @@ def tool_measured_html(results: dict | None) -> str:
     n = results["n"]
     rows = "".join(f"<tr><th scope=\"row\">{html.escape(title)}</th><td>{results['counts'][key]} of {n}</td></tr>"
                    for key, title in TOOL_COUNTS.items())
-    partial = "" if results.get("complete", True) else (
-        f" The run was interrupted: these are the first {n} of the set's {results.get('set_size', '?')} questions.")
     return (f'<div class="emb-table" {scrolls("Tool calling: how often the calls were right")}><table>'
             f'<caption>{html.escape(results["model"])} on {n} questions, five per tool '
             f"({html.escape(results['decoding'])} decoding, the call forced)</caption><tr><th>count</th>"
-            f"<th>questions</th></tr>{rows}</table></div><p>{html.escape(results['protocol'])}"
-            f"{html.escape(partial)} Measured by <code>{html.escape(results['command'])}</code> in "
-            f"{results['seconds']:,.0f} s.</p>")
+            f"<th>questions</th></tr>{rows}</table></div>{_how_measured(results, '', 'questions')}")
 
 
 def tool_turns_html(data: dict) -> str:
