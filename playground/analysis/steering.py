@@ -103,7 +103,8 @@ def steer(m, prompt: str, positive: str, negative: str, layer=None, strength=4.0
           max_new_tokens: int = 30, seed: int = 0) -> dict:
     """The prompt continued with and without `strength` × direction added at block `layer` (`direction`), with the
     same seed, and each of `words` (comma-separated) with its logit and probability at the prompt's last position,
-    with and without. `layer` None: the middle block."""
+    with and without; beside them the sanity check, the same strength along a random direction of the same norm
+    (`random_direction`), and each one's KL at the next token. `layer` None: the middle block."""
     notices: list[str] = []
     if masked_lm(m):
         raise InterventionError(f"{m.name} is a masked LM: steering writes text, choose a causal LM (GPT, SmolLM2)")
