@@ -75,8 +75,8 @@ def test_streaming_stop_and_clicking_a_token(page):
     # machine's Stop may land a token or two after this wait: SmolLM2 under load makes a few tokens a second)
     page.wait_for_function("(shown) => { const n = document.querySelectorAll('#gen-text .gen-tok').length;"
                            " return n !== shown && n >= 6; }",
-                           arg=shown, polling=100, timeout=180_000)   # SmolLM2's first use in this app (read and
-    page.locator("#gen-stop").click()                                      # built) under a loaded CI took over 60 s
+                           arg=shown, polling=100, timeout=180_000)   # a loaded full run once took over 60 s
+    page.locator("#gen-stop").click()
     page.traffic.settle()  # the stopped generation's stream has ended
     stopped = page.locator("#gen-text .gen-tok").count()
     page.wait_for_timeout(1500)
