@@ -186,6 +186,12 @@ def losses(s: Subject, logits: torch.Tensor) -> list[float | None]:
     return [None if t == s.at else float(-logp[t, ids[t]]) for t in range(len(s.ids))]
 
 
+def kl(before: torch.Tensor, after: torch.Tensor) -> float:
+    """KL(softmax(before) ‖ softmax(after)) of two logit vectors, in nats."""
+    p = F.softmax(before, -1)
+    return float((p * (F.log_softmax(before, -1) - F.log_softmax(after, -1))).sum())
+
+
 def compare(s: Subject, before: torch.Tensor, after: torch.Tensor) -> dict:
     """Before/after at the predicting position: the top tokens, the top movers, KL(before ‖ after) in nats, the
     change of the top-1 token's log-probability; and the loss at every position."""
@@ -198,7 +204,7 @@ def compare(s: Subject, before: torch.Tensor, after: torch.Tensor) -> dict:
         "before": top(s.m, p), "after": top(s.m, q),
         "movers": [{"token": labels(s.m, [int(i)])[0], "id": int(i), "before": float(p[i]), "after": float(q[i]),
                     "change": float(change[i])} for i in movers],
-        "kl": float((p * (logp - logq)).sum()),
+        "kl": kl(before[s.at], after[s.at]),
         "top1": {"token": labels(s.m, [best])[0], "id": best, "logp_before": float(logp[best]),
                  "logp_after": float(logq[best]), "change": float(logq[best] - logp[best])},
         "loss_before": losses(s, before), "loss_after": losses(s, after),

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from playground.analysis import generation, sampling
 from playground.analysis.induction import DOCUMENT_START
-from playground.analysis.interventions import (InterventionError, Subject, answer_token, blocks, cache, clamp,
+from playground.analysis.interventions import (InterventionError, Subject, answer_token, blocks, cache, clamp, kl,
                                                hooked, masked_lm, read)
 
 MAX_STRENGTH = 20.0     # in units of the direction itself (the difference of the two means)
@@ -131,9 +131,9 @@ def steer(m, prompt: str, positive: str, negative: str, layer=None, strength=4.0
             "sampling": RULE, "direction_norm": float(d.norm()),
             "stream_norm": _stream_norm(m, s, layer),
             "without": {"text": plain_text, "ids": plain_ids}, "with": {"text": steered_text, "ids": steered_ids},
-            "kl": _kl(plain_logits, steered_logits),
+            "kl": kl(plain_logits, steered_logits),
             "sanity": {"what": f"a random direction of the same norm (drawn with seed {seed}), the same strength",
-                       "text": random_text, "ids": random_ids, "kl": _kl(plain_logits, random_logits)},
+                       "text": random_text, "ids": random_ids, "kl": kl(plain_logits, random_logits)},
             "shifts": shifts, "notices": notices}
 
 
@@ -152,12 +152,6 @@ def _steered(m, s: Subject, layer: int, add: torch.Tensor, n: int, seed: int):
         logits = s.predict()[0]
         text, ids = _continue(m, s.ids, n, seed)
     return logits, text, ids
-
-
-def _kl(before: torch.Tensor, after: torch.Tensor) -> float:
-    """KL(before ‖ after) of the next-token distributions, in nats."""
-    logp, logq = F.log_softmax(before.float(), -1), F.log_softmax(after.float(), -1)
-    return float((logp.exp() * (logp - logq)).sum())
 
 
 def _stream_norm(m, s, layer: int) -> float:

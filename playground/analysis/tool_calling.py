@@ -130,6 +130,11 @@ def _check_arguments(name: str, arguments: dict) -> None:
                             f"({json.dumps(value)[:40]})")
 
 
+def token_counter(m):
+    """count_tokens' count: the number of the model's tokens of a text, no special tokens."""
+    return lambda text: len(m.tokenizer.encode(text, add_special_tokens=False).ids)
+
+
 def run_tool(call: dict, count_tokens) -> dict:
     """Run one parsed call: {name, arguments, result} or {name, arguments, error}. `count_tokens(text) -> int` is
     the app's tokenizer count (SmolLM2's)."""
@@ -177,7 +182,7 @@ def run(m, question: str, rule: dict, seed: int, notices: list[str], force_call:
     results, tool_message}. `stopped`: "answer", or "turns" when MAX_TURNS ran out. With `force_call` the first reply
     starts with FORCED, so the model must write a call (the 135M model, asked freely, mostly answers by itself)."""
     messages = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": question}]
-    count = lambda text: len(m.tokenizer.encode(text, add_special_tokens=False).ids)  # noqa: E731
+    count = token_counter(m)
     turns, answer, stopped = [], None, "turns"
     for n in range(1, MAX_TURNS + 1):
         forced = FORCED if force_call and n == 1 else ""

@@ -4,6 +4,8 @@ gap, and the builder of a corpus file (WordNet's noun entries as sentences)."""
 import json
 import os
 
+GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}   # the evaluations' decoding: the seed plays no part
+
 
 def write_results(path: str, result: dict) -> None:
     """An evaluation's figures as JSON, replacing the file in one step: a reader (the app, at start) never sees half of

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from playground import checkpoints
+from playground.tools import GREEDY
 
 ROOT = checkpoints.ROOT
 # 32 tokens for the byte-level BPE (the budgets are stated for a 32-token input)
@@ -360,10 +361,9 @@ def tool_round_trip_rows() -> list[tuple]:
     if models.resolve(models.SMOLLM2) is None:
         return [("chat_tools (SmolLM2)", "not installed", "", "", None)]
     m = models.get(models.SMOLLM2)
-    rule = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
-    tool_calling.run(m, TOOL_QUESTION, rule, 0, [])
+    tool_calling.run(m, TOOL_QUESTION, GREEDY, 0, [])
     started = time.perf_counter()
-    data = tool_calling.run(m, TOOL_QUESTION, rule, 0, [])
+    data = tool_calling.run(m, TOOL_QUESTION, GREEDY, 0, [])
     seconds = time.perf_counter() - started
     turns = len(data["turns"])
     judged = turns <= 2

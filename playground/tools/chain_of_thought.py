@@ -13,9 +13,8 @@ import argparse
 import sys
 import time
 
-from playground.tools import write_results
+from playground.tools import GREEDY, write_results
 
-GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
 
 
 def evaluate(m, problems: list[dict], progress=print) -> dict:

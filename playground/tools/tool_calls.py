@@ -19,10 +19,9 @@ import sys
 import time
 
 from playground.checkpoints import ASSETS_DIR
-from playground.tools import write_results
+from playground.tools import GREEDY, write_results
 
 QUESTIONS = ASSETS_DIR / "reasoning" / "tool_questions.json"
-GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
 COUNTS = ("parses", "right_tool", "right_result", "answered")
 
 
@@ -64,7 +63,7 @@ def evaluate(m, items: list[dict], progress=print) -> dict:
     """Every question through the loop: {n, counts, rows}. `progress(text, figures)` after each."""
     from playground.analysis import tool_calling
 
-    count = lambda text: len(m.tokenizer.encode(text, add_special_tokens=False).ids)  # noqa: E731
+    count = tool_calling.token_counter(m)
     rows = []
     for i, q in enumerate(items, 1):
         data = tool_calling.run(m, q["question"], GREEDY, 0, [], True)
