@@ -119,6 +119,56 @@ def test_errors_other_events_and_other_bodies_are_always_computed(served):
     assert gradio.computed == 5 and len(middleware) == 0
 
 
+class LingeringGradio(Gradio):
+    """Gradio whose POST route is still running after its reply has left (a loaded server): the caller's GET for
+    the stream arrives in between."""
+
+    def __init__(self):
+        super().__init__()
+        self.middleware = None
+
+    async def __call__(self, scope, receive, send):
+        if scope["method"] != "POST":
+            return await super().__call__(scope, receive, send)
+        sent = []
+        await super().__call__(scope, receive, lambda message: _append(sent, message, send))
+        event = json.loads(sent[-1]["body"])["event_id"]
+        stream = await _get(self.middleware, f"/gradio_api/call/{scope['path'].split('/')[3]}/{event}")
+        assert b"event: complete" in stream
+
+
+async def _append(sent: list, message, send) -> None:
+    sent.append(message)
+    await send(message)
+
+
+async def _get(app, path: str) -> bytes:
+    """GET `path` from the ASGI `app` in the running loop; the body."""
+    scope = {"type": "http", "method": "GET", "path": path, "headers": [(b"host", b"testserver")], "scheme": "http",
+             "server": ("testserver", 80), "root_path": "", "query_string": b"", "http_version": "1.1"}
+    body = bytearray()
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        body.extend(message.get("body", b""))
+
+    await app(scope, receive, send)
+    return bytes(body)
+
+
+def test_a_stream_asked_for_before_gradio_has_finished_the_post_is_kept():
+    """The event is followed from the moment its id leaves, not once Gradio's POST route returns (the served app's
+    test found the answer computed twice in a loaded full run)."""
+    gradio = LingeringGradio()
+    gradio.middleware = middleware = CachedCalls(gradio, cacheable=frozenset({"tokenize"}))
+    client = TestClient(middleware)
+    client.post("gradio_api/call/tokenize", json={"data": ["The bank."]})  # its stream fetched inside the POST
+    call(client, "tokenize", "The bank.")
+    assert (gradio.computed, middleware.hits) == (1, 1)
+
+
 def test_an_answer_whose_download_is_gone_is_computed_again(tmp_path):
     download = tmp_path / "tokenize.json"
     download.write_text("{}")

@@ -112,15 +112,22 @@ class CachedCalls:
         async def record(message) -> None:  # Gradio's reply, {"event_id": ...}, to follow its stream
             if message["type"] == "http.response.body":
                 answer.extend(message.get("body", b""))
+                if not message.get("more_body", False):
+                    self._follow(bytes(answer), key, _root(scope))  # before the caller can ask for the stream
             await send(message)
 
         await self.app(scope, _replay(body, complete, receive), record if key is not None else send)
+
+    def _follow(self, reply: bytes, key: bytes, root: bytes) -> None:
+        """Follow the stream of the event Gradio's reply names; a refused call (queue full, bad data) has none.
+        Registered before the reply reaches the caller: followed after it, a caller quick to ask for the stream
+        (a loaded server switches tasks between the two) was sent Gradio's stream unkept."""
         try:
-            event = orjson.loads(answer)["event_id"] if key is not None else None
+            event = orjson.loads(reply)["event_id"]
         except (orjson.JSONDecodeError, KeyError, TypeError):
-            event = None  # a refused call (queue full, bad data): nothing to follow
+            return
         if isinstance(event, str):
-            self._following.put(event, (key, _root(scope)))
+            self._following.put(event, (key, root))
 
     # -- GET /gradio_api/call/<api>/<event>: a kept answer at once, or Gradio's stream (kept if it succeeds)
 

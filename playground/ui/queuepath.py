@@ -126,15 +126,22 @@ class CachedEvents:
         async def record(message) -> None:  # Gradio's reply, {"event_id": ...}: its stream is followed
             if message["type"] == "http.response.body":
                 answer.extend(message.get("body", b""))
+                if not message.get("more_body", False):
+                    self._follow(bytes(answer), (key, _root(scope), fn_index))  # before the page hears of it
             await send(message)
 
         await self.app(scope, _replay(body, complete, receive), record if key is not None else send)
-        if key is not None:
-            try:
-                event = orjson.loads(answer)["event_id"]
-            except (orjson.JSONDecodeError, KeyError, TypeError):
-                return  # refused (queue full, bad data): nothing to follow
-            self._following.put(event, (key, _root(scope), fn_index))
+
+    def _follow(self, reply: bytes, followed: tuple) -> None:
+        """Follow the event Gradio's reply names, as soon as the reply is complete (ui/fastpath.CachedCalls._follow:
+        registered after Gradio's route returned, a loaded server could finish the event first); a refused call
+        (queue full, bad data) names none."""
+        try:
+            event = orjson.loads(reply)["event_id"]
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return
+        if isinstance(event, str):
+            self._following.put(event, followed)
 
     def _looping(self, session: str, inputs: bytes) -> bool:
         """True when `session` sent these inputs REPEATS times within REPEAT_WINDOW seconds already."""
