@@ -79,7 +79,7 @@ def _scripted(monkeypatch, replies: list[str]) -> list[list[dict]]:
     the model was shown, turn by turn."""
     shown = []
 
-    def reply(m, messages, prefix, rule, seed, notices):
+    def reply(m, messages, prefix, rule, seed, notices, known):
         shown.append([dict(t) for t in messages])
         text = replies[len(shown) - 1]
         assert text.startswith(prefix)
@@ -188,6 +188,28 @@ def test_smollm2_answers_both_ways_and_runs_the_loop():
     first = loop["turns"][0]
     assert first["reply"].startswith("<tool_call>[") and 1 <= len(loop["turns"]) <= tool_calling.MAX_TURNS
     assert (first["tool_calls"] is not None) != (first["parse_error"] is not None)   # parsed, or its error
+
+
+@needs_smollm2
+@pytest.mark.timeout(300)
+def test_a_turn_runs_only_what_the_conversation_adds_and_answers_as_if_it_ran_it_all(monkeypatch):
+    """The system turn's cache and each turn's own (tool_calling._shared): the same replies as a loop that runs
+    every turn's whole prompt, each step's probabilities within half-precision rounding; and the same answer, to
+    the bit, whether the system turn's cache was made by this run or an earlier one."""
+    m = models.get(models.SMOLLM2)
+    question = "How many tokens does 'unbelievable' have?"
+    tool_calling._SYSTEM_CACHES.clear()
+    fresh = tool_calling.run(m, question, GREEDY, 0, [])
+    again = tool_calling.run(m, question, GREEDY, 0, [])
+    assert again == fresh
+    shared = []
+    real = tool_calling._shared
+    monkeypatch.setattr(tool_calling, "_shared", lambda *a: shared.append(real(*a)) or None)   # every prompt in full
+    whole = tool_calling.run(m, question, GREEDY, 0, [])
+    assert len(whole["turns"]) >= 2 and all(c is not None and c["idx"].size(1) > 400 for c in shared)
+    assert [t["reply"] for t in whole["turns"]] == [t["reply"] for t in fresh["turns"]]
+    for cut, full in zip(fresh["turns"], whole["turns"]):
+        assert [s["prob"] for s in cut["steps"]] == pytest.approx([s["prob"] for s in full["steps"]], abs=0.02)
 
 
 # ---------------------------------------------------------------------------------------------

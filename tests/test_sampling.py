@@ -80,6 +80,19 @@ def test_kv_cache_equals_no_cache_past_the_context(gpt):
         assert streamed == with_cache[0, 4:].tolist()
 
 
+def test_a_stream_goes_on_from_a_cropped_cache_as_from_its_whole_prompt(gpt):
+    """`past`: a step cache of the prompt's start (crop_cache of a longer one, as a conversation's next turn uses
+    it) runs only the rest; `last` hands back the cache, every token but the last sampled one."""
+    whole = [s["prob"] for s in sampling.stream(gpt, prompt(), 8, temperature=0.9, seed=4)]
+    last: dict = {}
+    longer = list(sampling.stream(gpt, prompt(), 3, temperature=0, last=last))
+    assert last["cache"]["idx"].tolist() == [prompt()[0].tolist() + [s["token"] for s in longer[:-1]]]
+    past = gpt.crop_cache(last["cache"], 2)
+    assert past["idx"].tolist() == [[1, 5]] and all(k.size(2) == 2 for k, _ in past["kv"])
+    resumed = [s["prob"] for s in sampling.stream(gpt, prompt()[:, 2:], 8, temperature=0.9, seed=4, past=past)]
+    assert resumed == pytest.approx(whole, abs=1e-6)
+
+
 def test_seeds_reproduce_and_differ(gpt):
     a = sampling.generate(gpt, prompt(), 20, temperature=1.5, seed=1)
     b = sampling.generate(gpt, prompt(), 20, temperature=1.5, seed=1)

@@ -190,14 +190,18 @@ def prepare(m, prompt: str | None, chat: bool, notices: list[str]) -> Prompt:
     return Prompt(text, ids, stops(m))
 
 
-def sampled(m, prompt: Prompt, n: int, rule: dict, seed: int, context: bool = True) -> Iterator[list[dict]]:
+def sampled(m, prompt: Prompt, n: int, rule: dict, seed: int, context: bool = True, past: dict | None = None,
+            last: dict | None = None) -> Iterator[list[dict]]:
     """The steps of a sampled continuation (`rule`: temperature, top_k, top_p), the list so far after each new step
     (with `context`, an n-gram's steps also say what it saw and the order that answered); once the last is yielded,
-    the list is `finish`ed."""
+    the list is `finish`ed. `past`: the step cache of the prompt's first ids (only the rest is run); `last`
+    receives the cache after the last step (sampling.stream)."""
     steps: list[dict] = []
     seen = list(prompt.ids)
     reader = tokenization.Detokenizer(m.tokenizer, prompt.ids)  # each step's text, after the prompt's
-    for step in sampling.stream(m.model, torch.tensor([prompt.ids]), n, seed=seed, stop=prompt.stops, **rule):
+    start = 0 if past is None else past["idx"].size(1)
+    for step in sampling.stream(m.model, torch.tensor([prompt.ids[start:]]), n, seed=seed, stop=prompt.stops,
+                                past=past, last=last, **rule):
         steps.append(named(reader, step))
         if context and m.kind == "ngram":  # what the n-gram saw and the order that answered (where it backed off)
             steps[-1].update(ngram_context(m.model, m.tokenizer, seen))

@@ -120,15 +120,20 @@ def step_record(d: Distribution, token: int, cutoffs: bool = True) -> dict:
 @torch.no_grad()
 def stream(model, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0, top_k: int = 0,
            top_p: float = 1.0, seed: int | None = None, use_cache: bool = True,
-           stop: frozenset[int] = frozenset()) -> Iterator[dict]:
+           stop: frozenset[int] = frozenset(), past: dict | None = None, last: dict | None = None) -> Iterator[dict]:
     """Sample one sequence (idx is (1, T) or (T,)), yielding each step as it is made (`step_record`); a token in
-    `stop` (an end-of-turn token) is the last step."""
+    `stop` (an end-of-turn token) is the last step. `past`: the model's step cache of tokens that come before idx
+    (reused as it is: only idx is run); `last`: a dict whose "cache" is the step cache after each step, for a caller
+    that goes on from it (it holds every token but the last one sampled)."""
     idx = idx.view(1, -1)
     assert idx.size(1) > 0, "generation needs a prompt of at least one token"
     generator = _generator(seed)
-    seen, new, cache = idx, idx, None
+    seen = idx if past is None else torch.cat([past["idx"], idx], dim=1)
+    new, cache = idx, past
     for _ in range(max_new_tokens):
         logits, cache = _cache_step(model, new, cache, use_cache, seen)
+        if last is not None:
+            last["cache"] = cache
         d = distribution(logits[0], temperature, top_k, top_p)
         token = int(torch.multinomial(d.kept, 1, generator=generator)) if temperature > 0 else int(d.kept.argmax())
         yield step_record(d, token)

@@ -253,6 +253,12 @@ class GPT(nn.Module):
         """The cache rows of the sequences `index` selects (beam search keeps the best beams)."""
         return {"idx": cache["idx"][index], "kv": [(k[index], v[index]) for k, v in cache["kv"]]}
 
+    @staticmethod
+    def crop_cache(cache: dict, n: int) -> dict:
+        """The cache of the first `n` tokens (a conversation that goes on from an earlier point of its text): a
+        position's keys and values depend only on the tokens up to it, so the first n are theirs as they are."""
+        return {"idx": cache["idx"][:, :n], "kv": [(k[:, :, :n], v[:, :, :n]) for k, v in cache["kv"]]}
+
 
 def cached_step(run, n_positions: int, idx: torch.Tensor, cache: dict | None):
     """One decoding step of a decoder whose `run(idx, pos0, past)` returns (logits, kvs, ...): the new tokens idx

@@ -301,6 +301,7 @@ class Llama(nn.Module):
         return cached_step(self._run, self.config.n_positions, idx, cache)
 
     reorder_cache = staticmethod(GPT.reorder_cache)  # the cache rows of the beams beam search keeps
+    crop_cache = staticmethod(GPT.crop_cache)        # the cache of the first n tokens
 
 
 def from_transformers(state_dict: dict, config: LlamaConfig) -> dict:
