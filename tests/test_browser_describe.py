@@ -1,7 +1,8 @@
 """The figures' text alternatives (assets/describe.js) in a real browser, their numbers checked against the JSON the
 same endpoint returns through the API for the page's own inputs: the attention heatmap (each query's most attended
-key and its weight), the gradient-flow plot (each cell's first and last gradient norm and its factor per step) and
-the word space (each word's nearest word on the plot, in 3D, whichever group it is drawn in).
+key and its weight), the gradient-flow plot (each cell's first and last gradient norm and its factor per step), the
+word space (each word's nearest word on the plot, in 3D, whichever group it is drawn in) and fill-mask's bars (each
+candidate and its probability, largest first).
 Each figure is the plot's aria-describedby, and "Describe this figure" shows the text."""
 
 from __future__ import annotations
@@ -111,3 +112,47 @@ def test_word_space_text_names_each_words_nearest_word_on_the_plot(described, cl
     for word, nearest in lines:
         far = {other: math.dist(at[word], xyz) for other, xyz in at.items() if other != word}
         assert far[nearest] <= min(far.values()) * (1 + 1e-3) + 1e-4, f"{word}: {nearest} is not the nearest"
+
+
+@pytest.mark.timeout(300)
+def test_fill_mask_bars_text_gives_each_candidate_and_its_probability(described, client):
+    """The distribution (bars): the text lists the candidates largest first, each with its probability as the
+    endpoint's JSON gives it, for the page's own sentence."""
+    page = described
+    page.get_by_role("tab", name="Masked-LM fill-in", exact=True).click()
+    text = description(page, "#fm-plot")
+    predictions = client.predict(*page_inputs("fill_mask"), api_name="/fill_mask")[-1]
+    assert predictions and all({"token_str", "score"} <= set(p) for p in predictions)
+    line = next((ln for ln in text.splitlines() if "largest first: " in ln), None)
+    assert line, f"a line of bars: {text[:300]}"
+    shown = re.findall(rf"(?:first: |, )(?:\d+\. )?(.+?) ({NUMBER})(?=,|\.$)", line)   # "1. floor 0.176"
+    assert [word for word, _ in shown][:len(predictions)] == [p["token_str"] for p in predictions], line
+    for (word, value), p in zip(shown, predictions):
+        assert close(value, p["score"]), f"{word}: {value} vs {p['score']}"
+
+
+@pytest.mark.timeout(300)
+def test_a_typed_sentence_is_classified_by_every_method_as_the_endpoint_answers(described, client):
+    """Fine-tuning → Classify in the page: a sentence typed and sent with the button is classified by every method,
+    and the probabilities figure's text gives each method's most probable classes with the probabilities of the
+    endpoint's JSON for that sentence."""
+    page = described
+    page.get_by_role("tab", name="Fine-tuning", exact=True).click()
+    page.get_by_role("tab", name="Classify", exact=True).click()
+    sentence = "The ship sailed at dawn."
+    page.locator("#classify-text textarea").fill(sentence)
+    page.locator("#classify-run").click()
+    page.wait_for_function("() => [...document.querySelectorAll('#classify-steps .js-plotly-plot')].some((gd) =>"
+                           " (gd.data || []).some((t) => (t.x || []).includes('2: ship')))",
+                           timeout=60_000)   # the LSTM's words are the sentence's own: every figure is its
+    text = description(page, "#classify-probs")
+    inputs = page_inputs("classify")
+    data = client.predict(sentence, *inputs[1:], api_name="/classify")[-1]
+    assert data["text"] == sentence and len(data["methods"]) >= 5
+    lines = [ln for ln in text.splitlines() if ": largest first: " in ln]   # one per bar trace, named by method
+    for method in data["methods"]:
+        line = next((ln for ln in lines if ln.startswith(method["method"] + " (held-out")), None)
+        assert line, f"{method['method']} has a line: {text[:500]}"
+        shown = dict((cls, float(v)) for cls, v in re.findall(rf"(?:: |, )(\w+) ({NUMBER})(?=,|\.$)", line))
+        best = max(range(len(data["classes"])), key=lambda i: method["probs"][i])
+        assert close(str(shown[data["classes"][best]]), method["probs"][best]), (line, method)

@@ -17,6 +17,7 @@ def _shows(page, selector: str, text: str, timeout: int = 30_000) -> None:
 def _open_panel(page, url: str) -> None:
     """The page, and the workshop panel opened (the first page of a session waits for the app's models)."""
     page.goto(url)
+    page.traffic.forget()  # the last document's requests, cut: a settle waited its whole minute for them (twice)
     page.wait_for_selector("#workshop", timeout=120_000)
     page.get_by_text("Workshops: a lecturer's path through the tabs").click(timeout=120_000)
     page.wait_for_selector("#workshop-pick", state="visible", timeout=60_000)

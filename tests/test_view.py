@@ -84,6 +84,7 @@ def test_the_notice_banners_take_no_room_when_there_is_nothing_to_say():
     outputs = restore_with()
     assert outputs[-2]["visible"] is False
     assert restore_with(foo="1")[-2]["visible"] is True
+    assert restore_with(__theme="dark")[-2]["visible"] is False   # Gradio's own key: the page is dark, nothing to say
 
 
 def restored_value(outputs, key: str):

@@ -105,12 +105,12 @@ def build(demo: gr.Blocks) -> None:
     gr.Markdown(INTRO_MD)
     choices = [(analysis.NAMES[i[len(analysis.PREFIX):]], i) for i in analysis.available() if not i.endswith("lstm")]
     with gr.Row():
-        text = gr.Textbox(DEFAULT, label="Sentence", lines=2, scale=3)
+        text = gr.Textbox(DEFAULT, label="Sentence", lines=2, scale=3, elem_id="classify-text")
         model = gr.Dropdown(choices, value=choices[-1][1] if choices else None, scale=2,
                             label="Attributions of (a MiniLM classifier)")
         ig_steps = gr.Slider(0, 64, value=analysis.IG_STEPS, step=1, scale=1,
                              label="Integrated gradients: steps (0 = gradient × input only)")
-        run = gr.Button("Classify", variant="primary", scale=0)
+        run = gr.Button("Classify", variant="primary", scale=0, elem_id="classify-run")
     things_to_try(EXAMPLES, [text])
     probs = gr.Plot(label="Probability of each class, per method", elem_id="classify-probs")
     gr.Markdown(ATTR_MD)

@@ -183,6 +183,11 @@ class Parsed:
     dropped: list[str]      # the keys the address bar should lose (refused, unknown, a tab that does not exist)
 
 
+# A link's keys that are the page's, not a view's: the tab, lecture mode (ui/lecture.py) and Gradio's own light or
+# dark theme (`?__theme=dark`, read by Gradio's frontend)
+PAGE_KEYS = frozenset({"tab", "lecture", "__theme"})
+
+
 def parse(shared: Shared, params: dict[str, str], ids: list[str] | None = None,
           subs: dict[str, list[str]] | None = None) -> Parsed:
     """A link's parameters (the query string as a dict) read against every registered control: what `restore`
@@ -202,7 +207,7 @@ def parse(shared: Shared, params: dict[str, str], ids: list[str] | None = None,
             rejected.append(key)
         values.append(value)
     selected, tab_rejected = _tab(params.get("tab"), ids, subs, notices)
-    unknown = sorted(set(params) - set(shared.view) - {"tab", "lecture"})
+    unknown = sorted(set(params) - set(shared.view) - PAGE_KEYS)
     if unknown:
         notices.append(f"The link's {', '.join(unknown)[:80]} are not part of this app's views; ignored.")
     return Parsed(values, selected, notices, rejected + unknown + (["tab"] if tab_rejected else []))
