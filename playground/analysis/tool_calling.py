@@ -195,7 +195,8 @@ _SYSTEM_CACHES: dict = {}   # (model name, its module's id) -> the step cache of
 def _system_cache(m) -> dict | None:
     """The step cache of SYSTEM's turn as the chat template writes it, computed once per loaded model: every run
     begins with these 449 tokens (19.7 MB of float32 keys and values), half of a run's time when each turn ran them
-    again (measured: 7.5 s a question, one thread). Every run reuses it, so a run's first turn is always computed in the same two pieces."""
+    again (measured: 7.5 s a question, one thread). Every run reuses it, so a run's first turn is always computed in
+    the same two pieces."""
     if getattr(m, "chat", None) is None or not hasattr(m.model, "crop_cache"):
         return None
     key = (m.name, id(m.model))

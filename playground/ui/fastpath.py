@@ -119,14 +119,10 @@ class CachedCalls:
         await self.app(scope, _replay(body, complete, receive), record if key is not None else send)
 
     def _follow(self, reply: bytes, key: bytes, root: bytes) -> None:
-        """Follow the stream of the event Gradio's reply names; a refused call (queue full, bad data) has none.
-        Registered before the reply reaches the caller: followed after it, a caller quick to ask for the stream
-        (a loaded server switches tasks between the two) was sent Gradio's stream unkept."""
-        try:
-            event = orjson.loads(reply)["event_id"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return
-        if isinstance(event, str):
+        """Follow the stream of the event Gradio's reply names. Registered before the reply reaches the caller:
+        followed after it, a caller quick to ask for the stream (a loaded server switches tasks between the two) was
+        sent Gradio's stream unkept."""
+        if (event := event_id(reply)) is not None:
             self._following.put(event, (key, root))
 
     # -- GET /gradio_api/call/<api>/<event>: a kept answer at once, or Gradio's stream (kept if it succeeds)
@@ -204,6 +200,15 @@ def _key(scope, api: str, body: bytes) -> bytes | None:
                                                                                                    "session_hash"}:
         return None
     return orjson.dumps([api, posted["data"]], option=orjson.OPT_SORT_KEYS)
+
+
+def event_id(reply: bytes) -> str | None:
+    """The event id of Gradio's reply to a call or a queue join; None for a refused one (queue full, bad data)."""
+    try:
+        event = orjson.loads(reply)["event_id"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return None
+    return event if isinstance(event, str) else None
 
 
 def _root(scope) -> bytes:

@@ -39,7 +39,7 @@ from gradio.server_messages import LogMessage, ProcessCompletedMessage
 from pydantic import PrivateAttr
 
 from playground.lru import Bounded
-from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _respond, _root
+from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _respond, _root, event_id
 
 # every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
 MAX_BYTES = 96 << 20
@@ -134,13 +134,8 @@ class CachedEvents:
 
     def _follow(self, reply: bytes, followed: tuple) -> None:
         """Follow the event Gradio's reply names, as soon as the reply is complete (ui/fastpath.CachedCalls._follow:
-        registered after Gradio's route returned, a loaded server could finish the event first); a refused call
-        (queue full, bad data) names none."""
-        try:
-            event = orjson.loads(reply)["event_id"]
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return
-        if isinstance(event, str):
+        registered after Gradio's route returned, a loaded server could finish the event first)."""
+        if (event := event_id(reply)) is not None:
             self._following.put(event, followed)
 
     def _looping(self, session: str, inputs: bytes) -> bool:
