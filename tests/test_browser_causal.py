@@ -71,6 +71,7 @@ def test_a_link_to_an_experiment_draws_it_and_a_link_elsewhere_computes_nothing_
 
     model, clean, corrupted, answer, other = DEMOS["My lov·e or My lor·d? (our GPT)"]
     page.goto(f"{app_url}?{urlencode({'tab': 'attention', 'focus': '4:9'})}")
+    page.traffic.forget()  # the module's earlier document: its cut requests are never reported finished
     page.wait_for_selector("#attn-head-view .hv-t", timeout=60_000)
     page.traffic.settle()
     page.get_by_role("tab", name="Causal lab", exact=True).click()
@@ -80,6 +81,7 @@ def test_a_link_to_an_experiment_draws_it_and_a_link_elsewhere_computes_nothing_
     link = {"tab": "causal-lab", "causal.model": model, "causal.clean": clean, "causal.corrupted": corrupted,
             "causal.answer": answer, "causal.other": other}
     page.goto(f"{app_url}?{urlencode(link)}")
+    page.traffic.forget()
     text = _text(page, "#causal-patch-text", "Largest exact effects")
     page.wait_for_selector("#causal-patch .js-plotly-plot", timeout=30_000)
     assert f"logit({answer}) − logit({other})" in text and "v/r" in text   # the link's pair, not the default
