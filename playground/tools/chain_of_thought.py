@@ -16,7 +16,6 @@ import time
 from playground.tools import GREEDY, write_results
 
 
-
 def evaluate(m, problems: list[dict], progress=print) -> dict:
     """Both ways on every problem: {n, correct, accuracy, problems: [{id, question, expected, <way>: {...}}]}.
     `progress(text, partial)` after each problem, with the figures so far (the script writes them: an interrupted
