@@ -1,7 +1,8 @@
 """The lecturer's cockpit in a real browser: the lecturer's page opens a room and shows its cockpit live; a student's
 page (its own browser context: its own session) joins from the Workshops panel with a nickname and walks a
 workshop; the cockpit shows that student by itself (no click), with the step and the answer, and an answer that is
-HTML is shown as text; the lecturer reveals the step and the student's page shows its answer."""
+HTML is shown as text; the lecturer reveals the step and the student's page shows its answer; the lecturer uploads a
+workshop file of their own and the room keeps it."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def _shows(page, selector: str, text: str, timeout: int = 30_000) -> None:
                            timeout=timeout)
 
 
-def test_the_cockpit_follows_a_student_and_the_reveal_reaches_them(browser, app_url):
+def test_the_cockpit_follows_a_student_and_the_reveal_reaches_them(browser, app_url, tmp_path):
     lecturer, student = (browser.new_context(viewport={"width": 1400, "height": 1000}).new_page() for _ in range(2))
     lecturer.goto(app_url + "?tab=class-quiz")
     lecturer.wait_for_selector("#quiz-lecturer", timeout=120_000)
@@ -53,5 +54,12 @@ def test_the_cockpit_follows_a_student_and_the_reveal_reaches_them(browser, app_
     _shows(lecturer, "#cockpit-said", "Revealed step 2 of tokenization")
     _shows(student, "#workshop-revealed", "The lecturer revealed this step's answer: ##")
     assert progress.revealed(code, "tokenization") == [2]
+
+    own = tmp_path / "my-lecture.yaml"                                  # the lecturer's own file, uploaded
+    own.write_text("id: mine\ntitle: My own lecture\nsteps:\n  - title: One\n    view: \"tab=tokenization\"\n"
+                   "    text: Look at the tokens.\n", encoding="utf-8")
+    lecturer.locator("#cockpit-upload input[type=file]").set_input_files(str(own))
+    _shows(lecturer, "#cockpit-said", "walks your My own lecture (1 step, from my-lecture.yaml)")
+    assert progress.workshop_of(code) == own.read_text(encoding="utf-8")
     for page in (lecturer, student):
         page.context.close()

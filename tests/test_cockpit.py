@@ -206,6 +206,33 @@ def test_a_student_who_joins_opens_the_rooms_workshop(where, shared):
     assert cockpit.give({"room": code}, "tokenization") == cockpit.NO_KEY
 
 
+def test_the_lecturers_own_workshop_file_is_given_to_the_room_or_told_why_not(where, shared, tmp_path):
+    """The cockpit's upload: a lecturer's own file (not a shipped workshop) becomes the room's, so a student who joins
+    opens it; a file that does not load is said with its line and field, and the room keeps what it had; a file
+    that is not text, and a page without the room's key, are told plainly."""
+    from playground.ui import workshop_tab
+
+    code, key = polls.open_room()
+    mine = tmp_path / "my-lecture.yaml"
+    mine.write_text(WORKSHOP, encoding="utf-8")
+    said = cockpit.give_file({"room": code, "key": key}, str(mine))
+    assert "walks your **A two-step workshop** (2 steps, from my-lecture.yaml)" in said
+    assert progress.workshop_of(code) == WORKSHOP
+    walk = workshop_tab.room_workshop({"room": code, "nickname": "Ana"}, 0)[len(shared.view) + 3]
+    assert walk["workshop"].id == "mini" and walk["step"] == 0
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(WORKSHOP.replace("kind: choice", "kind: essay"), encoding="utf-8")
+    said = cockpit.give_file({"room": code, "key": key}, str(broken))
+    assert said.startswith("⚠ This workshop does not load") and "line 12, steps[1].question.kind" in said
+    assert progress.workshop_of(code) == WORKSHOP                       # unchanged
+    binary = tmp_path / "slides.json"
+    binary.write_bytes(b"\xff\xfe\x00binary")
+    assert "could not be read as UTF-8 text" in cockpit.give_file({"room": code, "key": key}, str(binary))
+    assert cockpit.give_file({"room": code}, str(mine)) == cockpit.NO_KEY
+    assert isinstance(cockpit.give_file({"room": code, "key": key}, None), SKIP)   # the file was removed
+
+
 COPY_B = """
 import json, sys
 from playground.analysis import workshops as w

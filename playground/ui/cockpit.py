@@ -124,7 +124,9 @@ def cockpit_delete(room: str = "", key: str = "") -> dict:
 
 
 def _said(err: Exception) -> str:
-    return f"⚠ {html.escape(str(err), quote=False)}"
+    """An error as the lecturer's panel says it (a gr.Error's own message: its str() is the message's repr)."""
+    message = err.message if isinstance(err, gr.Error) else str(err)
+    return f"⚠ {html.escape(str(message), quote=False)}"
 
 
 def _lecturer(seat) -> tuple[str, str]:
@@ -205,6 +207,27 @@ def give(seat, workshop_id):
             "step, on whichever copy of the app serves them.")
 
 
+def give_file(seat, path):
+    """The lecturer's page gives its room a workshop file of their own (uploaded: YAML or JSON), validated as an
+    import is, its tool-computed answers computed now, before the lecture: what does not load is said here, with its
+    line and field."""
+    if not path:
+        return gr.skip()
+    room, key = _lecturer(seat)
+    if not key:
+        return NO_KEY
+    try:
+        text = workshop_tab.read_upload(path)
+        found = workshop_tab._load_text(text, Path(str(path)).name)
+        progress.set_workshop(room, key, text)
+    except (progress.RoomError, gr.Error) as err:
+        return _said(err)
+    steps = f"{len(found.steps)} step{'s' * (len(found.steps) != 1)}"
+    return (f"Room {quiz_tab._shown(room)} walks your **{html.escape(found.title)}** ({steps}, from "
+            f"{html.escape(Path(str(path)).name)}): a student who joins opens its first step, on whichever copy of "
+            "the app serves them.")
+
+
 def delete(seat, sure):
     room, key = _lecturer(seat)
     if not key:
@@ -242,6 +265,8 @@ def build(seat: gr.State) -> None:
             given = gr.Dropdown(workshop_tab._shipped(), value=None, label="The room's workshop (students who join "
                                 "open it)", elem_id="cockpit-workshop", scale=2)
             give_ = gr.Button("Give the room this workshop", elem_id="cockpit-give", scale=1)
+        upload = gr.File(label="Or give the room your own workshop file (YAML or JSON; its format: docs/workshops.md)",
+                         file_types=[".yaml", ".yml", ".json"], elem_id="cockpit-upload")
         with gr.Row():
             step = gr.Dropdown([], label="A step's answer to reveal", elem_id="cockpit-step", scale=2)
             show = gr.Button("Reveal to the students", elem_id="cockpit-reveal", scale=1)
@@ -262,6 +287,7 @@ def build(seat: gr.State) -> None:
     show.click(reveal, [seat, step], said, **quiet).then(**redraw)
     download.click(export, seat, [said, files], **quiet)
     give_.click(give, [seat, given], said, **quiet)
+    upload.upload(give_file, [seat, upload], said, **quiet)
     drop.click(delete, [seat, sure], [said, sure], **quiet).then(**redraw)
     for fn, name in ((cockpit, "cockpit"), (cockpit_export, "cockpit_export"), (cockpit_reveal, "cockpit_reveal"),
                      (cockpit_workshop, "cockpit_workshop"), (cockpit_delete, "cockpit_delete")):

@@ -290,16 +290,21 @@ def pick_workshop(workshop_id, restored=0):
     return show(_find(str(workshop_id)), 0, restored)
 
 
+def read_upload(path) -> str:
+    """An uploaded workshop file's text (UTF-8, at most w.MAX_FILE characters and one more, so that an overlong file
+    is told as such); a gr.Error when it is not text."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read(w.MAX_FILE + 1)
+    except (OSError, UnicodeDecodeError):
+        raise gr.Error("The file could not be read as UTF-8 text: a workshop is a YAML or JSON text file.") from None
+
+
 def import_file(path, restored=0):
     """A workshop file imported on the page: read (UTF-8, at most w.MAX_FILE characters), validated, its first step."""
     if not path:
         return [gr.skip()] * (len(_shared.view) + 11)
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read(w.MAX_FILE + 1)
-    except (OSError, UnicodeDecodeError):
-        raise gr.Error("The file could not be read as UTF-8 text: a workshop is a YAML or JSON text file.") from None
-    return show(_load_text(text, Path(str(path)).name), 0, restored)
+    return show(_load_text(read_upload(path), Path(str(path)).name), 0, restored)
 
 
 def walk_draft(draft, restored=0):
