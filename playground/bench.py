@@ -20,6 +20,7 @@ from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARG
                                     generation_speed, heads_rows, ms, retrain_seconds_per_mb, time_calls,
                                     tool_round_trip_rows, training_race)
 from playground.tools.bench_causal import causal_rows
+from playground.tools.bench_follow import follow_rows
 from playground.tools.bench_rooms import rooms_rows
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
                                            hub_rows, lecture_hall_rows, load_rows, serving_rows,
@@ -43,6 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--causal-only", action="store_true", help="only the Causal lab rows")
     parser.add_argument("--rooms-only", action="store_true", help="only the class database's rows (answers at once, "
                         "follow-me's propagation; on PostgreSQL too when DATABASE_URL is set)")
+    parser.add_argument("--follow-only", action="store_true", help="only follow me through the page's protocol (200 "
+                        "pages; one copy, and two behind nginx when DATABASE_URL names a PostgreSQL database)")
     parser.add_argument("--classify-only", action="store_true", help="only the Classify view's row")
     parser.add_argument("--every-tab-only", action="store_true", help="only the memory after every tab's heaviest "
                         "paths, the Causal lab's included")
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
                                                    args.hall_model),
             "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5)),
             "rooms_only": rooms_rows, "classify_only": lambda: classify_rows(args.runs),
-            "every_tab_only": every_tab_rows}
+            "every_tab_only": every_tab_rows, "follow_only": follow_rows}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)
@@ -101,6 +104,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())
     rows.extend(rooms_rows())
+    rows.extend(follow_rows())
     rows.extend(every_tab_rows())
     if args.load:
         rows.extend(load_rows())

@@ -9,44 +9,16 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.conftest import free_port
+from playground.tools.balancer import NGINX, BalancedCopies
 
-ROOT = Path(__file__).resolve().parents[1]
-NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()),
-                                      None)
 if NGINX is None:
     if os.environ.get("CI"):
         pytest.fail("nginx is missing: .ci/run installs it (apt-get install -y nginx-light)", pytrace=False)
     pytest.skip("nginx is not installed (apt-get install -y nginx-light)", allow_module_level=True)
-
-
-def documented_config() -> str:
-    """The nginx block of docs/deploying.md, the one after its test marker."""
-    text = (ROOT / "docs" / "deploying.md").read_text(encoding="utf-8")
-    return re.search(r"<!-- nginx:.*?-->\s*```nginx\n(.*?)```", text, re.S)[1]
-
-
-def wait_for(url: str, process: subprocess.Popen, seconds: float = 300) -> None:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args} exited with {process.returncode}")
-        try:
-            if httpx.get(url, timeout=2).status_code < 500:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError(f"{url} did not answer within {seconds:.0f} s")
 
 
 @pytest.fixture(scope="module")
@@ -60,33 +32,10 @@ def class_database(request) -> str | None:
 
 
 @pytest.fixture(scope="module")
-def balancer(tmp_path_factory, class_database):
+def balancer(class_database):
     """http://127.0.0.1:<port>/ of nginx in front of two copies of `python app.py`; yields (url, copies)."""
-    tmp = tmp_path_factory.mktemp("nginx")
-    ports = [free_port(), free_port()]
-    shared = {"DATABASE_URL": class_database} if class_database else {}
-    copies = [subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                               env={**os.environ, **shared, "GRADIO_SERVER_NAME": "127.0.0.1",
-                                    "GRADIO_SERVER_PORT": str(port)})
-              for port in ports]
-    front = free_port()
-    config = (documented_config().replace("127.0.0.1:7861", f"127.0.0.1:{ports[0]}")
-              .replace("127.0.0.1:7862", f"127.0.0.1:{ports[1]}").replace("listen 7860;", f"listen 127.0.0.1:{front};"))
-    temp_paths = "".join(f"{kind}_temp_path {tmp}/{kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    (tmp / "nginx.conf").write_text(f"pid {tmp}/nginx.pid;\nerror_log {tmp}/error.log;\ndaemon off;\nevents {{}}\n"
-                                    f"http {{\naccess_log off;\n{temp_paths}{config}\n}}\n")
-    nginx = subprocess.Popen([NGINX, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e", str(tmp / "error.log")])
-    try:
-        for port, copy in zip(ports, copies):
-            wait_for(f"http://127.0.0.1:{port}/config", copy)
-        url = f"http://127.0.0.1:{front}/"
-        wait_for(url + "config", nginx, 30)
-        yield url, [f"127.0.0.1:{port}" for port in ports]
-    finally:
-        for process in (nginx, *copies):
-            process.terminate()
-        for process in (nginx, *copies):
-            process.wait(timeout=60)
+    with BalancedCopies(2, env={"DATABASE_URL": class_database} if class_database else {}) as running:
+        yield running
 
 
 def client_from(address: str, url: str) -> httpx.Client:

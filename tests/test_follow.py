@@ -6,11 +6,16 @@ through the API, every lecturer endpoint refused without the key, bad codes told
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from types import SimpleNamespace
+
 import gradio as gr
 import pytest
 
 from playground import polls
-from playground.rooms import follow
+from playground.rooms import follow, watch
 from playground.rooms.database import Database, RoomError
 from playground.ui import follow as ui_follow
 from playground.ui.common import Shared
@@ -103,7 +108,7 @@ def test_a_student_page_applies_the_lecturers_whole_view_and_then_answers_nothin
     restorer, at = page
     monkeypatch.setenv("POLLS_DB", str(tmp_path / "rooms.sqlite3"))
     code, key = polls.open_room()
-    tick = ui_follow.ticker(restorer)
+    tick = ui_follow.ticker(restorer)[1]                               # what the poll answers once it asks
     seat, state = {"room": code, "key": "", "question": ""}, dict(ui_follow.CLEAR)
     follow.lead(code, key, "tab=b&t.mode=y&text=the+lecturer%27s+sentence&lecture=1")
     out = tick(seat, True, state)
@@ -111,19 +116,93 @@ def test_a_student_page_applies_the_lecturers_whole_view_and_then_answers_nothin
     assert values[at["t.mode"]] == "y" and values[at["text"]] == "the lecturer's sentence"
     assert values[at["t.n"]] == 3                                       # absent from the link: its default
     assert values[len(restorer.keys)].selected == "b"                   # the tab
-    assert values[len(restorer.keys) + 2].value == 3                 # `restored`: 2 + version, the tabs redraw
+    assert values[len(restorer.keys) + 2] == 3                       # `restored`: 2 + version, the tabs redraw
     assert isinstance(values[len(restorer.keys) + 1], type(gr.skip()))   # lecture mode stays the student's own
     assert state["version"] == 1 and query == "1 tab=b&t.mode=y&text=the+lecturer%27s+sentence&lecture=1"
     assert f"Following room {code[:3]} {code[3:]}" in bar["value"] and button["value"] == "Step out"
     skip = type(gr.skip())
     assert all(isinstance(v, skip) for v in tick(seat, True, state))    # unchanged: nothing is sent again
     follow.lead(code, key, "t.n=7")                                     # the lecturer is back on the first tab
-    values = tick(seat, True, state)[:len(restorer.outputs)]
+    out = tick(seat, True, state)
+    values, state = out[:len(restorer.outputs)], out[len(restorer.outputs)]
     assert values[at["t.n"]] == 7 and values[at["t.mode"]] == "x" and values[len(restorer.keys)].selected == "a"
+    follow.lead(code, key, "t.n=8")                                     # one control moves: it alone is sent
+    values = tick(seat, True, state)[:len(restorer.outputs)]
+    assert values[at["t.n"]] == 8 and values[len(restorer.keys) + 2] == 5   # `restored` as a plain value
+    assert all(isinstance(v, skip) for i, v in enumerate(values) if i not in (at["t.n"], len(restorer.keys) + 2))
     out = tick(seat, False, dict(ui_follow.CLEAR))                      # stepped out: the view is not applied
     assert all(isinstance(v, skip) for v in out[:len(restorer.outputs)])
     assert "Stepped out" in out[-2]["value"] and out[-1]["value"] == "Follow the lecturer again"
     assert all(isinstance(v, skip) for v in tick({"room": code, "key": key}, True, dict(ui_follow.CLEAR)))  # lecturer
+
+
+def test_a_waiting_page_gets_the_lecturers_change_at_once_and_nothing_while_nothing_changes(page, tmp_path,
+                                                                                             monkeypatch):
+    """The page's poll is held while the room stands still (rooms/watch.py): the lecturer's change, made while it
+    waits, is answered within a read or two (not at the next poll); a quiet room answers nothing after WAIT_SECONDS;
+    a page that ticks "Follow the lecturer" off ends its wait at once, answering nothing (its next poll carries the
+    new value). A page that has not yet shown the room, and the lecturer's own page, are answered without waiting."""
+    restorer, at = page
+    monkeypatch.setenv("POLLS_DB", str(tmp_path / "rooms.sqlite3"))
+    monkeypatch.setattr(watch, "WAIT_SECONDS", 3.0)
+    monkeypatch.setattr(ui_follow, "WATCH", watch.RoomWatch())
+    code, key = polls.open_room()
+    follow.lead(code, key, "t.n=4")
+    tick = ui_follow.ticker(restorer)[0]
+    seat, me = {"room": code, "key": "", "question": ""}, SimpleNamespace(session_hash="page-1")
+    started = time.monotonic()
+    out = asyncio.run(tick(seat, True, dict(ui_follow.CLEAR), me))     # not shown yet: answered at once
+    state = out[len(restorer.outputs)]
+    assert time.monotonic() - started < 0.5 and out[at["t.n"]] == 4 and state["version"] == 1
+    skip = type(gr.skip())
+
+    later = threading.Timer(0.4, follow.lead, (code, key, "t.n=9"))
+    later.start()
+    started = time.monotonic()
+    out = asyncio.run(tick(seat, True, state, me))
+    waited = time.monotonic() - started
+    assert 0.35 < waited < 1.5, waited                                  # held, then answered when read, not at 3 s
+    assert out[at["t.n"]] == 9 and out[len(restorer.outputs)]["version"] == 2
+    state = out[len(restorer.outputs)]
+
+    monkeypatch.setattr(watch, "WAIT_SECONDS", 1.0)
+    started = time.monotonic()
+    out = asyncio.run(tick(seat, True, state, me))                      # nothing changes: nothing, after the wait
+    assert 0.95 < time.monotonic() - started < 1.5 and all(isinstance(v, skip) for v in out)
+    threading.Timer(0.2, ui_follow.WATCH.wake, ("page-1",)).start()     # the student unticks "Follow"
+    started = time.monotonic()
+    assert all(isinstance(v, skip) for v in asyncio.run(tick(seat, True, state, me)))
+    assert time.monotonic() - started < 0.6
+    started = time.monotonic()                                          # the lecturer's page never waits
+    assert all(isinstance(v, skip) for v in asyncio.run(tick({"room": code, "key": key}, True, state, me)))
+    assert time.monotonic() - started < 0.2
+
+    quiet, _ = polls.open_room()                                        # a room whose lecturer never led:
+    out = asyncio.run(tick({"room": quiet}, True, dict(ui_follow.CLEAR), me))
+    state = out[len(restorer.outputs)]
+    assert state["shown"] == [True, False] and state["seen"] == 0
+    started = time.monotonic()                                          # its pages wait too (no asking in a loop)
+    assert all(isinstance(v, skip) for v in asyncio.run(tick({"room": quiet}, True, state, me)))
+    assert time.monotonic() - started > 0.95
+
+
+def test_pages_waiting_on_one_room_share_its_reads(tmp_path, monkeypatch):
+    """However many pages of a room wait on one copy, the room is read about once every READ_SECONDS; each sees the
+    change; a room that closes ends the wait (the poll then says why)."""
+    monkeypatch.setenv("POLLS_DB", str(tmp_path / "rooms.sqlite3"))
+    code, key = polls.open_room()
+    room_watch = watch.RoomWatch()
+    threading.Timer(0.5, follow.lead, (code, key, "tab=attention")).start()
+
+    async def class_of(n: int):
+        return await asyncio.gather(*(room_watch.wait(code, (0, False), 3.0) for _ in range(n)))
+
+    started = time.monotonic()
+    assert asyncio.run(class_of(200)) == ["changed"] * 200
+    took = time.monotonic() - started
+    assert took < 2.0, took                                             # not the 3 s wait
+    assert room_watch.reads <= took / watch.READ_SECONDS + 3, room_watch.reads
+    assert asyncio.run(room_watch.wait("ZZZZZZ", (0, False), 1.0)) == "changed"   # no such room: the poll says so
 
 
 def test_every_lecturer_endpoint_refuses_without_the_key(client):

@@ -58,6 +58,24 @@ def test_a_repeated_event_is_answered_from_its_first_answer_in_another_session(s
     assert after["hits"] == before["hits"] + 1 and after["answers"] >= before["answers"] + 1
 
 
+def test_pages_asking_the_same_new_inputs_at_once_share_one_computation(served):
+    """Twenty pages join the same new event at the same moment (a class following the lecturer's new sentence):
+    the first goes to Gradio, the others wait for its answer and get it, each in its own session's stream."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    client, page, _ = served
+    own = {"text": f"Everyone asks this at once {uuid.uuid4().hex[:6]}."}
+    before = status(client)
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(lambda _: join(client, page, "tokenize", uuid.uuid4().hex, own), range(20)))
+    after = status(client)
+    assert all(code == 200 and message["success"] for code, message in answers)
+    assert all(message["output"]["data"] == answers[0][1]["output"]["data"] for _, message in answers)
+    assert len({message["event_id"] for _, message in answers}) == 20
+    assert after["hits"] - before["hits"] == 19                        # one computed, the others given its answer
+    assert after["coalesced"] > before["coalesced"]                    # some while it was still being computed
+
+
 def test_events_that_differ_in_their_inputs_are_never_mixed(served):
     client, page, _ = served
     word = uuid.uuid4().hex[:6]

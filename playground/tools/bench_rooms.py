@@ -1,12 +1,13 @@
 """The bench's class-database rows (`python -m playground.bench --rooms-only`): 200 students' answers arriving in the
-same instant, follow-me's propagation (the lecturer's change until each of 200 following pollers has it), and how far
-the lecturer's live cockpit is behind 200 students walking a workshop, on the
-embedded SQLite file and, when `DATABASE_URL` names one, on PostgreSQL. Measured at the store (playground/rooms, the
-calls the endpoints make, in threads as the server's are), not through browsers: a browser adds its page's round trip.
+same instant, follow-me's propagation (the lecturer's change until each of 200 waiting followers has it), and how far
+the lecturer's live cockpit is behind 200 students walking a workshop, on the embedded SQLite file and, when
+`DATABASE_URL` names one, on PostgreSQL. Measured at the store (playground/rooms, the calls the endpoints make, in
+threads as the server's are), not through pages: tools/bench_follow.py measures follow me through the page's protocol.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import tempfile
@@ -16,9 +17,10 @@ from pathlib import Path
 
 from playground import polls
 from playground.rooms import follow, progress
+from playground.rooms.watch import WAIT_SECONDS, RoomWatch
 from playground.tools.bench_served import _p95
 
-FOLLOW_SECONDS = 0.75   # ui/follow.FOLLOW_SECONDS: how often a following page polls (not imported: no gradio here)
+FOLLOW_SECONDS = 0.25   # ui/follow.FOLLOW_SECONDS: a following page's next ask after an answer (no gradio here)
 COCKPIT_SECONDS = 1.0   # ui/cockpit.TICK_SECONDS: how often the lecturer's live cockpit asks the room
 
 
@@ -46,35 +48,41 @@ def answers_at_once(where: str, students: int = 200) -> tuple[float, int]:
 
 
 def propagation(where: str, followers: int = 200, changes: int = 5, gap: float = 2.0) -> list[float]:
-    """The lecturer changes the view `changes` times, `gap` seconds apart; `followers` threads poll as following
-    pages do (every FOLLOW_SECONDS, each at its own phase). Each follower's delay for each change: from the lecturer's
-    publication returning to the poll that saw it."""
+    """The lecturer changes the view `changes` times, `gap` seconds apart; `followers` coroutines wait for the room's
+    next view as following pages' polls do on one copy of the app (rooms/watch.py: held until the version moves, the
+    view then read, the next ask FOLLOW_SECONDS later). Each follower's delay for each change: from the lecturer's
+    publication returning to the follower having the view."""
     code, key = polls.open_room(where)
     published: dict[int, float] = {}
     delays: list[float] = []
-    stop = threading.Event()
+    room_watch = RoomWatch(lambda room: follow.view(room, -1, where))
 
-    def follower() -> None:
-        version, rng = 0, random.Random()
-        time.sleep(rng.uniform(0, FOLLOW_SECONDS))
-        while not stop.is_set():
-            got = follow.view(code, version, where)
+    async def follower(end: float) -> None:
+        version = 0
+        await asyncio.sleep(random.uniform(0, FOLLOW_SECONDS))
+        while time.perf_counter() < end:
+            await room_watch.wait(code, (version, version > 0), max(0.0, min(WAIT_SECONDS, end - time.perf_counter())))
+            got = await asyncio.to_thread(follow.view, code, version, where)
             if got["view"] is not None and got["version"] in published:
                 delays.append(time.perf_counter() - published[got["version"]])
-                version = got["version"]
-            time.sleep(FOLLOW_SECONDS)
+            version = got["version"]
+            await asyncio.sleep(FOLLOW_SECONDS)
 
-    threads = [threading.Thread(target=follower) for _ in range(followers)]
-    for t in threads:
-        t.start()
-    time.sleep(FOLLOW_SECONDS * 1.5)
-    for i in range(changes):
-        led = follow.lead(code, key, f"tab=attention&attention.layer={i}", where)
-        published[led["version"]] = time.perf_counter()
-        time.sleep(gap)
-    stop.set()
-    for t in threads:
-        t.join()
+    def lecturer() -> None:
+        time.sleep(FOLLOW_SECONDS * 2)
+        for i in range(changes):
+            led = follow.lead(code, key, f"tab=attention&attention.layer={i}", where)
+            published[led["version"]] = time.perf_counter()
+            time.sleep(gap)
+
+    async def room() -> None:
+        end = time.perf_counter() + FOLLOW_SECONDS * 2 + changes * gap
+        leading = threading.Thread(target=lecturer)
+        leading.start()
+        await asyncio.gather(*(follower(end) for _ in range(followers)))
+        leading.join()
+
+    asyncio.run(room())
     return sorted(delays)
 
 
@@ -137,8 +145,8 @@ def _rows(engines: dict[str, str], students: int) -> list[tuple]:
         delays = propagation(where, students)
         p95 = _p95(delays)
         median = delays[len(delays) // 2]
-        rows.append((f"follow me ({name}): a lecturer's change until each of {students} polling followers has it "
-                     f"({len(delays)} deliveries, polls every {FOLLOW_SECONDS:g} s)", f"{median:.2f} s",
+        rows.append((f"follow me ({name}): a lecturer's change until each of {students} waiting followers has it "
+                     f"({len(delays)} deliveries; one copy's watcher, no page)", f"{median:.2f} s",
                      f"{p95:.2f} s", "p95 ≤ 1 s", p95 is not None and p95 <= 1))
         rows.append(cockpit_row(name, where, students))
     return rows

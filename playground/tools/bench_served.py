@@ -88,10 +88,11 @@ def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
 class served_app:
     """`python app.py`'s app in its own process on a free localhost port (so its memory is its own):
     `with served_app() as (url, pid): ...`. `warm`: wait until it answers its page's defaults from its caches
-    (app.serve computes them at start), as a lecturer starts the app before the class arrives."""
+    (app.serve computes them at start), as a lecturer starts the app before the class arrives. `env`: the app's
+    environment (this process's by default)."""
 
-    def __init__(self, warm: bool = False):
-        self.warm = warm
+    def __init__(self, warm: bool = False, env: dict | None = None):
+        self.warm, self.env = warm, env
 
     def __enter__(self) -> tuple[str, int]:
         import socket
@@ -101,7 +102,8 @@ class served_app:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         code = f"import app; app.serve(server_name='127.0.0.1', server_port={port}, quiet=True)"
-        self.child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL)
+        self.child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                      env=self.env)
         url = f"http://127.0.0.1:{port}/"
         started = time.perf_counter()
         for _ in range(600):
@@ -109,7 +111,7 @@ class served_app:
                 urllib.request.urlopen(url + "config", timeout=1)
                 self.serving_in = time.perf_counter() - started  # launch to the first answer
                 if self.warm:
-                    self.wait_for_defaults(url)
+                    self.warmed_in = wait_for_defaults(url)
                 return url, self.child.pid
             except OSError:
                 if self.child.poll() is not None:
@@ -117,17 +119,19 @@ class served_app:
                 time.sleep(0.1)
         raise RuntimeError("the app did not answer within 60 s")
 
-    def wait_for_defaults(self, url: str, timeout: float = 900) -> None:
-        started = time.perf_counter()
-        while not answer_cache(url)["defaults_ready"]:
-            if time.perf_counter() - started > timeout:
-                raise RuntimeError(f"the app had not answered its defaults after {timeout:.0f} s")
-            time.sleep(1)
-        self.warmed_in = time.perf_counter() - started
-
     def __exit__(self, *exc) -> None:
         self.child.terminate()
         self.child.wait(timeout=30)
+
+
+def wait_for_defaults(url: str, timeout: float = 900) -> float:
+    """Until the served app at `url` answers its page's defaults from its caches; the seconds it took."""
+    started = time.perf_counter()
+    while not answer_cache(url)["defaults_ready"]:
+        if time.perf_counter() - started > timeout:
+            raise RuntimeError(f"the app had not answered its defaults after {timeout:.0f} s")
+        time.sleep(1)
+    return time.perf_counter() - started
 
 
 def answer_cache(url: str) -> dict:

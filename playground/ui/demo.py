@@ -262,13 +262,16 @@ THEME = gr.themes.Soft(font=["system-ui", "sans-serif"], font_mono=["ui-monospac
 HEAD = "\n".join(f"<script>\n{path.read_text(encoding='utf-8')}\n</script>" for path in sorted(ASSETS.glob("*.js")))
 # show_error: a value the components themselves refuse (a word where a number goes) reaches the
 # user as Gradio's message, not as an anonymous failure
-# Gradio keeps every session's component values and gr.State in memory, the oldest dropped beyond the
-# capacity (10,000 by default, so memory grew with each new visitor for hours): about 2 MB a session was
-# measured under the load test, so 200 sessions (a lecture hall at once) hold about 0.4 GB at most. A
-# session dropped loses only its gr.State (a step slider then asks to run its view again).
-SESSIONS = 200
-# The app has no upload component, yet Gradio's /gradio_api/upload route takes any file by default: a small
-# cap stops a large POST from filling the disk or the memory.
+# Gradio keeps every session's components and gr.State in memory, the least recently used dropped beyond the
+# capacity (10,000 by default: memory grew with each new visitor for hours). A session costs about 55 kB here (its
+# copy of the page's component table; no copy of its values: ui/patches.py), more for what its gr.State holds. 200
+# was too few: a class of 200 with its lecturer is 201 sessions, and a dropped session loses its gr.State, the
+# lecturer's key or a student's place in the room with it. The store now drops sessions without a seat first
+# (patches._evict_the_unseated_first), and holds a class of 200 with room for reloads, a projector and the API
+# callers' one-call sessions.
+SESSIONS = 1_000
+# The app's only uploads are workshop files (at most 200,000 characters: analysis/workshops.MAX_FILE), yet Gradio's
+# /gradio_api/upload route takes any file by default: a small cap stops a large POST from filling the disk or memory.
 MAX_UPLOAD = "1mb"
 # Gradio 6's run history writes every event's inputs and outputs (figures included) into the browser's
 # localStorage, re-reading and rewriting the whole history each time: 1.7 s of the page's main thread for one

@@ -4,11 +4,14 @@ who follow apply it, with the code that restores a link (ui/view.Restorer), so a
 The lecturer ticks "Follow me" in the Class quiz tab's lecturer panel (the room's key is in that page's `seat`).
 Their page publishes its address's query string (assets/follow.js), 150 ms after each change of view (the address
 changes with every control, assets/view.js) and every few seconds as a heartbeat; the room keeps the view and a
-version (playground/rooms/follow.py). A student's page in the room polls the room every FOLLOW_SECONDS: an
-unchanged version is one database read and an answer of nothing (no figure, no write); a new one, when the student
-follows, sets every control of the view, and the tabs redraw from the answer cache (ui/cache.py): 200 students
-applying the same view ask the same questions, answered once. The bar above the tabs says whom the page follows,
-with one button to step out and back in.
+version (playground/rooms/follow.py). A student's page in the room asks for the room's view: the server holds the
+ask until the version moves or WAIT_SECONDS pass (playground/rooms/watch.py: the copy reads the room every 0.1 s
+however many pages wait, with no thread held), and the page asks again FOLLOW_SECONDS after each answer. Nothing
+new is an answer of nothing (no figure, no write); a new version, when the student follows, sets the controls the
+lecturer changed since the view the page applied last (the whole view when the page starts following: what the
+lecturer's link leaves at its default is reset too), and the tabs redraw from the answer cache (ui/cache.py): 200
+students applying the same view ask the same questions, answered once. The bar above the tabs says whom the page
+follows, with one button to step out and back in.
 
 Endpoints (docs/api.md): `follow_lead(room, key, view)` (the lecturer's; refused without the key) and
 `follow_view(room, since_version)` -> {room, version, view, lecturer_present} (view null when unchanged).
@@ -16,6 +19,7 @@ Endpoints (docs/api.md): `follow_lead(room, key, view)` (the lecturer's; refused
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
@@ -23,13 +27,16 @@ import gradio as gr
 
 from playground import polls
 from playground.rooms import follow as rooms_follow
+from playground.rooms.watch import WATCH
 from playground.ui import quiz_tab
 from playground.ui.view import Restorer
 
-FOLLOW_SECONDS = 0.75    # how often a student's page in a room asks for the lecturer's view: a change reaches a
-                         # follower within it (p95 ≤ 1 s with the round trip); 200 pages: 267 cheap polls a second
+FOLLOW_SECONDS = 0.25    # a student's page in a room asks for the lecturer's view again this soon after its last
+                         # answer: the server holds the ask until the view changes (rooms/watch.py), so a change
+                         # reaches a waiting page at once, and one that came between two asks within this time
 PUBLISH_JS = "window.playgroundFollow.register(trigger);"   # assets/follow.js sends the view as this HTML's select
-CLEAR = {"version": -1, "shown": None}
+CLEAR = {"version": -1, "seen": -1, "shown": None, "view": None}   # the view applied, its version, the room's
+                                                                     # version looked at, what the bar shows
 
 
 @dataclass
@@ -101,6 +108,7 @@ def _publish(seat, lead_on, evt: gr.SelectData):
         state = rooms_follow.lead(seat["room"], seat["key"], evt.value if isinstance(evt.value, str) else "")
     except polls.PollError as err:
         return f"⚠ {err}"
+    WATCH.forget(state["room"])          # the followers waiting on this copy read the change now
     return (f"**Following you:** the students of room {quiz_tab._shown(state['room'])} who follow see this view "
             f"(change {state['version']}).")
 
@@ -117,6 +125,21 @@ def _stop_leading(seat, lead_on):
     return "Not leading: the students' pages stay where they are."
 
 
+def _seated(seat, request: gr.Request):
+    """The page joined a room (or left one): its poll runs while it is a student's page in a room, and a wait it
+    has on another room ends."""
+    WATCH.wake(request.session_hash)
+    seat = quiz_tab._seat(seat)
+    return gr.Timer(active=bool(seat.get("room")) and not seat.get("key"))
+
+
+def _follow_changed(request: gr.Request):
+    """"Follow the lecturer" ticked or unticked: the page's wait ends, and its next poll applies the view as it
+    stands (or stops applying views)."""
+    WATCH.wake(request.session_hash)
+    return dict(CLEAR)
+
+
 def _bar(room: str, following: bool, present: bool):
     """The bar above the tabs and its button, for a student's page in `room`."""
     shown = quiz_tab._shown(room)
@@ -130,42 +153,81 @@ def _bar(room: str, following: bool, present: bool):
             gr.update(value="Step out" if following else "Follow the lecturer again", visible=True))
 
 
+def _params(restorer: Restorer, view: str) -> dict:
+    """A followed view as the restorer's parameters: what its link leaves out is at its default (so the whole view
+    is the lecturer's), less lecture mode (the projector's large type is the lecturer's, not the students')."""
+    params = {**restorer.defaults, **dict(parse_qsl(view, keep_blank_values=True))}
+    params.pop("lecture", None)
+    return params
+
+
+def _applied(restorer: Restorer, view: str, state: dict, marker: int) -> tuple[list, bool]:
+    """The restorer's outputs that set a followed view, and whether they show a notice. A page that applied a view
+    before gets only what changed since (200 followers' answers to one change, each a few values: Gradio's work
+    per answer grows with the values it carries), and no banner or dropped-keys update unless a notice is shown or
+    must be cleared."""
+    params = _params(restorer, view)
+    if state.get("view") is None:
+        values = restorer.apply(params, marker=marker)
+        return values, bool(values[-2]["visible"])
+    before = _params(restorer, state["view"])
+    values = restorer.apply({key: value for key, value in params.items() if before.get(key) != value}, marker)
+    noticed = bool(values[-2]["visible"])
+    if not noticed and not state.get("noticed"):
+        values[-2:] = [gr.skip(), gr.skip()]
+    return values, noticed
+
+
 def ticker(restorer: Restorer):
-    """The student's poll, closed over the view's restorer. Its outputs: the restorer's, then the poll's state, the
-    applied query, the bar and its button."""
+    """The student's poll, closed over the view's restorer: `tick(seat, following, state, request)`, which waits for
+    the room's next view while the page shows the room as it stands (rooms/watch.py), and `tick_now`, what it
+    answers then. Their outputs: the restorer's, then the poll's state, the applied query, the bar and its button."""
     nothing = [gr.skip()] * (len(restorer.outputs) + 4)
 
-    def tick(seat, following, state):
+    async def tick(seat, following, state, request: gr.Request):
+        seat, state = quiz_tab._seat(seat), dict(state or CLEAR)
+        if not seat.get("room") or seat.get("key"):
+            return nothing
+        if state["shown"] is not None and state["shown"][0] == bool(following):   # up to date: wait for a change
+            shown = (state.get("seen", state["version"]), state["shown"][1])
+            ended = await WATCH.wait(seat["room"], shown, session=request.session_hash)
+            if ended == "woken":
+                return nothing                # the page changed its inputs: its next tick carries the new ones
+            if ended == "changed" and (got := WATCH.latest(seat["room"])) is not None:
+                return tick_now(seat, following, state, got)   # the reading the wait saw: no read, no thread
+        return await asyncio.to_thread(tick_now, seat, following, state)
+
+    def tick_now(seat, following, state, got: dict | None = None):
+        """The answer to the room as it stands (`got`: as `rooms_follow.view(room, -1)` read it; read now if None)."""
         seat, state = quiz_tab._seat(seat), dict(state or CLEAR)
         if not seat.get("room") or seat.get("key"):      # not in a room, or the lecturer's own page
             return nothing
         try:
-            got = rooms_follow.view(seat["room"], state["version"])
+            got = got or rooms_follow.view(seat["room"], -1)
         except polls.PollError as err:                   # the room closed while the page was open
             return [*nothing[:-4], dict(CLEAR), gr.skip(), gr.update(value=f"⚠ {err}", visible=True),
                     gr.update(visible=False)]
-        shown = [bool(following), got["lecturer_present"]]
+        shown, seen = [bool(following), got["lecturer_present"]], got["version"]
         bar = _bar(got["room"], *shown) if shown != state["shown"] else (gr.skip(), gr.skip())
-        if not following or got["view"] is None or not got["lecturer_present"]:
-            if shown == state["shown"]:
+        if not following or seen == state["version"] or not got["lecturer_present"]:
+            if shown == state["shown"] and seen == state.get("seen"):
                 return nothing                           # the cheap answer: nothing changed, nothing sent
-            return [*nothing[:-4], {**state, "shown": shown}, gr.skip(), *bar]
-        params = {**restorer.defaults, **dict(parse_qsl(got["view"], keep_blank_values=True))}
-        params.pop("lecture", None)    # the projector's large type is the lecturer's, not the students' laptops
-        values = restorer.apply(params, marker=2 + got["version"])   # a new `restored`: the tabs redraw
+            # `seen`: the room's version this page has looked at (applied or not), which its next ask waits past
+            return [*nothing[:-4], {**state, "shown": shown, "seen": seen}, gr.skip(), *bar]
+        values, noticed = _applied(restorer, got["view"], state, marker=2 + seen)
         # `query` is "<version> <view>": a new value for each version, so its change fires even when the lecturer
         # comes back to a view this page applied before (the page opens its sub-tab on that change)
-        return [*values, {"version": got["version"], "shown": shown}, f"{got['version']} {got['view']}", *bar]
+        return [*values, {"version": seen, "seen": seen, "shown": shown, "view": got["view"], "noticed": noticed},
+                f"{seen} {got['view']}", *bar]
 
-    return tick
+    return tick, tick_now
 
 
 def wire(demo: gr.Blocks, f: Follow, restorer: Restorer) -> None:
     """The poll, the publisher, the checkboxes and the bar's button; the endpoints."""
     hidden = dict(queue=False, api_visibility="private", show_progress="hidden")
-    f.seat.change(lambda s: gr.Timer(active=bool(quiz_tab._seat(s).get("room"))
-                                     and not quiz_tab._seat(s).get("key")), f.seat, f.timer, **hidden)
-    f.timer.tick(ticker(restorer), [f.seat, f.follow_on, f.state],
+    f.seat.change(_seated, f.seat, f.timer, **hidden)
+    f.timer.tick(ticker(restorer)[0], [f.seat, f.follow_on, f.state],
                  [*restorer.outputs, f.state, f.query, f.bar, f.toggle], **hidden)
     # the applied view's tab and sub-tab, in the page; its selected word once the sentence is in place
     f.query.change(None, inputs=f.query, js="(q) => q && window.playgroundView.follow(q.slice(q.indexOf(' ') + 1))")
@@ -178,7 +240,7 @@ def wire(demo: gr.Blocks, f: Follow, restorer: Restorer) -> None:
             return restorer.apply_later({**blank, **dict(parse_qsl(query.partition(" ")[2], keep_blank_values=True))})
 
         f.query.change(later, f.query, [component for _, component in restorer.later], **hidden)
-    f.follow_on.change(lambda: dict(CLEAR), None, f.state, **hidden)   # on again: the current view is applied
+    f.follow_on.change(_follow_changed, None, f.state, **hidden)      # on again: the current view is applied
     f.toggle.click(lambda on: not on, f.follow_on, f.follow_on, **hidden)
     f.publish.select(_publish, [f.seat, f.lead_on], f.lead_md, **hidden)
     f.lead_on.change(None, inputs=f.lead_on, js="(on) => window.playgroundFollow.lead(on)")

@@ -16,6 +16,11 @@ as Gradio would have left it: a gr.State output's value (a copy for each session
 (a slider's new maximum). Download links name the address they were asked through: the kept answer leaves a gap
 where that root was, filled with each session's own. Kept answers are bounded in bytes (playground/lru.py).
 
+Pages that ask the same inputs while the first answer is still being computed (200 followers applying the
+lecturer's new sentence at once) wait for that answer and get it as a kept one: Gradio computes and postprocesses
+it once, not once per page. A waiter whose first answer was not kept (an error, too large) or did not come within
+COALESCE_SECONDS asks Gradio itself.
+
 It also guards the queue: a session that sends the same event with the same inputs more than REPEATS times within
 REPEAT_WINDOW seconds (a page caught in a loop of change events) is refused with a clear message instead of
 computing for ever; and a join naming an event the app does not have is refused as the client's mistake (404),
@@ -44,6 +49,7 @@ from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _r
 # every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
 MAX_BYTES = 96 << 20
 REPEATS, REPEAT_WINDOW = 12, 30.0  # the same event with the same inputs, from one session: more is a loop
+COALESCE_SECONDS = 60.0            # the longest a page waits for another page's answer to the same inputs
 LINK = b'"url":"%s/gradio_api/file='                  # a download link in the stream's JSON, after its root URL
 FILE_PATH = re.compile(rb'"path":"((?:[^"\\]|\\.)*)"')  # a download's path there
 EVENT_ID = re.compile(rb'"event_id":"([0-9a-fA-F-]{8,64})"')  # the event a stream message is about
@@ -84,6 +90,9 @@ class CachedEvents:
         self.kept: Bounded[KeptEvent] = Bounded(max_bytes, size=len, valid=lambda k: all(p.is_file() for p in k.files))
         self._following: Bounded[tuple[bytes, bytes, int]] = Bounded(1 << 20, max_items=10_000, size=lambda _: 1)
         self._recent: dict[tuple[str, bytes], deque] = {}  # (session, event and inputs) -> when it was joined
+        self._computing: dict[bytes, tuple[asyncio.Event, float]] = {}  # inputs -> (set when its answer landed,
+                                                                        # when it was asked)
+        self.coalesced = 0
         self._cacheable: dict[int, object] = {i: blocks.fns[i] for i in serving.cacheable}  # fn_index -> its event
         self.refused = 0
         serving.parts["queue"] = self  # GET /gradio_api/answer-cache reports it (ui/fastpath.py)
@@ -117,6 +126,8 @@ class CachedEvents:
                           "its answer is already shown. Reload the page if it keeps asking."}))
         key = inputs if fn_index in cacheable else None
         kept = self.kept.get(key)
+        if kept is None and key is not None:
+            kept = await self._after_the_first(key)
         if kept is not None:
             event = await self._deliver(blocks, cacheable[fn_index], session, kept, _root(scope))
             return await _respond(send, 200, b"application/json", orjson.dumps({"event_id": event}))
@@ -137,6 +148,33 @@ class CachedEvents:
         registered after Gradio's route returned, a loaded server could finish the event first)."""
         if (event := event_id(reply)) is not None:
             self._following.put(event, followed)
+        else:                                   # refused: nothing will land for those who wait on it
+            self._landed(followed[0])
+
+    async def _after_the_first(self, key: bytes) -> KeptEvent | None:
+        """When the same inputs are being computed for another page, wait for that answer and give it (200
+        followers asking a new view's figure at once: one computation and one postprocessing, not 200). The
+        first asker's answer is None: it goes to Gradio. So is a waiter's when the first answer was not kept (an
+        error, too large) or did not land within COALESCE_SECONDS: it asks Gradio itself."""
+        if len(self._computing) > 1_000:       # forget askers that went away
+            self._computing = {k: v for k, v in self._computing.items() if time.monotonic() - v[1] < COALESCE_SECONDS}
+        computing, asked = self._computing.get(key, (None, 0.0))
+        if computing is None or time.monotonic() - asked > COALESCE_SECONDS:   # none, or its asker went away
+            self._computing[key] = (asyncio.Event(), time.monotonic())
+            return None
+        try:
+            await asyncio.wait_for(computing.wait(), COALESCE_SECONDS - (time.monotonic() - asked))
+        except TimeoutError:
+            return None
+        kept = self.kept.get(key)
+        self.coalesced += kept is not None
+        return kept
+
+    def _landed(self, key: bytes | None) -> None:
+        """The first asker's answer for `key` came (kept or not): those who wait on it go on."""
+        computing, _ = self._computing.pop(key, (None, 0.0)) if key is not None else (None, 0.0)
+        if computing is not None:
+            computing.set()
 
     def _looping(self, session: str, inputs: bytes) -> bool:
         """True when `session` sent these inputs REPEATS times within REPEAT_WINDOW seconds already."""
@@ -197,7 +235,11 @@ class CachedEvents:
         if not chunk.startswith(b"data: ") or not (b'"process_completed"' in head or b'"log"' in head):
             return
         named = EVENT_ID.search(head)  # a message names its event first: parse only the followed events' messages
-        if named is None or named[1].decode() not in self._following or len(chunk) > MAX_ANSWER:
+        if named is None or named[1].decode() not in self._following:
+            return
+        if len(chunk) > MAX_ANSWER:              # not kept: those who wait on it ask Gradio themselves
+            if b'"process_completed"' in head:
+                self._landed(self._following.pop(named[1].decode())[0])
             return
         message = orjson.loads(chunk[6:])
         event = message.get("event_id")
@@ -208,6 +250,13 @@ class CachedEvents:
             notices.setdefault(event, []).append({k: v for k, v in message.items() if k not in ("msg", "event_id")})
             return
         self._following.pop(event)
+        try:
+            self._keep(session, message, following, notices.pop(event, ()))
+        finally:
+            self._landed(following[0])
+
+    def _keep(self, session: str, message: dict, following: tuple, notices) -> None:
+        """A followed event's successful completion, kept as the answer to its inputs."""
         if not message.get("success"):
             return
         key, root, fn_index = following
@@ -224,14 +273,14 @@ class CachedEvents:
                         for block, value in zip(fn.outputs, output.get("data", []))
                         if isinstance(value, dict) and value.get("__type__") == "update")
         self.kept.put(key, KeptEvent(
-            parts=tuple(body.split(LINK % root)), notices=tuple(notices.pop(event, ())),
+            parts=tuple(body.split(LINK % root)), notices=tuple(notices),
             state=tuple((block._id, copy.deepcopy(state[block._id])) for block in stateful),
             updates=updates,
             files=tuple(Path(orjson.loads(b'"' + p + b'"')) for p in FILE_PATH.findall(body))))
 
     def status(self) -> dict:
         return {"answers": len(self.kept), "bytes": self.kept.bytes, "hits": self.kept.hits,
-                "misses": self.kept.misses, "refused_repeats": self.refused}
+                "misses": self.kept.misses, "refused_repeats": self.refused, "coalesced": self.coalesced}
 
 
 def _posted(body: bytes) -> dict | None:

@@ -31,6 +31,7 @@ import gradio as gr
 from playground import polls
 from playground.analysis import exercises as ex
 from playground.figures import quiz as fq
+from playground.ui import patches
 from playground.ui.common import Shared
 
 INTRO_MD = """**Predict, then reveal.** Pick a question, commit your guess, then check it: the answer is computed by the
@@ -273,6 +274,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     gr.Markdown(INTRO_MD)
     first = ex.EXERCISES[0]
     seat = gr.State({})                                     # this page's place in the quiz (_seat)
+    patches.keep_sessions_holding(seat)                     # never the first dropped from a full session store
     timer = gr.Timer(TICK_SECONDS, active=False)            # runs while this page is in a room
     question = gr.Dropdown(CHOICES, value=first.id, label="Question", elem_id="quiz-question")
     with gr.Row():

@@ -138,7 +138,7 @@ class Restorer:
             toast(notice)
         restored = len(set(params) & set(self.keys)) > 0
         values = [gr.skip() if key in AFTER_THE_REST else value for key, value in zip(self.keys, found.values)]
-        return [*values, found.selected, lecture_on, gr.Number(value=marker) if restored else gr.skip(),
+        return [*values, found.selected, lecture_on, marker if restored else gr.skip(),
                 gr.update(value=notice_html(notices), visible=bool(notices)), ",".join(found.dropped)]
 
     def apply_later(self, params: dict[str, str]):

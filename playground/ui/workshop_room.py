@@ -19,7 +19,7 @@ import gradio as gr
 
 from playground.analysis import workshops as w
 from playground.rooms import progress
-from playground.ui import quiz_tab
+from playground.ui import patches, quiz_tab
 
 REVEAL_SECONDS = 3.0   # how soon a student's page shows a step the lecturer revealed (200 pages: 67 reads a second)
 JOINED = ("In room {room} as **{name}**: your lecturer's cockpit shows your nickname, the steps you open, your checked "
@@ -138,7 +138,9 @@ def layout() -> dict:
                           scale=2)
         join_ = gr.Button("Join", size="sm", elem_id="workshop-join", scale=1)
     status = gr.Markdown(elem_id="workshop-room-status")
-    return dict(room=room, name=name, join=join_, status=status, member=gr.State({}),
+    member = gr.State({})
+    patches.keep_sessions_holding(member)                   # never the first dropped from a full session store
+    return dict(room=room, name=name, join=join_, status=status, member=member,
                 timer=gr.Timer(REVEAL_SECONDS, active=False))
 
 
