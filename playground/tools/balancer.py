@@ -34,8 +34,12 @@ def free_port() -> int:
 
 def documented_config() -> str:
     """The nginx block of docs/deploying.md, the one after its test marker."""
+    return _documented("nginx")
+
+
+def _documented(marker: str) -> str:
     text = (ROOT / "docs" / "deploying.md").read_text(encoding="utf-8")
-    return re.search(r"<!-- nginx:.*?-->\s*```nginx\n(.*?)```", text, re.S)[1]
+    return re.search(rf"<!-- {marker}:.*?-->\s*```nginx\n(.*?)```", text, re.S)[1]
 
 
 def wait_for(url: str, process: subprocess.Popen, seconds: float = 300) -> None:
@@ -67,12 +71,13 @@ class BalancedCopies:
         self.processes: list[subprocess.Popen] = []
 
     def _config(self, folder: Path, front: int) -> Path:
+        events = _documented("nginx-events").strip()     # nginx.conf's events block, as documented
         upstream = "".join(f"    server 127.0.0.1:{port};\n" for port in self.ports)
         config = re.sub(r"(?m)^    server 127\.0\.0\.1:\d+;\n(?:    server 127\.0\.0\.1:\d+;\n)*", upstream,
                         documented_config(), count=1).replace("listen 7860;", f"listen 127.0.0.1:{front};")
         temp = "".join(f"{kind}_temp_path {folder}/{kind};\n" for kind in TEMP_PATHS)
         path = folder / "nginx.conf"
-        path.write_text(f"pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\ndaemon off;\nevents {{}}\n"
+        path.write_text(f"pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\ndaemon off;\n{events}\n"
                         f"http {{\naccess_log off;\n{temp}{config}\n}}\n")
         return path
 

@@ -47,6 +47,7 @@ class FollowResult:
     reached: list = field(default_factory=list)   # seconds from a change to a page's poll answering with it
     drawn: list = field(default_factory=list)     # ... to that page having the view's figure
     browsed: list = field(default_factory=list)   # ... to a real browser's sentence box showing the lecturer's
+    by_change: dict = field(default_factory=dict)  # change number -> its `reached` delays
     polls: int = 0
     errors: list = field(default_factory=list)
     copies: dict = field(default_factory=dict)    # copy address -> pages on it (through a balancer)
@@ -176,6 +177,7 @@ class FollowRoom:
         if started is None:
             return
         self.result.reached.append(time.perf_counter() - started)
+        self.result.by_change.setdefault(self.at.index(started) + 1, []).append(self.result.reached[-1])
         self.drawing.append(asyncio.create_task(self.draw(client, session, view, started), name=session))
 
     async def draw(self, client, session: str, view: str, started: float) -> None:
@@ -226,6 +228,7 @@ class FollowRoom:
             watching = asyncio.create_task(self.browsing(code)) if self.browsers else None
             while len(self.ready) < self.followers + self.browsers and time.perf_counter() < end - 60:
                 await asyncio.sleep(0.5)
+            print(f"follow: {len(self.ready)} of {self.followers + self.browsers} pages in the room")
             await asyncio.sleep(max(2 * self.every, QUIZ_SECONDS))  # every page has asked for the room as it stands
             for k in range(self.changes):
                 view = f"?tab=tokenization&text={SENTENCES[k % len(SENTENCES)].replace(' ', '+')}"
@@ -306,6 +309,10 @@ def _rows(where: str, result: FollowResult, followers: int, browsers: int) -> li
                      f"{delays[len(delays) // 2]:.2f} s" if delays else "n/a",
                      f"{p95:.2f} s" if p95 is not None else "n/a", "p95 ≤ 1 s",
                      p95 is not None and p95 <= 1 and len(delays) == expected and not result.errors))
+    for change, delays in sorted(result.by_change.items()):
+        delays = sorted(delays)
+        print(f"follow ({where}) change {change}: {len(delays)} pages' polls had it, median "
+              f"{delays[len(delays) // 2]:.2f} s, p95 {_p95(delays):.2f} s")
     for kind, message in result.errors[:5]:
         print(f"follow ({where}) error: {kind}: {message}")
     return rows
