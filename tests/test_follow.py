@@ -259,3 +259,15 @@ def test_students_applying_the_same_view_compute_its_figures_once(client, app_ur
         answers = list(pool.map(follow_and_draw, students))
     assert len(calls) == 1, f"the followed view was computed {len(calls)} times for 12 students"
     assert all(a == answers[0] for a in answers) and answers[0]["tokenizers"]
+
+
+@pytest.mark.timeout(300)
+def test_the_bench_follow_driver_counts_every_delivery_through_the_page_protocol(app_url):
+    """playground/tools/bench_follow.py on a small class of the served app: every page's poll has each of the
+    lecturer's changes and then its figure, with no error (the delays themselves are the bench's to report)."""
+    from playground.tools import bench_follow
+
+    result = bench_follow.follow_class(app_url, followers=3, changes=2, gap=2.0)
+    assert not result.errors, result.errors[:3]
+    assert len(result.reached) == len(result.drawn) == 6 and sorted(result.by_change) == [1, 2]
+    assert all(0 <= delay < 60 for delay in result.reached + result.drawn)

@@ -37,6 +37,7 @@ FOLLOW_SECONDS = 0.25   # ui/follow.FOLLOW_SECONDS (not imported: the driver doe
 QUIZ_SECONDS = 2.0      # ui/quiz_tab.TICK_SECONDS
 DEBOUNCE = 0.15         # assets/follow.js: DEBOUNCE_MS
 CHANGES, GAP = 6, 5.0   # the lecturer's changes of view, and the seconds between them
+JOIN_SECONDS = 60.0     # the longest the lecturer waits for the class to join before changing the view
 SENTENCES = ["The lecturer typed this first sentence.", "Attention lets every token look at every other one.",
              "A tokenizer splits unbelievable words into pieces.", "Students follow the lecturer's screen.",
              "Byte pair encoding merges the most frequent pairs.", "The projector shows the same view as yours."]
@@ -136,6 +137,7 @@ class FollowRoom:
         self.changed: dict[int, float] = {}   # version -> when the lecturer changed the view (before the debounce)
         self.at: list[float] = []             # the same, by change
         self.ready: list[int] = []
+        self.end = float("inf")               # when the pages stop asking (set after the last change)
         self.drawing: list[asyncio.Task] = []   # the followers' requests for the view's figure
         self.streams: dict[str, asyncio.Lock] = {}
 
@@ -149,11 +151,11 @@ class FollowRoom:
     def address(self, i: int) -> str | None:
         return f"127.0.{1 + i // 250}.{1 + i % 250}" if self.spread else None
 
-    async def ticking(self, client, fn_index: int, data: list, session: str, every: float, rng, end: float, seen):
+    async def ticking(self, client, fn_index: int, data: list, session: str, every: float, rng, seen):
         """A page's timer: its event every `every` seconds, a tick due while the last is unanswered dropped."""
         await asyncio.sleep(rng.uniform(0, every))
         next_at = time.perf_counter()
-        while time.perf_counter() < end:
+        while time.perf_counter() < self.end:
             try:
                 answer = await _unqueued(client, fn_index, data, session)
                 self.result.polls += 1
@@ -191,16 +193,15 @@ class FollowRoom:
         else:
             self.result.drawn.append(time.perf_counter() - started)
 
-    async def student(self, i: int, code: str, end: float) -> None:
+    async def student(self, i: int, code: str) -> None:
         rng = random.Random(self.seed * 100_003 + i)
         session = f"follow{self.seed}-{i}-{rng.getrandbits(32):08x}"
         async with self.client(self.address(i)) as client:
             await _completed(client, self.events.join, [code, None], session)
             self.ready.append(i)
             await asyncio.gather(
-                self.ticking(client, self.events.follow_tick, [None, True, None], session, self.every, rng, end,
-                             self.seen),
-                self.ticking(client, self.events.quiz_tick, [None], session, QUIZ_SECONDS, rng, end, None))
+                self.ticking(client, self.events.follow_tick, [None, True, None], session, self.every, rng, self.seen),
+                self.ticking(client, self.events.quiz_tick, [None], session, QUIZ_SECONDS, rng, None))
             await asyncio.gather(*[task for task in self.drawing if task.get_name() == session])
 
     async def lecturer_address(self) -> str | None:
@@ -223,10 +224,10 @@ class FollowRoom:
             session = f"lecturer{self.seed}"
             opened = await _completed(client, self.events.open, [None], session)
             code = opened[1]["value"] if isinstance(opened[1], dict) else opened[1]
-            end = time.perf_counter() + 60 + self.changes * self.gap + 10
-            pages = [asyncio.create_task(self.student(i, code, end)) for i in range(self.followers)]
+            pages = [asyncio.create_task(self.student(i, code)) for i in range(self.followers)]
             watching = asyncio.create_task(self.browsing(code)) if self.browsers else None
-            while len(self.ready) < self.followers + self.browsers and time.perf_counter() < end - 60:
+            joining = time.perf_counter() + JOIN_SECONDS
+            while len(self.ready) < self.followers + self.browsers and time.perf_counter() < joining:
                 await asyncio.sleep(0.5)
             print(f"follow: {len(self.ready)} of {self.followers + self.browsers} pages in the room")
             await asyncio.sleep(max(2 * self.every, QUIZ_SECONDS))  # every page has asked for the room as it stands
@@ -238,6 +239,7 @@ class FollowRoom:
                                          {"index": 0, "value": view})
                 self.changed[int(str(status[0]).rsplit("change ", 1)[1].split(")")[0])] = self.at[-1]
                 await asyncio.sleep(self.gap - DEBOUNCE)
+            self.end = time.perf_counter() + max(self.gap, 5.0)   # the pages go on a while, then leave
             await asyncio.gather(*pages, *([watching] if watching else []))
 
     async def browsing(self, code: str) -> None:
