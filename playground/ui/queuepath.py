@@ -19,7 +19,8 @@ where that root was, filled with each session's own. Kept answers are bounded in
 Pages that ask the same inputs while the first answer is still being computed (200 followers applying the
 lecturer's new sentence at once) wait for that answer and get it as a kept one: Gradio computes and postprocesses
 it once, not once per page. A waiter whose first answer was not kept (an error, too large) or did not come within
-COALESCE_SECONDS asks Gradio itself.
+COALESCE_SECONDS asks Gradio itself. (A waiter sees no streamed step of the first answer, only its end: so did a
+page whose answer the answer cache was already computing for another, apart from a "waiting" notice.)
 
 It also guards the queue: a session that sends the same event with the same inputs more than REPEATS times within
 REPEAT_WINDOW seconds (a page caught in a loop of change events) is refused with a clear message instead of
