@@ -76,6 +76,31 @@ def test_pages_asking_the_same_new_inputs_at_once_share_one_computation(served):
     assert after["coalesced"] > before["coalesced"]                    # some while it was still being computed
 
 
+def test_a_page_that_asks_what_a_page_that_left_was_computing_is_not_kept_waiting(served):
+    """The first page asks a slow new answer (three tokenizers retrained) and leaves at once (its stream closed:
+    a reload, a closed tab); a second page asking the same is answered when the computation ends, not after
+    COALESCE_SECONDS of waiting for an answer the first page's stream will never carry."""
+    import time
+
+    from playground.ui import queuepath
+
+    client, page, _ = served
+    own = {"text": f"Asked, then the page reloaded {uuid.uuid4().hex[:6]}.", "retrain": True,
+           "vocab_size": 1_000 + 100 * (uuid.uuid4().int % 20)}
+    dependency = page.events[page.by_name["tokenize"]]
+    leader = uuid.uuid4().hex
+    joined = client.post("gradio_api/queue/join", json={"data": page.data(dependency, own), "event_data": None,
+                                                         "fn_index": dependency["id"], "trigger_id": None,
+                                                         "session_hash": leader})
+    assert joined.status_code == 200
+    with client.stream("GET", "gradio_api/queue/data", params={"session_hash": leader}) as stream:
+        next(stream.iter_lines())                                      # the stream opened, then the page left
+    started = time.monotonic()
+    code, message = join(client, page, "tokenize", uuid.uuid4().hex, own)
+    assert code == 200 and message["success"]
+    assert time.monotonic() - started < queuepath.COALESCE_SECONDS / 2
+
+
 def test_events_that_differ_in_their_inputs_are_never_mixed(served):
     client, page, _ = served
     word = uuid.uuid4().hex[:6]

@@ -18,8 +18,9 @@ where that root was, filled with each session's own. Kept answers are bounded in
 
 Pages that ask the same inputs while the first answer is still being computed (200 followers applying the
 lecturer's new sentence at once) wait for that answer and get it as a kept one: Gradio computes and postprocesses
-it once, not once per page. A waiter whose first answer was not kept (an error, too large) or did not come within
-COALESCE_SECONDS asks Gradio itself. (A waiter sees no streamed step of the first answer, only its end: so did a
+it once, not once per page. A waiter whose first answer was not kept (an error, too large), whose first asker's
+stream closed without it (a page reloaded while it computed), or that did not come within COALESCE_SECONDS asks
+Gradio itself. (A waiter sees no streamed step of the first answer, only its end: so did a
 page whose answer the answer cache was already computing for another, apart from a "waiting" notice.)
 
 It also guards the queue: a session that sends the same event with the same inputs more than REPEATS times within
@@ -50,7 +51,7 @@ from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _r
 # every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
 MAX_BYTES = 96 << 20
 REPEATS, REPEAT_WINDOW = 12, 30.0  # the same event with the same inputs, from one session: more is a loop
-COALESCE_SECONDS = 60.0            # the longest a page waits for another page's answer to the same inputs
+COALESCE_SECONDS = 20.0            # the longest a page waits for another page's answer to the same inputs
 LINK = b'"url":"%s/gradio_api/file='                  # a download link in the stream's JSON, after its root URL
 FILE_PATH = re.compile(rb'"path":"((?:[^"\\]|\\.)*)"')  # a download's path there
 EVENT_ID = re.compile(rb'"event_id":"([0-9a-fA-F-]{8,64})"')  # the event a stream message is about
@@ -93,6 +94,7 @@ class CachedEvents:
         self._recent: dict[tuple[str, bytes], deque] = {}  # (session, event and inputs) -> when it was joined
         self._computing: dict[bytes, tuple[asyncio.Event, float]] = {}  # inputs -> (set when its answer landed,
                                                                         # when it was asked)
+        self._leading: dict[str, set[bytes]] = {}            # a session -> the inputs others wait on it for
         self.coalesced = 0
         self._cacheable: dict[int, object] = {i: blocks.fns[i] for i in serving.cacheable}  # fn_index -> its event
         self.refused = 0
@@ -128,7 +130,7 @@ class CachedEvents:
         key = inputs if fn_index in cacheable else None
         kept = self.kept.get(key)
         if kept is None and key is not None:
-            kept = await self._after_the_first(key)
+            kept = await self._after_the_first(key, session)
         if kept is not None:
             event = await self._deliver(blocks, cacheable[fn_index], session, kept, _root(scope))
             return await _respond(send, 200, b"application/json", orjson.dumps({"event_id": event}))
@@ -152,16 +154,20 @@ class CachedEvents:
         else:                                   # refused: nothing will land for those who wait on it
             self._landed(followed[0])
 
-    async def _after_the_first(self, key: bytes) -> KeptEvent | None:
+    async def _after_the_first(self, key: bytes, session: str) -> KeptEvent | None:
         """When the same inputs are being computed for another page, wait for that answer and give it (200
         followers asking a new view's figure at once: one computation and one postprocessing, not 200). The
         first asker's answer is None: it goes to Gradio. So is a waiter's when the first answer was not kept (an
-        error, too large) or did not land within COALESCE_SECONDS: it asks Gradio itself."""
+        error, too large), the first asker's stream closed without it, or it did not land within COALESCE_SECONDS:
+        it asks Gradio itself."""
         if len(self._computing) > 1_000:       # forget askers that went away
             self._computing = {k: v for k, v in self._computing.items() if time.monotonic() - v[1] < COALESCE_SECONDS}
+        if len(self._leading) > 10_000:        # sessions whose stream never opened
+            self._leading.clear()
         computing, asked = self._computing.get(key, (None, 0.0))
         if computing is None or time.monotonic() - asked > COALESCE_SECONDS:   # none, or its asker went away
             self._computing[key] = (asyncio.Event(), time.monotonic())
+            self._leading.setdefault(session, set()).add(key)
             return None
         try:
             await asyncio.wait_for(computing.wait(), COALESCE_SECONDS - (time.monotonic() - asked))
@@ -228,7 +234,11 @@ class CachedEvents:
                     del buffer[:end + 2]
             await send(message)
 
-        await self.app(scope, receive, tee)
+        try:
+            await self.app(scope, receive, tee)
+        finally:      # the page's stream closed (its answers read, or the page reloaded or left): nobody waits on it
+            for key in self._leading.pop(session, ()):
+                self._landed(key)
 
     def _read(self, session: str, chunk: bytes, notices: dict) -> None:
         """One message of the stream: a followed event's notice is noted, its successful completion kept."""
