@@ -13,6 +13,7 @@ import sys
 import time
 
 from playground.analysis import patching, steering
+from playground.tools.balancer import free_port
 from playground.tools.bench import (ALL, BPE_TABLE, ROOT, TEXT_32, TEXT_LONG, fill_mask_calls, ms, seq2seq_calls,
                                     time_calls)
 
@@ -54,14 +55,10 @@ def attention_bytes(model_key: str = "minilm") -> tuple[int, int]:
 
 def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
     """Round trips through gradio_client to the app launched on a free localhost port."""
-    import socket
-
     import app
     from gradio_client import Client
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
                     quiet=True)
     try:
@@ -95,12 +92,9 @@ class served_app:
         self.warm, self.env = warm, env
 
     def __enter__(self) -> tuple[str, int]:
-        import socket
         import urllib.request
 
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
+        port = free_port()
         code = f"import app; app.serve(server_name='127.0.0.1', server_port={port}, quiet=True)"
         self.child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
                                       env=self.env)
