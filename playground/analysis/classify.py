@@ -1,8 +1,8 @@
 """Why this label: a typed sentence classified by every shipped classifier, and the reasons one can compute.
 
-For each method (nets/classifier.py: an LSTM and a BiLSTM from scratch; MiniLM with a linear probe on [CLS] or on
-the mean, or with LoRA) the probability of each class. For one MiniLM classifier, per-token attributions of the
-predicted class's logit f_y:
+For each method (nets/classifier.py: an LSTM and a BiLSTM from scratch; MiniLM, then our own BERT, with a linear probe
+on [CLS] or on the mean, with LoRA, or with the top block fine-tuned) the probability of each class. For one transfer
+classifier, per-token attributions of the predicted class's logit f_y:
 
 - gradient × input: Σ_c e_tc ∂f_y/∂e_tc, e_t the token embedding E_tok[x_t] of token t (Shrikumar et al. 2016);
 - integrated gradients (Sundararajan et al. 2017): Σ_c (e_tc - e'_tc) (1/m) Σ_k ∂f_y/∂e_tc at e' + (k/m)(e - e'),
@@ -23,12 +23,15 @@ import torch
 
 from playground import checkpoints
 from playground.analysis import models
+from playground.nets.classifier import METHODS, RECURRENT
 
 PREFIX = "classify-"
-ORDER = ("lstm", "bilstm", "probe-cls", "probe-mean", "lora")   # from scratch first, then transfer
+ORDER = METHODS                  # from scratch first, then transfer from MiniLM, then from our BERT
+_WAYS = {"probe-cls": "frozen + probe on [CLS]", "probe-mean": "frozen + probe on the mean",
+         "lora": "+ LoRA + head on [CLS]", "finetune": "top block fine-tuned + head on [CLS]"}
 NAMES = {"lstm": "LSTM (from scratch)", "bilstm": "BiLSTM (from scratch)",
-         "probe-cls": "MiniLM frozen + probe on [CLS]",
-         "probe-mean": "MiniLM frozen + probe on the mean", "lora": "MiniLM + LoRA + head on [CLS]"}
+         **{way: f"MiniLM {said}" for way, said in _WAYS.items()},
+         **{f"bert-{way}": f"our BERT {said}" for way, said in _WAYS.items()}}
 MAX_TOKENS = 64            # MiniLM tokens a sentence is cut to (the models trained on at most 64)
 IG_STEPS = 16             # integrated gradients' default points on the path (each one a forward and backward pass)
 BASELINE = "every token embedding E_tok[x_t] set to 0 (position and segment embeddings kept)"
@@ -43,8 +46,9 @@ def available() -> list[str]:
     return [PREFIX + m for m in ORDER if PREFIX + m in found]
 
 
-def _attributable() -> list[str]:
-    return [i for i in available() if not i.endswith("lstm")]
+def attributable() -> list[str]:
+    """The shipped transfer classifiers' ids: the ones with attributions (a recurrent one has words, not WordPiece)."""
+    return [i for i in available() if i[len(PREFIX):] not in RECURRENT]
 
 
 def _words(model, text: str) -> tuple[list[str], list[int]]:
@@ -53,8 +57,15 @@ def _words(model, text: str) -> tuple[list[str], list[int]]:
     return [text[a:b] for a, b in enc.offsets[:MAX_TOKENS]], enc.ids[:MAX_TOKENS]
 
 
-def _minilm_ids(text: str) -> tuple[list[str], torch.Tensor]:
-    enc = models.tokenizer(models.MINILM).encode(text)
+def default_attributed() -> str | None:
+    """The classifier whose attributions are shown unless another is chosen: MiniLM's LoRA one, when shipped."""
+    choices = attributable()
+    return PREFIX + "lora" if PREFIX + "lora" in choices else (choices[0] if choices else None)
+
+
+def _ids(model, text: str) -> tuple[list[str], torch.Tensor]:
+    """A transfer classifier's tokens of `text` ([CLS] ... [SEP], by its base's WordPiece) and their ids (1, T)."""
+    enc = model.tokenizer.encode(text)
     tokens, ids = enc.tokens, enc.ids
     if len(ids) > MAX_TOKENS:                        # keep [SEP] last, as in training
         tokens, ids = tokens[: MAX_TOKENS - 1] + tokens[-1:], ids[: MAX_TOKENS - 1] + ids[-1:]
@@ -64,11 +75,11 @@ def _minilm_ids(text: str) -> tuple[list[str], torch.Tensor]:
 def _probs(name: str, text: str) -> list[float]:
     m = _model(name)
     with torch.inference_mode():
-        if m.config.method in ("lstm", "bilstm"):
+        if m.config.method in RECURRENT:
             _, ids = _words(m, text)
             logits = m.model(torch.tensor([ids or [0]]))
         else:
-            logits = m.model(_minilm_ids(text)[1])
+            logits = m.model(_ids(m.model, text)[1])
     return [round(float(p), 5) for p in logits.softmax(-1)[0]]
 
 
@@ -97,10 +108,11 @@ def _model(name: str) -> models.Model:
 
 def attributions(name: str, text: str, steps: int = IG_STEPS) -> dict:
     """Gradient × input, integrated gradients (`steps` points on the path; 0: none, the gradient at the input only,
-    one backward pass instead of `steps`) and attention from [CLS] for MiniLM classifier `name`, per token."""
+    one backward pass instead of `steps`) and attention from [CLS] for transfer classifier `name`
+    (MiniLM's or our BERT's), per token."""
     m = _model(name)
     model = m.model
-    tokens, idx = _minilm_ids(text)
+    tokens, idx = _ids(model, text)
     with torch.inference_mode():
         logits, internals = model(idx, return_internals=True)
         e = model.bert.embeddings.tok(idx)                          # (1, T, C): E_tok[x_t]
@@ -148,16 +160,17 @@ def lstm_steps(text: str) -> dict | None:
 
 
 def classify(text: str, model: str | None = None, ig_steps: int = IG_STEPS) -> dict:
-    """Every shipped classifier's class probabilities for `text`, the attributions of one MiniLM classifier
+    """Every shipped classifier's class probabilities for `text`, the attributions of one transfer classifier
     (`model`; the LoRA one by default), the LSTM's reading word by word, and the notices. `text` is clean
     (ui.common.text_input) and not empty."""
     names = available()
     if not names:
         raise LookupError("No classifier is shipped: train one with python -m playground.train classifier")
-    choices = _attributable()
-    model = model or (choices[-1] if choices else None)
+    choices = attributable()
+    model = model or default_attributed()
     if model is not None and model not in choices:
-        raise ValueError(f"{model!r} is not a MiniLM classifier; choose one of {', '.join(choices)}")
+        raise ValueError(f"{model!r} is not a transfer classifier (MiniLM's or our BERT's); "
+                         f"choose one of {', '.join(choices)}")
     classes = models.get(names[0]).config.classes
     methods = []
     for name in names:

