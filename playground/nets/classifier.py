@@ -166,8 +166,11 @@ def build_transfer(config: ClassifierConfig, generator: torch.Generator | None =
         lora.add_lora(encoder, ADAPTED, config.rank, config.alpha, generator=generator)
     if config.way == "finetune":
         assert 1 <= config.top <= len(encoder.blocks), f"top must be 1 to {len(encoder.blocks)}, not {config.top}"
-        for p in encoder.blocks[-config.top:].parameters():
-            p.requires_grad_(True)
+        for module in encoder.blocks[-config.top:].modules():
+            for name, p in list(module.named_parameters(recurse=False)):
+                # a copy to train: the base's tensors are shared by every load in the process (the weights file is
+                # read once, memory-mapped), so an optimizer step on them would move every later model's start
+                setattr(module, name, nn.Parameter(p.detach().clone()))
     model = TransferClassifier(encoder, config, tokenizer)
     with torch.no_grad():
         model.head.weight.normal_(0.0, 0.02, generator=generator)

@@ -350,9 +350,7 @@ def _train_kind(cfgs, run_options) -> dict:
     model = result["model"]
     name = run_options.name or f"classify-{config.method}"
     n_params = sum(p.numel() for p in model.parameters())
-    from playground.nets.classifier import trained_state
-
-    trained = sum(p.numel() for p in trained_state(model).values())
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)   # what training changed
     card = {"kind": "classifier", "model": _describe(config), "corpus": checkpoints.corpus_record([data_file]),
             "data": f"assets/classify ({result['n_train']} training sentences used; tools/classify_data.py)",
             "n_params": n_params, "trainable_params": trained, "steps": result["steps"],
