@@ -156,3 +156,83 @@ def test_a_typed_sentence_is_classified_by_every_method_as_the_endpoint_answers(
         shown = dict((cls, float(v)) for cls, v in re.findall(rf"(?:: |, )(\w+) ({NUMBER})(?=,|\.$)", line))
         best = max(range(len(data["classes"])), key=lambda i: method["probs"][i])
         assert close(str(shown[data["classes"][best]]), method["probs"][best]), (line, method)
+
+
+def _figure(output) -> dict:
+    """A gr.Plot output as the API gives it ({"type": "plotly", "plot": JSON}), as plain lists: numpy arrays come
+    encoded ({"dtype", "bdata"}), which the page's plotly decodes before describe.js reads them."""
+    import base64
+    import json
+
+    import numpy as np
+
+    def plain(value):
+        if isinstance(value, dict) and "bdata" in value and "dtype" in value:
+            return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()
+        if isinstance(value, dict):
+            return {k: plain(v) for k, v in value.items()}
+        return [plain(v) for v in value] if isinstance(value, list) else value
+
+    figure = json.loads(output["plot"]) if isinstance(output, dict) and "plot" in output else output
+    return plain(figure)
+
+
+def _bar_lines(page, figure: dict) -> dict[str, list[list[float]]]:
+    """describe.js's text for `figure`: per bar trace's name, the values it lists (largest first) on each line."""
+    text = page.evaluate("(fig) => window.playgroundDescribe.describe({data: fig.data, layout: fig.layout})", figure)
+    out: dict[str, list[list[float]]] = {}
+    for line in text.splitlines():
+        if "largest first: " in line:
+            name, listed = line.split("largest first: ", 1)
+            values = [float(v) for v in re.findall(rf" ({NUMBER})(?=, |\.$)", listed)]
+            out.setdefault(name.removesuffix(": "), []).append(values)
+    return out
+
+
+def _lists(shown: list[float], values: list[float], among: bool = False) -> bool:
+    """Whether a line lists these values, largest first (40 at most, as describe.js does); `among`: with others
+    between them (an ablation's bars hold the tokens of both predictions, each before and after)."""
+    wanted = sorted(values, reverse=True)[:40]
+    if not among:
+        return len(shown) == len(wanted) and all(close(str(s), v) for s, v in zip(shown, wanted))
+    rest = iter(shown)
+    return all(any(close(str(s), v) for s in rest) for v in wanted)
+
+
+def _bars_expected(api: str, data) -> dict[str, list[list[float]]]:
+    """Per bar trace's name, the values each of its lines should list: read from the endpoint's own JSON."""
+    if api == "tokenize":
+        return {"": [[t["n_tokens"] for t in data["tokenizers"].values()]]}
+    if api == "embedding_bias":
+        return {"cos(w, g)": [[r["projection"] for r in data["projections"]]]}
+    if api == "ablate":
+        return {"before": [[t["prob"] for t in data["before"]]], "after": [[t["prob"] for t in data["after"]]]}
+    if api == "steer":
+        shifts = data["shifts"]
+        expected = {"the contrast's direction": [[s["shift"] for s in shifts]]}
+        if shifts and "shift_random" in shifts[0]:
+            expected["a random direction, same norm (sanity check)"] = [[s["shift_random"] for s in shifts]]
+        return expected
+    if api == "mlm_cards":
+        return {m["name"]: [[m[k] for k in ("top1", "top5", "nsp") if m.get(k) is not None]]
+                + ([[m.get("trainable") or m["total"], m["total"]]] if m.get("total") else []) for m in data["models"]}
+    assert api == "generate", api
+    return {"": [[p for _, p in data["steps"][-1]["top"]]]}
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("api, plot, answer", [("tokenize", 1, 4), ("embedding_bias", 0, 5), ("ablate", 0, 2),
+                                               ("steer", 0, 2), ("mlm_cards", 0, 2), ("generate", 1, 4)])
+def test_every_other_bar_chart_text_lists_its_endpoints_numbers(described, client, api, plot, answer):
+    """The bar charts not drawn above (the token counts, the gender direction's projections, an ablation's prediction
+    before and after, steering's logit shifts, the masked-LM cards, the next-token distribution): the page's own
+    describe.js, given the figure the endpoint sends for the page's own inputs, lists the numbers of the endpoint's
+    JSON, largest first, on each bar trace's line (a bar ablation that dropped a bar, or a new trace's text, fails)."""
+    outputs = client.predict(*page_inputs(api), api_name=f"/{api}")
+    lines = _bar_lines(described, _figure(outputs[plot]))
+    data = outputs[answer]
+    for name, expected in _bars_expected(api, data).items():
+        shown = lines.get(name, [])
+        for values in expected:
+            assert any(_lists(line, values, among=api == "ablate") for line in shown), (
+                f"{api}: {name!r} lists {values}; the text: {lines}")

@@ -101,6 +101,30 @@ def test_a_page_that_asks_what_a_page_that_left_was_computing_is_not_kept_waitin
     assert time.monotonic() - started < queuepath.COALESCE_SECONDS / 2
 
 
+def test_an_api_client_asking_what_a_page_is_computing_gets_its_answer_in_time(served, app_url):
+    """A page asks a slow new answer (tokenizers retrained) and waits on its stream; gradio_client asks the same
+    inputs meanwhile. The client's join is answered within HOLD_SECONDS (it gives up on a join after 5 s: held until
+    the page's answer, it failed with a ReadTimeout), and its answer is the page's."""
+    import threading
+    import time
+
+    from gradio_client import Client
+
+    client, page, _ = served
+    own = {"text": f"A page and a script ask this {uuid.uuid4().hex[:6]}.", "retrain": True,
+           "vocab_size": 1_000 + 100 * (uuid.uuid4().int % 20)}
+    paged: list = []
+    leader = threading.Thread(target=lambda: paged.append(join(client, page, "tokenize", uuid.uuid4().hex, own)))
+    leader.start()
+    time.sleep(0.5)                                                    # the page's join is in, its answer is not
+    dependency = page.events[page.by_name["tokenize"]]
+    inputs = page.data(dependency, own)
+    answer = Client(app_url, verbose=False).predict(*inputs, api_name="/tokenize")     # its own 5 s timeout
+    leader.join(300)
+    assert paged and paged[0][0] == 200 and paged[0][1]["success"]
+    assert answer[-1] == paged[0][1]["output"]["data"][-1]
+
+
 def test_events_that_differ_in_their_inputs_are_never_mixed(served):
     client, page, _ = served
     word = uuid.uuid4().hex[:6]

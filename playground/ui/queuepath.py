@@ -19,9 +19,12 @@ where that root was, filled with each session's own. Kept answers are bounded in
 Pages that ask the same inputs while the first answer is still being computed (200 followers applying the
 lecturer's new sentence at once) wait for that answer and get it as a kept one: Gradio computes and postprocesses
 it once, not once per page. A waiter whose first answer was not kept (an error, too large), whose first asker's
-stream closed without it (a page reloaded while it computed), or that did not come within COALESCE_SECONDS asks
-Gradio itself. (A waiter sees no streamed step of the first answer, only its end: so did a
-page whose answer the answer cache was already computing for another, apart from a "waiting" notice.)
+stream closed without it (a page reloaded while it computed), or that did not come within HOLD_SECONDS asks
+Gradio itself (where the answer cache, ui/cache.py, still waits for the computation in flight rather than repeat
+it). The wait holds the join's reply, so it is short: an API client gives up on a join not answered within its
+HTTP timeout (gradio_client: 5 s), and a join that waited 20 s failed there. (A waiter sees no streamed step of
+the first answer, only its end: so did a page whose answer the answer cache was already computing for another,
+apart from a "waiting" notice.)
 
 It also guards the queue: a session that sends the same event with the same inputs more than REPEATS times within
 REPEAT_WINDOW seconds (a page caught in a loop of change events) is refused with a clear message instead of
@@ -51,7 +54,8 @@ from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _r
 # every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
 MAX_BYTES = 96 << 20
 REPEATS, REPEAT_WINDOW = 12, 30.0  # the same event with the same inputs, from one session: more is a loop
-COALESCE_SECONDS = 20.0            # the longest a page waits for another page's answer to the same inputs
+COALESCE_SECONDS = 20.0            # how long a first asker's computation is waited on by those who come after it
+HOLD_SECONDS = 2.0                 # the longest one join's reply is held waiting for it (gradio_client waits 5 s)
 LINK = b'"url":"%s/gradio_api/file='                  # a download link in the stream's JSON, after its root URL
 FILE_PATH = re.compile(rb'"path":"((?:[^"\\]|\\.)*)"')  # a download's path there
 EVENT_ID = re.compile(rb'"event_id":"([0-9a-fA-F-]{8,64})"')  # the event a stream message is about
@@ -158,7 +162,7 @@ class CachedEvents:
         """When the same inputs are being computed for another page, wait for that answer and give it (200
         followers asking a new view's figure at once: one computation and one postprocessing, not 200). The
         first asker's answer is None: it goes to Gradio. So is a waiter's when the first answer was not kept (an
-        error, too large), the first asker's stream closed without it, or it did not land within COALESCE_SECONDS:
+        error, too large), the first asker's stream closed without it, or it did not land within HOLD_SECONDS:
         it asks Gradio itself."""
         if len(self._computing) > 1_000:       # forget askers that went away
             self._computing = {k: v for k, v in self._computing.items() if time.monotonic() - v[1] < COALESCE_SECONDS}
@@ -170,7 +174,8 @@ class CachedEvents:
             self._leading.setdefault(session, set()).add(key)
             return None
         try:
-            await asyncio.wait_for(computing.wait(), COALESCE_SECONDS - (time.monotonic() - asked))
+            left = COALESCE_SECONDS - (time.monotonic() - asked)
+            await asyncio.wait_for(computing.wait(), min(HOLD_SECONDS, left))
         except TimeoutError:
             return None
         kept = self.kept.get(key)
