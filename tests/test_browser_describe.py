@@ -222,7 +222,7 @@ def _bars_expected(api: str, data) -> dict[str, list[list[float]]]:
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("api, plot, answer", [("tokenize", 1, 4), ("embedding_bias", 0, 5), ("ablate", 0, 2),
-                                               ("steer", 0, 2), ("mlm_cards", 0, 2), ("generate", 1, 4)])
+                                               ("steer", 0, 2), ("mlm_cards", 0, 2), ("generate", 1, 3)])
 def test_every_other_bar_chart_text_lists_its_endpoints_numbers(described, client, api, plot, answer):
     """The bar charts not drawn above (the token counts, the gender direction's projections, an ablation's prediction
     before and after, steering's logit shifts, the masked-LM cards, the next-token distribution): the page's own
