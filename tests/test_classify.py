@@ -354,3 +354,23 @@ def test_a_live_probe_run_gives_the_curve_scripts_number_for_the_same_draw(tmp_p
                                           ["probe-cls", "probe-mean"])
     assert script["probe-mean"][0]["runs"] == [live["accuracy"]]
     assert analysis.probe_live(16, "mean", 1)["loss"] == live["loss"]        # same inputs and seed, same answer
+
+
+@pytest.mark.parametrize("method", ["lstm", "bert-finetune"])
+def test_a_live_training_run_gives_the_curve_scripts_number_for_the_same_draw(tmp_path, monkeypatch, method):
+    """Train it live (one small-label point of any method but MiniLM's probes) runs the curve script's run for the
+    same method, n and seed, and says where it is at each step, then that it measures."""
+    from playground.analysis import classify as analysis
+
+    data = train_classify.load_examples(_write_examples(tmp_path / "d.jsonl.gz"))
+    monkeypatch.setattr(train_classify, "load_examples", lambda path="": data)
+    _, lr, batch_size = train_classify.DEFAULTS[method]
+    monkeypatch.setitem(train_classify.DEFAULTS, method, (6, lr, batch_size))       # a tiny run, the method's recipe
+    seen = []
+    live = analysis.train_live(method, 16, 3, progress=lambda done, total, what: seen.append((done, total, what)))
+    script = train_classify.run(method, train_classify.ClassifyTrainConfig(n_train=16), 3, data)
+    assert live["method"] == method and live["n"] == 16 and live["steps"] == 6 and live["examples"] == 8
+    assert (live["accuracy"], live["loss"]) == (script["held_out"]["accuracy"], script["held_out"]["loss"])
+    assert seen[0] == (1, 7, "training step 1 of 6") and seen[-1][2].startswith("measuring it on")
+    with pytest.raises(AssertionError, match="method must be"):
+        analysis.train_live("probe-mean", 16, 0)

@@ -54,3 +54,10 @@ def test_odd_texts_still_get_an_answer_with_a_notice(text, notice):
 def test_an_unknown_model_is_a_clear_error():
     with pytest.raises(gr.Error, match="not a transfer classifier"):
         classify_tab.classify("A sentence here.", "gpt-shakespeare")
+
+
+@pytest.mark.parametrize("method, n, says", [("probe-cls", 16, "probe button"), ("nonsense", 16, "Method should"),
+                                             ("lstm", 256, "16, 64"), ("lstm", "many", "Labelled examples")])
+def test_a_live_training_run_refuses_what_it_cannot_run_with_a_reason(method, n, says):
+    with pytest.raises(gr.Error, match=says):
+        classify_tab.classify_train(method, n, 0)

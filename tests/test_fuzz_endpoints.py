@@ -31,7 +31,9 @@ HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, (
         ("dpo", "model"): "gpt-shakespeare", ("lora_finetune", "model"): "gpt-shakespeare",
         # the causal lab on the GPT without its sanity checks (SmolLM2's and the checks: tests/test_causal_lab.py)
         **{(name, "model_name"): "gpt-shakespeare" for name in ("patch", "ablate", "head_sweep", "steer")},
-        **{(name, "sanity"): False for name in ("patch", "ablate", "head_sweep")}}
+        **{(name, "sanity"): False for name in ("patch", "ablate", "head_sweep")},
+        # a live classifier run on our small BERT's probe (seconds; LoRA on MiniLM takes most of a minute: the bench)
+        ("classify_train", "method"): "bert-probe-cls"}
 # Each of SmolLM2's endpoints decodes hundreds of tokens per call (about a minute of an example's time on a loaded
 # machine): a pytest-xdist group of its own each (tests/conftest.py: XdistGroups), so the two workers share them.
 # Chain of thought's two answers decode at most CHEAP_COT new tokens here: the user's inputs reach the model only

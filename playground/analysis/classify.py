@@ -235,3 +235,32 @@ def probe_live(n: int, pooling: str, seed: int, progress=lambda done, total, wha
     return {"n": n, "pooling": pooling, "seed": seed, "method": f"probe-{pooling}", **result,
             "protocol": "the held-out split's 1,000 sentences; n drawn evenly per class from the training split with "
                         "this seed (tools/classify_curve.py's draw); the head trained as training/classify.py does"}
+
+
+TRAIN_LIVE = (16, 64)     # the small-label points any other method re-measures live
+
+
+def live_methods() -> list[str]:
+    """The methods a live run trains whole (MiniLM's probes have probe_live, on features kept between runs)."""
+    return [m for m in METHODS if m not in ("probe-cls", "probe-mean")]
+
+
+def train_live(method: str, n: int, seed: int, progress=lambda done, total, what: None) -> dict:
+    """One small-label point of `method`'s curve, trained now from its start (training/classify.py's recipe, the
+    training split's seeded draw of n examples, as tools/classify_curve.py runs it) and measured on the whole
+    held-out split: the script's number for the same method, n and seed, computed in front of the user."""
+    from playground.training import classify as tc
+
+    assert method in live_methods(), f"method must be one of {', '.join(live_methods())}"
+    assert n in TRAIN_LIVE, f"n must be one of {TRAIN_LIVE}"
+
+    def step(i: int, total: int) -> None:
+        progress(i, total + 1, f"training step {i} of {total}" if i < total else
+                 "measuring it on the 1,000 held-out sentences")
+
+    result = tc.run(method, tc.ClassifyTrainConfig(n_train=n), seed, tc.load_examples(), progress=step)
+    return {"n": result["n_train"], "method": method, "seed": seed, **result["held_out"], "steps": result["steps"],
+            "seconds": result["seconds"],
+            "protocol": "the held-out split's 1,000 sentences; n drawn evenly per class from the training split with "
+                        "this seed (tools/classify_curve.py's draw); trained from its start by training/classify.py's "
+                        "recipe for the method (DEFAULTS), as the curve's points were"}

@@ -143,7 +143,8 @@ def curve_figure(curve: dict, live: dict | None = None) -> go.Figure:
                                  name=method_name(method), line=dict(color=colour, dash=dash)))
     fig.add_hline(y=curve["chance"], line_dash="dash", line_color="#999999", annotation_text="chance")
     if live:
-        fig.add_trace(go.Scatter(x=[live["n"]], y=[live["accuracy"]], mode="markers", name="your live run",
+        fig.add_trace(go.Scatter(x=[live["n"]], y=[live["accuracy"]], mode="markers",
+                                 name=f"your live run ({method_name(live['method'])})",
                                  marker=dict(symbol="star", size=16, color="#c44e52")))
     fig.update_layout(**layout(title="Held-out accuracy against the number of labelled examples",
                                xaxis=dict(type="log", title="labelled training examples"),
@@ -161,7 +162,8 @@ def curve_md(curve: dict, live: dict | None = None) -> str:
         lines.append(f"| {n:,} | " + " | ".join(f"{curve['curves'][m][k]['accuracy']:.1%}" for m in methods) + " |")
     lines += ["", f"Chance: {curve['chance']:.0%}. Protocol: {curve['protocol']}. Made by `{curve['command']}`."]
     if live:
-        lines += ["", f"**Your live run**: a probe on {live['pooling']} with {live['n']} examples "
-                      f"(seed {live['seed']}): held-out accuracy {live['accuracy']:.1%} over {live['examples']:,} "
-                      "sentences."]
+        what = (f"a probe on {live['pooling']}" if "pooling" in live else
+                f"{method_name(live['method'])}, {live['steps']:,} steps in {live['seconds']:g} s,")
+        lines += ["", f"**Your live run**: {what} with {live['n']} examples (seed {live['seed']}): held-out accuracy "
+                      f"{live['accuracy']:.1%} over {live['examples']:,} sentences."]
     return "\n".join(lines)

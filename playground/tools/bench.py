@@ -142,8 +142,8 @@ def classify_calls() -> dict[str, tuple[Callable, tuple, float | None]]:
 
 
 def classify_rows(runs: int) -> list[tuple]:
-    """The classify rows and a live probe run, first (MiniLM encodes the held-out split) and again
-    (python -m playground.bench --classify-only)."""
+    """The classify rows, a live probe run, first (MiniLM encodes the held-out split) and again, and every small-label
+    run that trains a model (python -m playground.bench --classify-only)."""
     from playground.analysis import classify
 
     rows = []
@@ -157,6 +157,12 @@ def classify_rows(runs: int) -> list[tuple]:
         seconds = time.perf_counter() - start
         rows.append((f"classify_probe: a live probe on 256 examples, {when}", f"{seconds:.1f} s", "", "≤ 60 s",
                      seconds <= 60))
+    for method in classify.live_methods():     # the small-label runs, each trained from its start (one run each)
+        for n in classify.TRAIN_LIVE:
+            start = time.perf_counter()
+            classify.train_live(method, n, 0)
+            seconds = time.perf_counter() - start
+            rows.append((f"classify_train: {method} on {n} examples", f"{seconds:.1f} s", "", "≤ 60 s", seconds <= 60))
     return rows
 
 

@@ -262,7 +262,7 @@ EVERY_TAB = [(name, {}) for name in (
     "memory_experiment", "attention", "attention_steps", "positional_encoding", "head_finder", "induction", "seq2seq",
     "seq2seq_bottleneck", "seq2seq_evaluate", "seq2seq_compare", "fill_mask", "mlm_masking", "input_representation",
     "mlm_cards", "generate", "compare_generate", "generation_attention", "chain_of_thought", "chat_tools", "classify",
-    "classify_probe", "lora_finetune", "sft", "dpo", "patch", "ablate", "head_sweep", "steer")] + [
+    "classify_probe", "classify_train", "lora_finetune", "sft", "dpo", "patch", "ablate", "head_sweep", "steer")] + [
     ("generate", {"model_name": "smollm2-135m-instruct", "max_new_tokens": 20, "chat": True}),
     ("attention", {"model_key": "smollm2", "chat": True}), ("logit_lens", {"model_name": "smollm2-135m-instruct"}),
     ("induction", {"model_key": "smollm2-135m-instruct", "knock_out": 3}), *SMOLLM2_CAUSAL_LAB]

@@ -60,7 +60,8 @@ def classify(text=DEFAULT, model="", ig_steps=analysis.IG_STEPS):
 CURVE_MD = """**Transfer learning saves labelled data.** Held-out accuracy (the same 1,000 sentences for every point)
 against the number of labelled training examples, measured by `python -m playground.tools.classify_curve`. A frozen
 MiniLM with a linear probe needs a handful of examples per class; networks from scratch must learn words and
-sentences from the labels alone. *Re-run a probe live* trains one point of a probe's curve now, in front of you."""
+sentences from the labels alone. *Re-run a probe live* trains one point of a probe's curve now, in front of you;
+*Train it live* does the same for any other method on 16 or 64 examples (seconds to a minute)."""
 
 
 def _curve_views(live: dict | None):
@@ -85,6 +86,24 @@ def classify_probe(n=64, pooling="mean", seed=0, progress=gr.Progress()):
     return figure, md, json_file(live, "classify-probe"), live
 
 
+def classify_train(method="lstm", n=16, seed=0, progress=gr.Progress()):
+    """One small-label point of any other method's curve (n = 16 or 64 labelled examples), trained now from its start
+    and measured on the held-out split."""
+    notices: list[str] = []
+    if method not in analysis.live_methods():
+        raise gr.Error(f"Method should be one of {', '.join(analysis.live_methods())} (MiniLM's probes: the probe "
+                       "button above).")
+    n = as_int(n, "Labelled examples", 1, 10_000, notices)
+    if n not in analysis.TRAIN_LIVE:
+        raise gr.Error(f"Labelled examples should be one of {', '.join(map(str, analysis.TRAIN_LIVE))} for a live "
+                       "run that trains a model (the larger points take minutes: the curve has them).")
+    seed = as_int(seed, "Seed", 0, 2**31 - 1, notices)
+    warn(notices)
+    live = analysis.train_live(method, n, seed, lambda done, total, what: progress(done / total, desc=what))
+    figure, md = _curve_views(live)
+    return figure, md, json_file(live, "classify-train"), live
+
+
 def _curve_panel() -> None:
     with gr.Accordion("Accuracy against labelled examples: from scratch and by transfer", open=True):
         gr.Markdown(CURVE_MD)
@@ -95,12 +114,20 @@ def _curve_panel() -> None:
             pooling = gr.Radio([("[CLS]", "cls"), ("mean", "mean")], value="mean", label="Probe on")
             seed = gr.Number(0, label="Seed", precision=0, minimum=0)
             run = gr.Button("Re-run a probe live", variant="primary", scale=0)
+        with gr.Row():
+            method = gr.Dropdown([(fc.method_name(m), m) for m in analysis.live_methods()], value="lstm",
+                                 label="Or another method", elem_id="classify-train-method")
+            few = gr.Dropdown(list(analysis.TRAIN_LIVE), value=16, label="Labelled examples (few)")
+            train_seed = gr.Number(0, label="Seed", precision=0, minimum=0)
+            train = gr.Button("Train it live", scale=0, elem_id="classify-train")
         described = gr.Markdown(md)
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             file = gr.DownloadButton("Download JSON", size="sm")
             data = gr.JSON(label="classify_probe")
     run.click(classify_probe, inputs=[n, pooling, seed], outputs=[plot, described, file, data],
               api_name="classify_probe", show_progress="full")
+    train.click(classify_train, inputs=[method, few, train_seed], outputs=[plot, described, file, data],
+                api_name="classify_train", show_progress="full")
 
 
 def build(demo: gr.Blocks) -> None:

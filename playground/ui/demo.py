@@ -181,7 +181,7 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # full at once instead of waiting for minutes.
 # Measured with `python -m playground.bench --students 200`: see docs/performance.md.
 WORKERS, THREADS, QUEUE_SIZE = (2, 2), 160, 256
-LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo"}
+LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo", "classify_train"}
 # not answered for the page's defaults when the app starts (ui/fastpath.prewarm): the live trainings, the live probe
 # (9 s of MiniLM features), and chain of thought and tool calling, which run SmolLM2 (loaded on first use:
 # analysis/models.LARGE; answered at start, it sat in a compute process from the first second: warm app 1,430 MB
