@@ -12,7 +12,7 @@ import httpx
 import orjson
 import pytest
 
-from playground.tools.loadtest import Page
+from playground.tools.loadtest import PAGE_HEADERS, Page
 
 
 def join(client: httpx.Client, page: Page, name: str, session: str, own: dict | None = None) -> tuple[int, dict]:
@@ -38,7 +38,7 @@ def join(client: httpx.Client, page: Page, name: str, session: str, own: dict | 
 def served(app_url):
     import app
 
-    with httpx.Client(base_url=app_url, timeout=300) as client:
+    with httpx.Client(base_url=app_url, timeout=300, headers=PAGE_HEADERS) as client:   # as a page's fetch sends
         yield client, Page.read(client), app.demo
 
 
@@ -123,6 +123,32 @@ def test_an_api_client_asking_what_a_page_is_computing_gets_its_answer_in_time(s
     leader.join(300)
     assert paged and paged[0][0] == 200 and paged[0][1]["success"]
     assert answer[-1] == paged[0][1]["output"]["data"][-1]
+
+
+def test_a_page_waits_for_another_pages_slow_answer_past_a_scripts_hold(served, monkeypatch):
+    """A browser's page (its fetch sends Sec-Fetch-Mode) that asks what another page is still computing, for longer
+    than a script's join may be held (HOLD_SECONDS), still waits for that answer rather than ask Gradio: it is given
+    the first page's answer (counted as coalesced)."""
+    import threading
+    import time
+
+    from playground.ui import queuepath
+
+    monkeypatch.setattr(queuepath, "HOLD_SECONDS", 0.2)     # the served app is this process's: a script's hold cut
+    client, page, _ = served
+    own = {"text": f"Two pages ask this slowly {uuid.uuid4().hex[:6]}.", "retrain": True,
+           "vocab_size": 1_000 + 100 * (uuid.uuid4().int % 20)}
+    first: list = []
+    leader = threading.Thread(target=lambda: first.append(join(client, page, "tokenize", uuid.uuid4().hex, own)))
+    started = time.monotonic()
+    leader.start()
+    time.sleep(0.3)
+    before = status(client)
+    code, second = join(client, page, "tokenize", uuid.uuid4().hex, own)
+    leader.join(300)
+    assert time.monotonic() - started > queuepath.HOLD_SECONDS + 0.5, "the first answer came too soon to tell"
+    assert code == 200 and second["success"] and second["output"]["data"] == first[0][1]["output"]["data"]
+    assert status(client)["coalesced"] == before["coalesced"] + 1
 
 
 def test_events_that_differ_in_their_inputs_are_never_mixed(served):

@@ -31,7 +31,7 @@ from urllib.parse import parse_qsl
 
 from playground.tools import balancer
 from playground.tools.bench_served import _p95, served_app, wait_for_defaults
-from playground.tools.loadtest import Page, queue_event
+from playground.tools.loadtest import PAGE_HEADERS, Page, queue_event
 
 FOLLOW_SECONDS = 0.25   # ui/follow.FOLLOW_SECONDS (not imported: the driver does not load the app)
 QUIZ_SECONDS = 2.0      # ui/quiz_tab.TICK_SECONDS
@@ -145,7 +145,7 @@ class FollowRoom:
         import httpx
 
         transport = httpx.AsyncHTTPTransport(local_address=address) if address else None
-        return httpx.AsyncClient(base_url=self.url, timeout=120, transport=transport,
+        return httpx.AsyncClient(base_url=self.url, timeout=120, transport=transport, headers=PAGE_HEADERS,
                                  limits=httpx.Limits(max_connections=8, max_keepalive_connections=8))
 
     def address(self, i: int) -> str | None:

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field
 CHEAP = {
     "/memory_experiment": {"max_k": 5, "steps": 10, "hidden_size": 8},  # trains three networks live
     "/lora_finetune": {"steps": 3},                                      # the fine-tuning tab trains live too
-    "/sft": {"model": "gpt-shakespeare", "steps": 3},
-    "/dpo": {"model": "gpt-shakespeare", "steps": 3},
+    "/sft": {"model": "gpt-shakespeare", "steps": 3}, "/dpo": {"model": "gpt-shakespeare", "steps": 3},
+    "/classify_train": {"method": "bert-probe-cls"},                     # trains a classifier live (under a second)
     "/seq2seq_evaluate": {"per_length": 5},                              # every model on 5 lengths x 5 sources
-    "/generate": {"max_new_tokens": 40},
-    "/compare_generate": {"max_new_tokens": 40},
+    "/generate": {"max_new_tokens": 40}, "/compare_generate": {"max_new_tokens": 40},
 }
 NEEDS = {"/seq2seq_step": "/seq2seq"}  # shows a step of this session's last translation (gr.State)
 
@@ -52,6 +51,8 @@ class LoadResult:
 
 
 SETUP_TIMEOUT = 120  # seconds a new session may take to read the app's config when many start at once
+# what a page's fetch sends, and so the page-protocol drivers: a browser's join is held longer (ui/queuepath.py)
+PAGE_HEADERS = {"sec-fetch-mode": "cors", "sec-fetch-site": "same-origin", "sec-fetch-dest": "empty"}
 
 
 def session(url: str):
@@ -438,9 +439,8 @@ def browser_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
     the events the page sends when it opens), then acts, waiting for each answer and thinking for an
     exponential time of mean `think` seconds: one of LECTURE_ENDPOINTS through the page's own protocol (queue/join
     and the session's stream), with the page's values or, for `own_share` of them, a sentence of the student's
-    own, new each time (windows of the app's corpus sample). An error message or a failed request is an error.
-    With `model` ("smollm2"), every attention and generation action chooses that model (MODEL_CHOICES), on the
-    page's text and on the students' own."""
+    own, new each time (windows of the app's corpus sample). An error message or a failed request is an error. With
+    `model` ("smollm2"), every attention and generation action chooses that model (MODEL_CHOICES), on any text."""
     import asyncio
 
     import httpx
@@ -490,7 +490,7 @@ def browser_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
 
     async def hall() -> None:
         limits = httpx.Limits(max_connections=4 * students, max_keepalive_connections=2 * students)
-        async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits) as client:
+        async with httpx.AsyncClient(base_url=url, timeout=300, limits=limits, headers=PAGE_HEADERS) as client:
             end = time.perf_counter() + seconds
             await asyncio.gather(*(student(client, s, end) for s in range(students)))
 

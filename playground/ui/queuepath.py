@@ -19,12 +19,14 @@ where that root was, filled with each session's own. Kept answers are bounded in
 Pages that ask the same inputs while the first answer is still being computed (200 followers applying the
 lecturer's new sentence at once) wait for that answer and get it as a kept one: Gradio computes and postprocesses
 it once, not once per page. A waiter whose first answer was not kept (an error, too large), whose first asker's
-stream closed without it (a page reloaded while it computed), or that did not come within HOLD_SECONDS asks
-Gradio itself (where the answer cache, ui/cache.py, still waits for the computation in flight rather than repeat
-it). The wait holds the join's reply, so it is short: an API client gives up on a join not answered within its
-HTTP timeout (gradio_client: 5 s), and a join that waited 20 s failed there. (A waiter sees no streamed step of
-the first answer, only its end: so did a page whose answer the answer cache was already computing for another,
-apart from a "waiting" notice.)
+stream closed without it (a page reloaded while it computed), or that did not come in time asks Gradio itself
+(where the answer cache, ui/cache.py, still waits for the computation in flight rather than repeat it). The wait
+holds the join's reply: a browser's page waits up to COALESCE_SECONDS; any other client (one whose request has no
+Sec-Fetch-Mode header, which every browser's fetch sends) HOLD_SECONDS, because a script's HTTP client gives up on a
+join not answered within its timeout (gradio_client's: 5 s; held 20 s, it failed). Held 2 s for pages too, 200
+followers' p95 went from 1.15 to 2.13 s (docs/performance.md). (A waiter sees no streamed step of the first answer,
+only its end: so did a page whose answer the answer cache was already computing for another, apart from a
+"waiting" notice.)
 
 It also guards the queue: a session that sends the same event with the same inputs more than REPEATS times within
 REPEAT_WINDOW seconds (a page caught in a loop of change events) is refused with a clear message instead of
@@ -54,8 +56,8 @@ from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _r
 # every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
 MAX_BYTES = 96 << 20
 REPEATS, REPEAT_WINDOW = 12, 30.0  # the same event with the same inputs, from one session: more is a loop
-COALESCE_SECONDS = 20.0            # how long a first asker's computation is waited on by those who come after it
-HOLD_SECONDS = 2.0                 # the longest one join's reply is held waiting for it (gradio_client waits 5 s)
+COALESCE_SECONDS = 20.0            # the longest a browser's page waits for another page's answer to the same inputs
+HOLD_SECONDS = 2.0                 # the longest any other client's join is held for it (gradio_client waits 5 s)
 LINK = b'"url":"%s/gradio_api/file='                  # a download link in the stream's JSON, after its root URL
 FILE_PATH = re.compile(rb'"path":"((?:[^"\\]|\\.)*)"')  # a download's path there
 EVENT_ID = re.compile(rb'"event_id":"([0-9a-fA-F-]{8,64})"')  # the event a stream message is about
@@ -134,7 +136,8 @@ class CachedEvents:
         key = inputs if fn_index in cacheable else None
         kept = self.kept.get(key)
         if kept is None and key is not None:
-            kept = await self._after_the_first(key, session)
+            browser = any(name == b"sec-fetch-mode" for name, _ in scope.get("headers", ()))
+            kept = await self._after_the_first(key, session, COALESCE_SECONDS if browser else HOLD_SECONDS)
         if kept is not None:
             event = await self._deliver(blocks, cacheable[fn_index], session, kept, _root(scope))
             return await _respond(send, 200, b"application/json", orjson.dumps({"event_id": event}))
@@ -158,11 +161,11 @@ class CachedEvents:
         else:                                   # refused: nothing will land for those who wait on it
             self._landed(followed[0])
 
-    async def _after_the_first(self, key: bytes, session: str) -> KeptEvent | None:
+    async def _after_the_first(self, key: bytes, session: str, hold: float) -> KeptEvent | None:
         """When the same inputs are being computed for another page, wait for that answer and give it (200
         followers asking a new view's figure at once: one computation and one postprocessing, not 200). The
         first asker's answer is None: it goes to Gradio. So is a waiter's when the first answer was not kept (an
-        error, too large), the first asker's stream closed without it, or it did not land within HOLD_SECONDS:
+        error, too large), the first asker's stream closed without it, or it did not land within `hold` seconds:
         it asks Gradio itself."""
         if len(self._computing) > 1_000:       # forget askers that went away
             self._computing = {k: v for k, v in self._computing.items() if time.monotonic() - v[1] < COALESCE_SECONDS}
@@ -175,7 +178,7 @@ class CachedEvents:
             return None
         try:
             left = COALESCE_SECONDS - (time.monotonic() - asked)
-            await asyncio.wait_for(computing.wait(), min(HOLD_SECONDS, left))
+            await asyncio.wait_for(computing.wait(), min(hold, left))
         except TimeoutError:
             return None
         kept = self.kept.get(key)
