@@ -26,8 +26,9 @@ come from* (Austen, Shakespeare, the World English Bible, the Jargon File, WordN
 with a licence that lets it ship could be found offline, so the labels are facts, not anyone's judgement. From
 scratch, an **LSTM read many-to-one** (its last hidden state h_T → a linear layer) and a **bidirectional** one;
 by **transfer**, a pre-trained encoder, **frozen** with a linear probe on [CLS] or on the mean of its last layer,
-adapted with **LoRA**, or with its **top block fine-tuned** in full: all-MiniLM-L6-v2, pre-trained elsewhere on about
-a billion sentence pairs, and our own small BERT, pre-trained by this project on four books (the Models tab). Each
+adapted with **LoRA**, or with its **top block fine-tuned** in full: all-MiniLM-L6-v2, trained elsewhere on about a
+billion sentence pairs (its model card), and our own small BERT, pre-trained by this project on four of the five
+corpora (the Models tab). Each
 model's held-out accuracy (1,000 sentences no model trained on) is in the legend; the bars' colour says how a model
 learnt, hatching marks our BERT."""
 
