@@ -216,23 +216,31 @@ def _bars_expected(api: str, data) -> dict[str, list[list[float]]]:
     if api == "mlm_cards":
         return {m["name"]: [[m[k] for k in ("top1", "top5", "nsp") if m.get(k) is not None]]
                 + ([[m.get("trainable") or m["total"], m["total"]]] if m.get("total") else []) for m in data["models"]}
+    if api == "bpe_trace":
+        return {"": [[count for _, _, count in data["steps"][-1]["pair_counts"]]]}
+    if api == "embedding_bias:words":      # the second figure: each target word's s(w, A, B), X's and Y's traces
+        mine = next(r for r in data["weat"]["models"] if "association" in r)
+        return {None: [[s for _, s in mine["association"][key]] for key in ("X", "Y")]}
     assert api == "generate", api
     return {"": [[p for _, p in data["steps"][-1]["top"]]]}
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("api, plot, answer", [("tokenize", 1, 4), ("embedding_bias", 0, 5), ("ablate", 0, 2),
-                                               ("steer", 0, 2), ("mlm_cards", 0, 2), ("generate", 1, 3)])
+                                               ("steer", 0, 2), ("mlm_cards", 0, 2), ("generate", 1, 3),
+                                               ("bpe_trace", 2, 5), ("embedding_bias:words", 3, 5)])
 def test_every_other_bar_chart_text_lists_its_endpoints_numbers(described, client, api, plot, answer):
-    """The bar charts not drawn above (the token counts, the gender direction's projections, an ablation's prediction
-    before and after, steering's logit shifts, the masked-LM cards, the next-token distribution): the page's own
+    """The bar charts not drawn above (the token counts, the gender direction's projections and each word's
+    association, an ablation's prediction before and after, steering's logit shifts, the masked-LM cards, the
+    next-token distribution, BPE's pair counts at its last merge): the page's own
     describe.js, given the figure the endpoint sends for the page's own inputs, lists the numbers of the endpoint's
     JSON, largest first, on each bar trace's line (a bar ablation that dropped a bar, or a new trace's text, fails)."""
-    outputs = client.predict(*page_inputs(api), api_name=f"/{api}")
+    endpoint = api.split(":")[0]
+    outputs = client.predict(*page_inputs(endpoint), api_name=f"/{endpoint}")
     lines = _bar_lines(described, _figure(outputs[plot]))
     data = outputs[answer]
     for name, expected in _bars_expected(api, data).items():
-        shown = lines.get(name, [])
+        shown = lines.get(name, []) if name is not None else [line for named in lines.values() for line in named]
         for values in expected:
             assert any(_lists(line, values, among=api == "ablate") for line in shown), (
                 f"{api}: {name!r} lists {values}; the text: {lines}")
