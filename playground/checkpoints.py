@@ -326,21 +326,23 @@ def _replace_folder(new: Path, path: Path) -> None:
 
 
 def verify(path: Path, card: dict) -> None:
-    """Every file the card lists has the sha256 it records (a card without `files`, from before they were
-    recorded, is taken on trust)."""
+    """Every file the card lists has the sha256 it records (an old card without `files` is taken on trust)."""
     for name, digest in card.get("files", {}).items():
         file = path / name
         if not file.is_file():
             raise CheckpointError(f"{file} is missing{_rebuild(card)}")
-        stat = file.stat()
-        if _digest(file, stat.st_size, stat.st_mtime_ns) != digest:
+        if file_sha256(file) != digest:
             raise CheckpointError(f"{file} is damaged: its sha256 is not the one card.json records{_rebuild(card)}")
+
+
+def file_sha256(path: str | Path) -> str:
+    """sha256_file once per version of a file (size and mtime the key): `available`, `load`, bases share it."""
+    stat = Path(path).stat()
+    return _digest(Path(path), stat.st_size, stat.st_mtime_ns)
 
 
 @lru_cache(maxsize=256)
 def _digest(file: Path, size: int, mtime_ns: int) -> str:
-    """sha256_file, once per version of a file (its size and modification time are the key): the start-up
-    survey (`available`) and each `load` of the same files share one hashing."""
     return sha256_file(file)
 
 
@@ -435,8 +437,7 @@ def shared(name: str) -> Checkpoint:
 
 
 def read_card(name: str) -> dict | None:
-    """A shipped checkpoint's card.json (its keys: CARD), read without loading its model; None when it is not
-    shipped whole."""
+    """A shipped checkpoint's card.json (keys: CARD), read without loading its model; None if not shipped whole."""
     if name not in available():
         return None
     return json.loads((resolve(name) / "card.json").read_text(encoding="utf-8"))
@@ -485,8 +486,7 @@ def _survey() -> list[tuple[Path, str | CheckpointError]]:
 
 @lru_cache(maxsize=256)
 def _check(folder: Path, files: tuple) -> str | CheckpointError:
-    """The kind of a whole checkpoint folder, or why it is not whole (`files`: the cache key, their sizes and
-    modification times)."""
+    """The kind of a whole checkpoint folder, or why it is not whole (`files`: the key, their sizes and mtimes)."""
     try:
         card = _read_json(folder / "card.json", {})
         if not isinstance(card, dict):

@@ -23,7 +23,7 @@ import torch
 
 from playground import checkpoints
 from playground.analysis import models
-from playground.nets.classifier import METHODS, RECURRENT
+from playground.nets.classifier import METHODS, RECURRENT, init_head
 
 PREFIX = "classify-"
 ORDER = METHODS                  # from scratch first, then transfer from MiniLM, then from our BERT
@@ -223,10 +223,7 @@ def probe_live(n: int, pooling: str, seed: int, progress=lambda done, total, wha
     held_gold = torch.tensor([classes.index(e["label"]) for e in data["held_out"]])
     steps, lr, _ = tc.DEFAULTS[f"probe-{pooling}"]
     with torch.inference_mode(False), torch.enable_grad():
-        head = torch.nn.Linear(encoder.config.n_embd, len(classes))
-        with torch.no_grad():   # as build_transfer starts a probe's head: N(0, 0.02), zero bias, from the seed
-            head.weight.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(seed))
-            head.bias.zero_()
+        head = init_head(torch.nn.Linear(encoder.config.n_embd, len(classes)), torch.Generator().manual_seed(seed))
         progress(2, 3, f"training the probe ({steps} full-batch steps)")
         x = train[which].clone()
         tc.train_head(head, x, gold, steps, lr, tc.ClassifyTrainConfig().weight_decay)

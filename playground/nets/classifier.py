@@ -138,10 +138,10 @@ def base_encoder(base: str) -> tuple[nn.Module, str, object]:
         from playground.nets import hf
 
         encoder, tokenizer = hf.load_minilm()
-        return encoder, checkpoints.sha256_file(checkpoints.minilm_dir() / "model.safetensors"), tokenizer
+        return encoder, checkpoints.file_sha256(checkpoints.minilm_dir() / "model.safetensors"), tokenizer
     assert base == "bert-english", f"no base {base!r}; one of {', '.join(BASES)}"
     ckpt = checkpoints.load(base)
-    return ckpt.model.bert, checkpoints.sha256_file(ckpt.path / "model.safetensors"), with_cls_sep(ckpt.tokenizer)
+    return ckpt.model.bert, checkpoints.file_sha256(ckpt.path / "model.safetensors"), with_cls_sep(ckpt.tokenizer)
 
 
 def with_cls_sep(tokenizer):
@@ -172,10 +172,16 @@ def build_transfer(config: ClassifierConfig, generator: torch.Generator | None =
                 # read once, memory-mapped), so an optimizer step on them would move every later model's start
                 setattr(module, name, nn.Parameter(p.detach().clone()))
     model = TransferClassifier(encoder, config, tokenizer)
-    with torch.no_grad():
-        model.head.weight.normal_(0.0, 0.02, generator=generator)
-        model.head.bias.zero_()
+    init_head(model.head, generator)
     return model
+
+
+def init_head(head: nn.Linear, generator: torch.Generator | None = None) -> nn.Linear:
+    """A new classification head's start: W ~ N(0, 0.02) drawn from `generator`, b = 0 (BERT's initialisation)."""
+    with torch.no_grad():
+        head.weight.normal_(0.0, 0.02, generator=generator)
+        head.bias.zero_()
+    return head
 
 
 def _tuned(model: TransferClassifier) -> dict[str, torch.Tensor]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from playground import checkpoints
-from playground.nets.classifier import METHODS, ClassifierConfig, base_encoder
+from playground.nets.classifier import METHODS, ClassifierConfig, base_encoder, init_head
 from playground.training import classify as tc
 
 OUT = checkpoints.ROOT / "assets" / "classify" / "curve.json"
@@ -47,10 +47,8 @@ def probe_points(data: dict, sizes: list[int], seeds: list[int], cfg: tc.Classif
             runs = []
             for seed in seeds:
                 rows = [index[id(e)] for e in tc.draw(data["train"], n, seed)]
-                head = torch.nn.Linear(encoder.config.n_embd, len(classes))
-                with torch.no_grad():   # as build_transfer starts a probe's head: N(0, 0.02), zero bias, from the seed
-                    head.weight.normal_(0.0, 0.02, generator=torch.Generator().manual_seed(seed))
-                    head.bias.zero_()
+                head = init_head(torch.nn.Linear(encoder.config.n_embd, len(classes)),
+                                 torch.Generator().manual_seed(seed))
                 tc.train_head(head, feats["train"][which][rows], gold["train"][rows], steps, lr, cfg.weight_decay)
                 with torch.no_grad():
                     runs.append(tc.evaluate(head(feats["held_out"][which]), gold["held_out"])["accuracy"])

@@ -213,13 +213,19 @@ def train_head(head: torch.nn.Linear, x: torch.Tensor, gold: torch.Tensor, steps
 
 
 def _lora(model: TransferClassifier, cfg, texts, gold, g, progress) -> None:
+    _minibatches(model, cfg, gold, g, progress,
+                 lambda batch: model(*encode_batch(model.tokenizer, [texts[i] for i in batch], cfg.max_len)))
+
+
+def _minibatches(model: TransferClassifier, cfg, gold, g, progress, logits) -> None:
+    """AdamW on the model's trainable parameters: each step a minibatch of the examples drawn from `g`, the
+    cross-entropy of `logits(batch)` (their logits), the gradient clipped at norm 1. Leaves the model in eval mode."""
     steps, lr, bs = _settings(cfg, model.config.method)
     model.train()
     opt = _optimizer(model.parameters(), lr, cfg.weight_decay)
     for step in range(steps):
-        batch = torch.randperm(len(texts), generator=g)[:bs].tolist()
-        loss = F.cross_entropy(model(*encode_batch(model.tokenizer, [texts[i] for i in batch], cfg.max_len)),
-                               gold[batch])
+        batch = torch.randperm(len(gold), generator=g)[:bs].tolist()
+        loss = F.cross_entropy(logits(batch), gold[batch])
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
@@ -279,18 +285,8 @@ def _finetune(model: TransferClassifier, cfg, texts, gold, g, progress) -> None:
     the frozen blocks give the same numbers at every step), then rounded to the stored form (as_stored)."""
     assert model.bert.config.dropout == 0.0, "the states below the top blocks are computed once: no dropout"
     states = states_below(model, texts, cfg.max_len)
-    steps, lr, bs = _settings(cfg, model.config.method)
-    model.train()
-    opt = _optimizer(model.parameters(), lr, cfg.weight_decay)
-    for step in range(steps):
-        batch = torch.randperm(len(texts), generator=g)[:bs].tolist()
-        loss = F.cross_entropy(logits_above(model, [states[i] for i in batch]), gold[batch])
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
-        opt.step()
-        progress(step + 1, steps)
-    as_stored(model.eval())
+    _minibatches(model, cfg, gold, g, progress, lambda batch: logits_above(model, [states[i] for i in batch]))
+    as_stored(model)
 
 
 def states_below(model: TransferClassifier, texts: list[str], max_len: int) -> list[torch.Tensor]:
