@@ -2,7 +2,9 @@
 same endpoint returns through the API for the page's own inputs: the attention heatmap (each query's most attended
 key and its weight), the gradient-flow plot (each cell's first and last gradient norm and its factor per step), the
 word space (each word's nearest word on the plot, in 3D, whichever group it is drawn in) and fill-mask's bars (each
-candidate and its probability, largest first).
+candidate and its probability, largest first); then the other bar charts, the figure each endpoint sends given
+to the page's describe.js: each bar trace's values, largest first (the quiz's tally, the cockpit's funnel and the
+seq2seq step's weights from a room or a session the test drives).
 Each figure is the plot's aria-describedby, and "Describe this figure" shows the text."""
 
 from __future__ import annotations
@@ -244,3 +246,79 @@ def test_every_other_bar_chart_text_lists_its_endpoints_numbers(described, clien
         for values in expected:
             assert any(_lists(line, values, among=api == "ablate") for line in shown), (
                 f"{api}: {name!r} lists {values}; the text: {lines}")
+
+
+def _assert_bars(page, figure: dict, expected: dict[str, list[list[float]]], what: str) -> None:
+    """describe.js's text for `figure` has a line for each bar trace named in `expected` and none other, and each
+    lists its values, largest first."""
+    lines = _bar_lines(page, figure)
+    assert set(lines) == set(expected), f"{what}: the bar traces described: {lines}"
+    for name, wanted in expected.items():
+        for values in wanted:
+            assert any(_lists(line, values) for line in lines[name]), f"{what}: {name!r} lists {values}: {lines}"
+
+
+@pytest.mark.timeout(300)
+def test_the_quiz_tally_text_lists_the_rooms_counts(described, client, app_url):
+    """The class quiz's tally: a room opened by its lecturer (`client`), six students (a Client of their own, a new
+    session each) answering, one changing their mind; the figure the lecturer's reveal sends is described with the
+    counts of the same call's JSON, the true answer's bar among them."""
+    from gradio_client import Client
+
+    opened = client.predict(api_name="/poll_open")[-1]
+    room, key = opened["room"], opened["key"]
+    students = Client(app_url, verbose=False)
+    for guesses in (["es"], ["es"], ["lo"], ["st"], ["es"], ["wi", "lo"]):   # the sixth changes their mind
+        students.reset_session()
+        for guess in guesses:
+            students.predict(room, "bpe-merge", guess, api_name="/poll_answer")
+    _, plot, data = client.predict(room, "bpe-merge", key, True, api_name="/poll_tally")
+    assert data["revealed"] and data["answer"] in data["counts"] and data["counts"] == {"es": 3, "lo": 2, "st": 1}
+    _assert_bars(described, _figure(plot), {"": [list(data["counts"].values())]}, "poll_tally")
+
+
+@pytest.mark.timeout(300)
+def test_the_cockpit_funnel_text_lists_each_steps_counts(described, client):
+    """The cockpit's funnel: students walk a workshop in a room (recorded as the workshop panel's handlers record
+    them, playground/rooms/progress); /cockpit gives no figure, so the figure is the one the lecturer's page draws
+    from that JSON (ui/cockpit.views); its text lists, on the line of each of its three bar traces (reached,
+    answered, answered right), the counts of the JSON's steps, largest first."""
+    from playground.rooms import progress
+    from playground.ui import cockpit
+
+    opened = client.predict(api_name="/poll_open")[-1]
+    room, key = opened["room"], opened["key"]
+    # (student, the last step reached, {step: right?} for the steps answered): step 1 reached 5, answered 4, right 2
+    walks = [("a", 3, {1: True, 2: True}), ("b", 2, {1: True, 2: False}), ("c", 2, {1: False}), ("d", 1, {1: False}),
+             ("e", 1, {})]
+    for name, last, answers in walks:
+        progress.join(room, f"funnel-{name}", name)
+        for step in range(1, last + 1):
+            progress.reach(room, f"funnel-{name}", "funnel", step)
+            if step in answers:
+                progress.answered(room, f"funnel-{name}", "funnel", step, "x", answers[step])
+    data = client.predict(room, key, api_name="/cockpit")
+    steps = data["workshops"][0]["steps"]
+    assert data["joined"] == 5 and [(s["reached"], s["answered"], s["correct"]) for s in steps] == [
+        (5, 4, 2), (3, 2, 1), (1, 0, 0)]
+    expected = {label: [[s[field] for s in steps]] for field, label in (("reached", "reached"),
+                                                                         ("answered", "answered"),
+                                                                         ("correct", "answered right"))}
+    figure = cockpit.views(data)[3]
+    _assert_bars(described, _figure({"plot": figure.to_json()}), expected, "cockpit")
+
+
+@pytest.mark.timeout(300)
+def test_the_seq2seq_step_text_lists_its_weights_over_the_source(described, app_url):
+    """seq2seq's decoder step: a Client of its own (one session) translates the page's source (/seq2seq), then asks
+    for a later step (/seq2seq_step reads that session's translation); the step figure's text lists the weights of
+    the same call's JSON, largest first, and they are that step's row of the translation's alignment."""
+    from gradio_client import Client
+
+    session = Client(app_url, verbose=False)
+    translation = session.predict(*page_inputs("seq2seq"), api_name="/seq2seq")[-1]
+    assert translation["alignment"] and len(translation["alignment"]) > 2, translation
+    i = len(translation["alignment"]) // 2
+    _, plot, data = session.predict(i, api_name="/seq2seq_step")
+    assert data["step"] == i and data["weights"] == translation["alignment"][i]
+    _assert_bars(described, _figure(plot), {"": [data["weights"]]}, "seq2seq_step")
