@@ -229,7 +229,7 @@ class XdistGroups:
     pytest_collection_modifyitems runs last (below), after pytest-xdist has read the groups."""
 
     # the groups that take longest, longest first (module file, or the group a test names)
-    SLOW_FIRST = ("a11y-light", "a11y-dark", "a11y-lecture", "fuzz-chat_tools", "tests/test_fuzz_endpoints.py",
+    SLOW_FIRST = ("a11y-1", "a11y-2", "a11y-3", "fuzz-chat_tools", "tests/test_fuzz_endpoints.py",
                   "fuzz-chain_of_thought", "tests/test_browser_lecture_mode.py", "tests/test_browser_hall.py",
                   "tests/test_resume_kill.py", "tests/test_browser_quiz.py", "tests/test_browser_view.py",
                   "tests/test_browser_phone.py", "tests/test_browser_dispatch.py", "tests/test_browser_tour.py",

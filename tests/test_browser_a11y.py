@@ -26,7 +26,7 @@ EXCLUDED = {
     # it holds only an icon, so a screen reader loses nothing by skipping it.
     "aria-prohibited-attr": '.empty[aria-label="Empty value"]',
 }
-MODES = {"light": ("", "light"), "dark": ("?__theme=dark", "dark"), "lecture": ("?lecture=1", "light")}
+MODES = ("light", "dark")   # on each view as drawn; lecture mode (light) over the same views after
 
 # axe over the whole page but its hidden tab panels, the violations as [rule, impact, [[selector, summary], ...]]
 # without the excluded elements. A hidden panel is not shown nor in the accessibility tree, so axe finds nothing there
@@ -91,50 +91,75 @@ def _open(page, tab: str, sub: str | None, accordion: str | None = None) -> None
         page.get_by_role("tab", name=sub, exact=True).first.click()
 
 
-MODE_CLASS = {"dark": "dark", "lecture": "lecture"}   # the class the page's body has once the mode is on
+# nothing moving: a colour Gradio is still fading from one theme to the other would be measured half-way
+STILL_JS = "() => document.getAnimations().every((a) => a.playState !== 'running')"
+# lecture mode's figures rescaled and fitted to their larger type (assets/view.js marks each one it has done)
+FITTED_JS = "() => [...document.querySelectorAll('.js-plotly-plot')].filter((gd) => gd.checkVisibility() && gd.data)" \
+            ".every((gd) => gd.dataset.lecture === '1' && gd.dataset.fitted === '1')"
+
+
+def dark(page, on: bool) -> None:
+    """Gradio's dark theme on or off, as its frontend applies `?__theme=dark` or the system's preference: the
+    `dark` class on the body, which every dark colour of Gradio's and ours (assets/style.css) hangs on; the figures
+    are drawn white in both themes (figures/common.py)."""
+    page.evaluate("(on) => document.body.classList.toggle('dark', on)", on)
+    page.wait_for_function(STILL_JS, timeout=10_000)
+
+
+def lecture(page) -> None:
+    """Lecture mode ticked as the lecturer does (the same as a `?lecture=1` link: ui/view.py ticks the box), and
+    every figure on screen rescaled."""
+    page.locator("#lecture-toggle input").check()
+    page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=10_000)
+    page.wait_for_timeout(300)   # assets/view.js rescales the figures 200 ms after the page's last change
+    page.wait_for_function(FITTED_JS, timeout=30_000)
+
+
+def checked(page, where: str, fitted: bool = False) -> list[str]:
+    """`audit`, and once more after 2 s if it finds something: an output Gradio is still fading in read as low
+    contrast (1.48 to 2.86:1 on one list in two runs); what the page keeps showing fails."""
+    found = audit(page, where)
+    if found:
+        page.wait_for_timeout(2000)
+        if fitted:
+            page.wait_for_function(FITTED_JS, timeout=30_000)
+        found = audit(page, where)
+    return found
 
 
 class Pages:
-    """One browser context and page per mode (dark mode: the system's preference and Gradio's own switch), opened on
-    first use; `on_tab` opens the mode's page afresh on a top-level tab (a link to it)."""
+    """One browser context and its page, opened on first use; `on_tab` opens the page afresh on a top-level tab (a
+    link to it), in light mode and without lecture mode."""
 
     def __init__(self, browser, app_url: str):
-        self.browser, self.app_url, self.made, self.contexts = browser, app_url, {}, []
+        self.browser, self.app_url, self.page, self.context = browser, app_url, None, None
 
-    def __call__(self, mode: str):
-        if mode not in self.made:
-            query, scheme = MODES[mode]
-            context = self.browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme=scheme)
-            self.contexts.append(context)
-            page = context.new_page()
-            page.traffic = Traffic(page)
-            self.made[mode] = page
-            self._go(mode, self.app_url + query)
-        return self.made[mode]
+    def __call__(self):
+        if self.page is None:
+            self.context = self.browser.new_context(viewport={"width": 1400, "height": 1000}, color_scheme="light")
+            self.page = self.context.new_page()
+            self.page.traffic = Traffic(self.page)
+            self._go(self.app_url)
+        return self.page
 
-    def on_tab(self, mode: str, tab: str):
-        """The mode's page opened afresh on `tab`: axe walks the whole document whatever it audits, and Gradio keeps
-        every visited tab's elements, so one page walked through every tab reached 36,000 elements and 4-5 s an
-        audit by the last tabs (1 s on the first); a page per tab keeps each audit near the first's."""
+    def on_tab(self, tab: str):
+        """The page opened afresh on `tab`: axe walks the whole document whatever it audits, and Gradio keeps every
+        visited tab's elements, so one page walked through every tab reached 36,000 elements and 4-5 s an audit by
+        the last tabs (1 s on the first); a page per tab keeps each audit near the first's."""
         from playground.ui.demo import tab_id
 
-        query = MODES[mode][0]
-        page = self(mode)
-        self._go(mode, f"{self.app_url}{query}{'&' if query else '?'}tab={tab_id(tab)}")
-        return page
+        self()
+        self._go(f"{self.app_url}?tab={tab_id(tab)}")
+        return self.page
 
-    def _go(self, mode: str, url: str) -> None:
-        page = self.made[mode]
-        page.goto(url)
-        page.traffic.forget()
-        page.wait_for_selector("#tabs", timeout=30_000)
-        if mode in MODE_CLASS:
-            page.wait_for_function(f"() => document.body.classList.contains('{MODE_CLASS[mode]}')", timeout=30_000)
+    def _go(self, url: str) -> None:
+        self.page.goto(url)
+        self.page.traffic.forget()
+        self.page.wait_for_selector("#tabs", timeout=30_000)
 
     def close(self) -> None:
-        for context in self.contexts:
-            if self.browser.is_connected():
-                context.close()
+        if self.context is not None and self.browser.is_connected():
+            self.context.close()
 
 
 @pytest.fixture(scope="module")
@@ -146,31 +171,44 @@ def pages(browser, app_url):
         opened.close()
 
 
-# each mode a pytest-xdist group of its own (tests/conftest.py: XdistGroups), so that the two workers share the three
-# audits, the suite's longest tests; the tour and the quiz go with light mode, whose page they use
+PARTS = 3   # the top-level tabs in three tests, every third tab each
+
+
+# each part a pytest-xdist group of its own (tests/conftest.py: XdistGroups), so that the two workers share the
+# audits, the suite's longest tests; the tour and the quiz go with the first part, whose page they use
 @pytest.mark.timeout(900)
-@pytest.mark.parametrize("mode", [pytest.param(mode, marks=pytest.mark.xdist_group(f"a11y-{mode}")) for mode in MODES])
-def test_every_view_has_no_serious_violation(pages, mode):
-    problems, current = [], None
-    for tab, accordion, sub in views():
-        page = pages.on_tab(mode, tab) if tab != current else page
-        current = tab
-        _open(page, tab, sub, accordion)
-        where = f"{mode} · {tab}" + (f" / {sub}" if sub else "")
-        found = audit(page, where)
-        if found:  # once more after 2 s: an output Gradio is still fading in read as low contrast (1.48 to 2.86:1
-            page.wait_for_timeout(2000)  # on one list in two runs); what the page keeps showing fails
-            found = audit(page, where)
-        problems += found
+@pytest.mark.parametrize("part", [pytest.param(i, marks=pytest.mark.xdist_group(f"a11y-{i + 1}"))
+                                  for i in range(PARTS)])
+def test_every_view_has_no_serious_violation(pages, part):
+    """Each view of every PARTS-th top-level tab in the three modes: light and dark on the view as it is drawn (the
+    theme switched on the page), then lecture mode over the same views. One page per tab, each view computed and
+    drawn once: a page per mode drew every view three times, two thirds of the audits' time."""
+    problems, found = [], views()
+    tabs = list(dict.fromkeys(tab for tab, _, _ in found))
+    for tab in tabs[part::PARTS]:
+        page = pages.on_tab(tab)
+        subs = [(accordion, sub) for t, accordion, sub in found if t == tab]
+        for accordion, sub in subs:
+            _open(page, tab, sub, accordion)
+            for mode in MODES:
+                dark(page, mode == "dark")
+                problems += checked(page, f"{mode} · {tab}" + (f" / {sub}" if sub else ""))
+        dark(page, False)
+        lecture(page)
+        for accordion, sub in subs:
+            _open(page, tab, sub, accordion)
+            page.wait_for_timeout(300)
+            page.wait_for_function(FITTED_JS, timeout=30_000)
+            problems += checked(page, "lecture · " + tab + (f" / {sub}" if sub else ""), fitted=True)
     assert not problems, f"{len(problems)} serious or critical violation(s):\n" + "\n".join(problems)
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.xdist_group("a11y-light")
+@pytest.mark.xdist_group("a11y-1")
 def test_tour_and_quiz_have_no_serious_violation(pages):
     """The guided tour open at its first step, a tab's own questions open, and the class quiz's lecturer panel with a
     room opened (its code shown large) and its cockpit shown live."""
-    page = pages("light")
+    page = pages()
     problems = []
     page.locator("#tour").get_by_text("Guided tour").click()
     page.locator("#tour-next").click()
