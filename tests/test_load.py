@@ -103,7 +103,8 @@ def test_an_update_reads_its_components_signature_once_and_sends_what_gradio_sen
 def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
     """Plain values for components whose postprocess only casts them are postprocessed without Gradio's thread hops
     (ui.patches._plain: a followed view's 70 values cost 14 ms a page that way, 3 ms this way); what goes out is
-    what Gradio's own postprocess_data sends, a value outside a component's choices and an update included."""
+    what Gradio's own postprocess_data sends, a value outside a component's choices, lists (a CheckboxGroup's, a
+    multiselect Dropdown's) and an update included."""
     import asyncio
     import copy
 
@@ -114,10 +115,10 @@ def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
     with gr.Blocks() as demo:
         outputs = [gr.Textbox(), gr.Number(precision=1), gr.Number(), gr.Slider(0, 10, step=1), gr.Checkbox(),
                    gr.Radio(["a", "b"]), gr.Dropdown(["x", "y"]), gr.Dropdown(["x", "y"], multiselect=True),
-                   gr.Textbox(), gr.Markdown()]
+                   gr.Textbox(), gr.Markdown(), gr.CheckboxGroup(["p", "q", "r"])]
         gr.Button().click(lambda: None, outputs=outputs)
     fn = next(iter(demo.fns.values()))
-    values = ["typed", 3.14159, 7, 4, True, "b", "y", ["x"], None, "**bold**"]
+    values = ["typed", 3.14159, 7, 4, True, "b", "y", ["x", "z"], None, "**bold**", ["q", "r"]]
     for shown in (values, [gr.skip(), *values[1:]], [*values[:5], gr.update(value="a"), *values[6:]]):
         ours = asyncio.run(Blocks.postprocess_data(demo, fn, copy.deepcopy(shown), None))
         gradio = asyncio.run(Blocks.postprocess_data.gradio(demo, fn, copy.deepcopy(shown), None))
@@ -125,7 +126,7 @@ def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
     hops = []
     real = anyio.to_thread.run_sync
     monkeypatch.setattr(anyio.to_thread, "run_sync", lambda *a, **k: hops.append(a[0]) or real(*a, **k))
-    asyncio.run(Blocks.postprocess_data(demo, fn, [*values[:7], gr.skip(), "plain", gr.skip()], None))
+    asyncio.run(Blocks.postprocess_data(demo, fn, [*values[:8], "plain", gr.skip(), values[10]], None))
     assert not hops, f"plain values went through Gradio's worker threads: {hops}"
 
 

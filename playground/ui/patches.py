@@ -292,13 +292,18 @@ def _bare_skip(value) -> bool:
 
 
 def _plain(block, value) -> bool:
-    """A plain value (text, a number, a truth value) for a component whose postprocess only casts it. Gradio 6.31
-    postprocesses each output in a worker thread and then looks for files in it in another (about four thread hops
-    a value); a followed view applied whole is 70 such values, 14 ms of Gradio's work a page, 3 s for 200
-    followers' answers at once. These are postprocessed inline, by the same `postprocess`."""
+    """A plain value (text, a number, a truth value, or a list of them for a CheckboxGroup or Dropdown) for a
+    component whose postprocess only casts it. Gradio 6.31 postprocesses each output in a worker thread and then
+    looks for files in it in another (about four thread hops a value); a followed view applied whole is 70 such
+    values, 14 ms of Gradio's work a page, 3 s for 200 followers' answers at once. These are postprocessed inline,
+    by the same `postprocess`. Lists too: two of the view's values are (the tokenizers and the cells chosen), and
+    200 answers waiting for their worker threads in turn held every one of them back, the first as the last."""
     import gradio as gr
 
-    return type(block) in (gr.Textbox, gr.Number, gr.Slider, gr.Checkbox, gr.Radio, gr.Dropdown) and (
+    kind = type(block)
+    if kind in (gr.CheckboxGroup, gr.Dropdown) and type(value) is list:
+        return all(type(item) in (str, int, float) for item in value)
+    return kind in (gr.Textbox, gr.Number, gr.Slider, gr.Checkbox, gr.Radio, gr.Dropdown) and (
         value is None or type(value) in (str, int, float, bool))
 
 
