@@ -100,6 +100,33 @@ def test_an_update_reads_its_components_signature_once_and_sends_what_gradio_sen
     assert answers[-1] == answer("<p>three</p>") and answers[0] != answers[-1]
 
 
+def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
+    """demo.close() with a page's heartbeat stream open: the app's stop event (an asyncio.Event the streams wait on) is
+    set in the server's loop, not from the closing thread, where the loop's own changes to its waiters made it fail
+    once ("deque mutated during iteration", the port left open: ui.patches._stop_in_the_servers_loop); the server
+    then closes."""
+    import socket
+    import threading
+
+    import app  # noqa: F401 - the app's build applies the patches
+    import httpx
+
+    with gr.Blocks() as demo:
+        gr.Textbox()
+    demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    event, setters = demo.app.stop_event, []
+    set_ = event.set
+    event.set = lambda: (setters.append(threading.current_thread()), set_())[1]
+    port = demo.server_port
+    with httpx.Client(base_url=demo.local_url, timeout=10) as client:
+        with client.stream("GET", "gradio_api/heartbeat/waits") as stream:   # a page's, waiting on the event
+            assert next(stream.iter_lines()) == "data: ALIVE"
+            demo.close()
+    assert event.is_set() and setters and setters[0] is not threading.current_thread()
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, "the server still listens"
+
+
 def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
     """Plain values for components whose postprocess only casts them are postprocessed without Gradio's thread hops
     (ui.patches._plain: a followed view's 70 values cost 14 ms a page that way, 3 ms this way); what goes out is

@@ -49,12 +49,13 @@ def _files_of_this_process() -> None:
 def apply() -> None:
     """The process-wide settings of a serving app: two malloc arenas, no per-session value copies, seated sessions
     evicted last, no component rebuilt for a gr.skip() and each constructor's signature read once, Python's lock
-    handed over sooner."""
+    handed over sooner, the server closed without a race on its stop event."""
     _share_malloc_arenas()
     _keep_no_deep_link_copies()
     _evict_the_unseated_first()
     _skip_without_rebuilding()
     _read_each_signature_once()
+    _stop_in_the_servers_loop()
     _hand_the_lock_over_sooner()
 
 
@@ -285,6 +286,39 @@ def _read_each_signature_once() -> None:
             return getattr(inspect, name)
 
     component_meta.inspect = ReadOnce()
+
+
+def _stop_in_the_servers_loop() -> None:
+    """Gradio 6.31's close() sets the app's stop event, an asyncio.Event that every open stream of answers waits on,
+    from the thread that calls it, while the server's loop adds and removes those waiters: once in a test run it
+    failed with "deque mutated during iteration", after marking the app stopped and before closing the server, so
+    the port stayed open. The event is set in its own loop first; close() then finds it set."""
+    import asyncio
+
+    from gradio.blocks import Blocks
+
+    if getattr(Blocks.close, "stops_in_its_loop", False):
+        return
+    close = Blocks.close
+
+    def stop_then_close(self, *args, **kwargs):
+        event = getattr(getattr(self, "app", None), "stop_event", None)
+        loop = getattr(event, "_loop", None)       # the loop it was first awaited in (None: never awaited)
+        try:
+            here = asyncio.get_running_loop()
+        except RuntimeError:                       # called from a thread without a loop (a script, a test)
+            here = None
+        if loop is not None and loop.is_running() and loop is not here:
+            async def stop():
+                event.set()
+            try:
+                asyncio.run_coroutine_threadsafe(stop(), loop).result(timeout=10)
+            except Exception:  # noqa: BLE001 - the loop ended meanwhile: Gradio's own close does the rest
+                pass
+        return close(self, *args, **kwargs)
+
+    stop_then_close.stops_in_its_loop = True
+    Blocks.close = stop_then_close
 
 
 def _bare_skip(value) -> bool:
