@@ -107,6 +107,7 @@ def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
     then closes."""
     import socket
     import threading
+    import time
 
     import app  # noqa: F401 - the app's build applies the patches
     import httpx
@@ -121,6 +122,11 @@ def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
     with httpx.Client(base_url=demo.local_url, timeout=10) as client:
         with client.stream("GET", "gradio_api/heartbeat/waits") as stream:   # a page's, waiting on the event
             assert next(stream.iter_lines()) == "data: ALIVE"
+            for _ in range(100):                                        # its wait has begun in the server's loop
+                if event._waiters:
+                    break
+                time.sleep(0.05)
+            assert event._waiters, "the heartbeat never waited on the stop event"
             demo.close()
     assert event.is_set() and setters and setters[0] is not threading.current_thread()
     with socket.socket() as probe:

@@ -35,3 +35,31 @@ def test_unknown_step_and_odd_input():
         normalize.apply("x", ["uppercase"])
     assert normalize.apply("", list(normalize.STEPS))["stages"][-1]["tokens"] == []
     assert tokens("مرحبا 👋 ¿qué?", ["punctuation"]) == ["مرحبا", "👋", "qué"]
+
+
+def test_stems_are_right_when_students_ask_at_once():
+    """Three threads stemming at once (a served app computes each request on a thread of its own) get exactly what
+    one thread gets: a stemmer shared between threads mixed their words up ('considered' -> 'condit', an IndexError)."""
+    import sys
+    import threading
+
+    words = ["running", "considered", "generalizations", "happiness", "relational", "conditional", "better"] * 40
+    alone = [normalize.stem(w) for w in words]
+    found, failed = [], []
+
+    def stem_all():
+        try:
+            for _ in range(30):
+                found.append([normalize.stem(w) for w in words])
+        except Exception as err:  # noqa: BLE001 - any failure is the finding
+            failed.append(repr(err))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)                       # threads switch often, as under a class's load
+    try:
+        threads = [threading.Thread(target=stem_all) for _ in range(3)]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+    finally:
+        sys.setswitchinterval(interval)
+    assert not failed and len(found) == 90 and all(stems == alone for stems in found), failed[:3]

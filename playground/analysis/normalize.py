@@ -10,8 +10,8 @@ lemmatization are two answers to one question, so the lemmatizer reads the stage
 
 from __future__ import annotations
 
+import threading
 import unicodedata
-from functools import lru_cache
 
 from playground.analysis import lemmatize
 from playground.text import words as text_words
@@ -51,11 +51,18 @@ def is_punctuation(token: str) -> bool:
     return all(unicodedata.category(ch).startswith("P") for ch in token)
 
 
-@lru_cache(maxsize=1)
-def _porter():
-    import snowballstemmer
+_STEMMERS = threading.local()
 
-    return snowballstemmer.stemmer("porter")  # Porter's original 1980 algorithm
+
+def _porter():
+    """Porter's original 1980 algorithm, one stemmer per thread: a snowballstemmer object keeps the word it is
+    stemming in itself, so threads sharing one (students asking at once) got each other's stems, or an IndexError."""
+    stemmer = getattr(_STEMMERS, "porter", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _STEMMERS.porter = snowballstemmer.stemmer("porter")
+    return stemmer
 
 
 def stem(word: str) -> str:
