@@ -101,36 +101,41 @@ def test_an_update_reads_its_components_signature_once_and_sends_what_gradio_sen
 
 
 def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
-    """demo.close() with a page's heartbeat stream open: the app's stop event (an asyncio.Event the streams wait on) is
-    set in the server's loop, not from the closing thread, where the loop's own changes to its waiters made it fail
-    once ("deque mutated during iteration", the port left open: ui.patches._stop_in_the_servers_loop); the server
-    then closes."""
-    import socket
+    """demo.close() sets the app's stop event (an asyncio.Event the pages' heartbeat streams wait on) in the loop
+    that waits on it, not from the closing thread, where the loop's own changes to its waiters made it fail once
+    ("deque mutated during iteration", the port left open: ui.patches._stop_in_the_servers_loop); its waiter wakes.
+    Gradio's close then finds it set (here an app already stopped: close() has nothing more to do)."""
+    import asyncio
     import threading
-    import time
+    from types import SimpleNamespace
 
     import app  # noqa: F401 - the app's build applies the patches
-    import httpx
+    from gradio.blocks import Blocks
 
-    with gr.Blocks() as demo:
-        gr.Textbox()
-    demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
-    event, setters = demo.app.stop_event, []
-    set_ = event.set
-    event.set = lambda: (setters.append(threading.current_thread()), set_())[1]
-    port = demo.server_port
-    with httpx.Client(base_url=demo.local_url, timeout=10) as client:
-        with client.stream("GET", "gradio_api/heartbeat/waits") as stream:   # a page's, waiting on the event
-            assert next(stream.iter_lines()) == "data: ALIVE"
-            for _ in range(100):                                        # its wait has begun in the server's loop
-                if event._waiters:
-                    break
-                time.sleep(0.05)
-            assert event._waiters, "the heartbeat never waited on the stop event"
-            demo.close()
-    assert event.is_set() and setters and setters[0] is not threading.current_thread()
-    with socket.socket() as probe:
-        assert probe.connect_ex(("127.0.0.1", port)) != 0, "the server still listens"
+    loop = asyncio.new_event_loop()
+    server = threading.Thread(target=loop.run_forever, daemon=True)
+    server.start()
+    try:
+        event = asyncio.run_coroutine_threadsafe(_new_event(), loop).result(5)
+        waiting = asyncio.run_coroutine_threadsafe(event.wait(), loop)       # a heartbeat's wait
+        for _ in range(100):
+            if event._waiters:
+                break
+            threading.Event().wait(0.01)
+        setters, set_ = [], event.set
+        event.set = lambda: (setters.append(threading.current_thread()), set_())[1]
+        Blocks.close(SimpleNamespace(app=SimpleNamespace(stop_event=event), is_running=False))
+        assert waiting.result(5) is True and setters == [server]
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        server.join(5)
+        loop.close()
+
+
+async def _new_event():
+    import asyncio
+
+    return asyncio.Event()
 
 
 def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
