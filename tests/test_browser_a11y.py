@@ -111,7 +111,12 @@ def lecture(page) -> None:
     every figure on screen rescaled."""
     page.locator("#lecture-toggle input").check()
     page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=10_000)
-    page.wait_for_timeout(300)   # assets/view.js rescales the figures 200 ms after the page's last change
+    rescaled(page)
+
+
+def rescaled(page) -> None:
+    """Every figure on screen rescaled for lecture mode (assets/view.js: 200 ms after the page's last change)."""
+    page.wait_for_timeout(300)
     page.wait_for_function(FITTED_JS, timeout=30_000)
 
 
@@ -122,7 +127,7 @@ def checked(page, where: str, fitted: bool = False) -> list[str]:
     if found:
         page.wait_for_timeout(2000)
         if fitted:
-            page.wait_for_function(FITTED_JS, timeout=30_000)
+            rescaled(page)
         found = audit(page, where)
     return found
 
@@ -197,8 +202,7 @@ def test_every_view_has_no_serious_violation(pages, part):
         lecture(page)
         for accordion, sub in subs:
             _open(page, tab, sub, accordion)
-            page.wait_for_timeout(300)
-            page.wait_for_function(FITTED_JS, timeout=30_000)
+            rescaled(page)
             problems += checked(page, "lecture · " + tab + (f" / {sub}" if sub else ""), fitted=True)
     assert not problems, f"{len(problems)} serious or critical violation(s):\n" + "\n".join(problems)
 

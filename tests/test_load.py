@@ -107,6 +107,7 @@ def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
     Gradio's close then finds it set (here an app already stopped: close() has nothing more to do)."""
     import asyncio
     import threading
+    import time
     from types import SimpleNamespace
 
     import app  # noqa: F401 - the app's build applies the patches
@@ -116,12 +117,12 @@ def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
     server = threading.Thread(target=loop.run_forever, daemon=True)
     server.start()
     try:
-        event = asyncio.run_coroutine_threadsafe(_new_event(), loop).result(5)
+        event = asyncio.Event()                                              # bound to `loop` by its first wait
         waiting = asyncio.run_coroutine_threadsafe(event.wait(), loop)       # a heartbeat's wait
         for _ in range(100):
             if event._waiters:
                 break
-            threading.Event().wait(0.01)
+            time.sleep(0.01)
         setters, set_ = [], event.set
         event.set = lambda: (setters.append(threading.current_thread()), set_())[1]
         Blocks.close(SimpleNamespace(app=SimpleNamespace(stop_event=event), is_running=False))
@@ -130,12 +131,6 @@ def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
         loop.call_soon_threadsafe(loop.stop)
         server.join(5)
         loop.close()
-
-
-async def _new_event():
-    import asyncio
-
-    return asyncio.Event()
 
 
 def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
