@@ -102,6 +102,9 @@ def _choose_model(page, label: str) -> None:
     box = page.get_by_label("Model", exact=True)
     box.click()
     box.fill(label)
+    # by keyboard, once the list has narrowed to it (Enter before that sends what was typed: resolve takes 'SmolLM2'
+    # too, test_models_registry)
+    page.get_by_role("option", name=label, exact=False).first.wait_for(timeout=20_000)
     page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")
 

@@ -64,6 +64,14 @@ def test_one_id_per_model_and_the_short_ids_are_aliases():
     assert len(set(models.ids())) == len(models.ids())
 
 
+def test_a_model_is_found_as_a_student_types_its_name():
+    """A model box takes what is typed: Enter pressed before the list narrowed to 'SmolLM2' sent 'SmolLM2' itself,
+    and the page said 'Unknown model' (a CI run's browser test)."""
+    assert models.resolve("GPT") == models.resolve(" gpt-Shakespeare ") == "gpt-shakespeare"
+    assert models.resolve("SmolLM2") == models.resolve(models.SMOLLM2)
+    assert models.resolve("GPT Shakespeare") is None and models.resolve("  ") is None
+
+
 def test_a_model_is_loaded_once_however_many_ask_at_once(monkeypatch):
     monkeypatch.setattr(models, "_loaded", {})
     calls = []

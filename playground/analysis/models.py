@@ -158,13 +158,26 @@ def ids(*families: str) -> list[str]:
 
 
 def resolve(name) -> str | None:
-    """The id of `name` (an id or an alias), or None for a model this app does not have."""
+    """The id of `name` (an id or an alias, as typed: 'SmolLM2' or ' GPT ' too), or None for a model this app does
+    not have."""
     if not isinstance(name, str):
         return None
-    name = ALIASES.get(name, name)
-    if name in _loaded or name in (MINILM, MINILM_ST) or name == SMOLLM2 and smollm2.available():
-        return name
-    return name if name in checkpoints.available() else None
+    for key in dict.fromkeys((ALIASES.get(name, name), typed(name))):   # the exact name first: a retrain may be 'MyGPT'
+        if _has(key):
+            return key
+    return None
+
+
+def typed(name: str) -> str:
+    """The id `name` means as a person types it (any case, spaces around), whether or not this app has it."""
+    folded = name.strip().lower()
+    return ALIASES.get(folded, folded)
+
+
+def _has(key: str) -> bool:
+    if key in _loaded or key in (MINILM, MINILM_ST) or key == SMOLLM2 and smollm2.available():
+        return True
+    return key in checkpoints.available()
 
 
 def _known(name) -> str:
@@ -297,7 +310,7 @@ def large(name) -> bool:
     if not isinstance(name, str):
         return False
     key = ALIASES.get(name, name)
-    if key in LARGE:
+    if key in LARGE or typed(name) in LARGE:
         return True
     if not key or len(key) > 64 or "/" in key or "\\" in key or key.startswith(".") \
             or not (checkpoints.MODELS_DIR / key / "card.json").is_file():  # a stat, not a survey of models/

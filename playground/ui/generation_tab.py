@@ -54,7 +54,7 @@ def _label(name: str) -> str:
 def _model(name) -> models.Model:
     """A causal LM of the registry by its id or alias (SmolLM2 loaded on its first use)."""
     key = models.resolve(name)
-    if key is None and isinstance(name, str) and models.ALIASES.get(name, name) == SMOLLM2:
+    if key is None and isinstance(name, str) and models.typed(name) == SMOLLM2:
         raise gr.Error(models.missing())
     if key is None or models.family(key) not in (*LM_KINDS, "llama"):
         raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(LISTED)}.")
