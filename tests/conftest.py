@@ -196,6 +196,17 @@ def screenshot(page, name: str, full_page: bool = False) -> None:
 
 
 @pytest.fixture(scope="session")
+def warm_served():
+    """`python app.py`'s serve() in a process of its own on a free port, its compute processes started and the page's
+    defaults answered before the first test uses it, as a lecturer starts the app before the class: (url, pid). One
+    for the run's tests that need it (the "served" group, one worker): a start answers every default, ~30 s."""
+    from playground.tools.bench_served import served_app
+
+    with served_app(warm=True) as (url, pid):
+        yield url, pid
+
+
+@pytest.fixture(scope="session")
 def client(app_url):
     from gradio_client import Client
 
@@ -230,7 +241,7 @@ class XdistGroups:
 
     # the groups that take longest, longest first (module file, or the group a test names)
     SLOW_FIRST = ("a11y-1", "a11y-2", "a11y-3", "fuzz-chat_tools", "tests/test_fuzz_endpoints.py",
-                  "fuzz-chain_of_thought", "tests/test_browser_lecture_mode.py", "tests/test_browser_hall.py",
+                  "fuzz-chain_of_thought", "tests/test_browser_lecture_mode.py", "served",
                   "tests/test_resume_kill.py", "tests/test_browser_quiz.py", "tests/test_browser_view.py",
                   "tests/test_browser_phone.py", "tests/test_browser_dispatch.py", "tests/test_browser_tour.py",
                   "tests/test_deploy.py", "hub")

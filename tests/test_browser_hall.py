@@ -19,8 +19,9 @@ import httpx
 import pytest
 
 from playground.tools import loadtest
-from playground.tools.bench_served import served_app
 from tests.conftest import ARGS, CHROMIUM, need_chromium
+
+pytestmark = pytest.mark.xdist_group("served")   # with tests/test_compute_served.py: one served app (warm_served)
 
 PAGES = int(os.environ.get("HALL_PAGES", 3))  # each page holds 1-2 GB once its views are drawn (issue #31 asks for 10)
 QUIET_S, LIMIT_S = 5.0, 60.0   # a page has settled after QUIET_S without a request; it must within LIMIT_S
@@ -163,11 +164,11 @@ def _run(coroutine):
 
 
 @pytest.mark.timeout(900)  # several Chromium pages drawing every view at once, on two cores
-def test_browsers_open_a_link_with_a_selected_word_settle_and_match_the_driver():
+def test_browsers_open_a_link_with_a_selected_word_settle_and_match_the_driver(warm_served):
     need_chromium()
-    with served_app(warm=True) as (app_url, _):  # as `python app.py` serves it, started before the class comes
-        found = _run(_hall(app_url))
-        driver = statistics.median(_run(_driver(app_url)))
+    app_url, _ = warm_served  # as `python app.py` serves it, started before the class comes
+    found = _run(_hall(app_url))
+    driver = statistics.median(_run(_driver(app_url)))
     assert all(chip == "bank" for chip in found["chips"]), found["chips"]
     assert None not in found["opened"], (
         f"a page never settled after opening the link: {found['opened']}; its last events: "

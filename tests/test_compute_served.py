@@ -9,21 +9,20 @@ import orjson
 import psutil
 import pytest
 
-from playground.tools.bench_served import served_app
-
+pytestmark = pytest.mark.xdist_group("served")   # with the lecture hall's test: one served app (warm_served)
 NEW = "A sentence nobody has asked about before, 42 times."
 OWN = {"/tokenize": {"text": NEW}, "/attention": {"text": NEW}, "/fill_mask": {"text": "A [MASK] nobody has seen."},
        "/gradient_flow": {"text": NEW}, "/generate": {"prompt": NEW[:30]}, "/contextual": {"sentences": NEW}}
 
 
 @pytest.fixture(scope="module")
-def served():
-    """`python app.py`'s serve() on a free port, its compute processes started and the page's defaults answered (the
-    lanes compute nothing in the background while a test measures them)."""
+def served(warm_served):
+    """`python app.py`'s serve(), its compute processes started and the page's defaults answered (the lanes compute
+    nothing in the background while a test measures them): a client of it and its pid."""
     from gradio_client import Client
 
-    with served_app(warm=True) as (url, pid):
-        yield Client(url, verbose=False), pid
+    url, pid = warm_served
+    return Client(url, verbose=False), pid
 
 
 def test_the_served_app_computes_in_two_processes_of_its_own(served):
