@@ -222,3 +222,81 @@ def test_the_3d_word_space_has_no_stray_axis_titles_and_readable_labels():
     fig = fe.scatter_figure(list("abcd"), np.eye(4)[:, :3], ["x", "x", "y", "y"], "t")
     assert all(fig.layout.scene[axis].title.text == "" for axis in ("xaxis", "yaxis", "zaxis"))
     assert fig.data[0].textfont.size >= 12
+
+
+def _alike(fig) -> list[tuple[str, str]]:
+    """Pairs of series in one subplot, of one kind, that look the same but for their colour: the same mode, dash,
+    marker symbol and bar pattern (plotly's defaults filled in)."""
+    seen: dict[tuple, str] = {}
+    pairs = []
+    for trace in fig.data:
+        if trace.type not in ("scatter", "scattergl", "scatter3d", "bar"):
+            continue
+        where = (trace.type == "bar", getattr(trace, "xaxis", None), getattr(trace, "yaxis", None))
+        if trace.type == "bar":
+            pattern = trace.marker.pattern
+            look = (pattern.shape or "", (pattern.fillmode or "overlay") if pattern.shape else "")
+        else:
+            markers = "markers" in (trace.mode or "")
+            look = (trace.mode, trace.line.dash or "solid", (trace.marker.symbol or "circle") if markers else None)
+        if (where, look) in seen:
+            pairs.append((seen[(where, look)], trace.name))
+        seen.setdefault((where, look), trace.name)
+    return pairs
+
+
+def test_series_are_told_apart_by_more_than_their_colour():
+    """WCAG 1.4.1 (issue #35): series that differ only by colour get a marker symbol, a dash or a bar pattern each;
+    what a figure set itself stays, and a series in two subplots keeps one look."""
+    from plotly.subplots import make_subplots
+
+    fig = make_subplots(rows=1, cols=2)
+    for i, name in enumerate(("a", "b", "c")):
+        fig.add_trace(go.Scatter(name=name, mode="lines+markers", x=[0, 1], y=[0, i]), 1, 1)
+        fig.add_trace(go.Scatter(name=name, mode="lines+markers", x=[0, 1], y=[i, 0], showlegend=False), 1, 2)
+    fig.add_trace(go.Scatter(name="live", mode="markers", x=[1], y=[1], marker=dict(symbol="star")), 1, 1)
+    fig.add_trace(go.Scatter(name="p", mode="lines", x=[0, 1], y=[1, 1]), 1, 1)
+    fig.add_trace(go.Scatter(name="q", mode="lines", x=[0, 1], y=[2, 2]), 1, 1)
+    fig.add_trace(go.Bar(name="u", x=[0], y=[1]), 1, 2)
+    fig.add_trace(go.Bar(name="v", x=[0], y=[2], marker=dict(pattern=dict(shape="/"))), 1, 2)
+    fig.add_trace(go.Bar(name="w", x=[0], y=[3]), 1, 2)
+    assert _alike(fig)
+    common.distinguish(fig)
+    assert not _alike(fig)
+    symbols = {(t.name, t.xaxis): t.marker.symbol for t in fig.data if getattr(t, "mode", "") == "lines+markers"}
+    assert symbols[("a", "x")] == symbols[("a", "x2")] and len(set(symbols.values())) == 3
+    assert "star" not in symbols.values() and fig.data[6].marker.symbol == "star"
+    assert [t.marker.pattern.shape for t in fig.data if t.type == "bar"][1] == "/"      # the figure's own pattern
+
+
+def test_no_figure_of_the_app_tells_its_series_apart_by_colour_alone():
+    """Every figure the endpoints draw at the page's values (and the transfer-learning curve with a live run):
+    no two series of one kind in one subplot look the same but for their colour."""
+    import inspect
+
+    import app
+    from playground.analysis import classify
+    from playground.figures import classify as fc
+
+    slow = {"lora_finetune", "sft", "dpo", "classify_train", "classify_probe", "chat_tools", "chain_of_thought",
+            "memory_experiment"}                        # training runs and SmolLM2's decoding: their own tests
+    figures = {}
+    for fn in app.demo.fns.values():
+        if fn.api_visibility != "public" or fn.fn is None or fn.api_name in slow:
+            continue
+        try:
+            out = fn.fn(*(component.value for component in fn.inputs))
+            if inspect.isgenerator(out):
+                *_, out = out
+        except Exception:   # noqa: BLE001 - a view that needs a room or a session draws nothing here
+            continue
+        for i, value in enumerate(out if isinstance(out, (tuple, list)) else [out]):
+            if isinstance(value, go.Figure):
+                figures[f"{fn.api_name}[{i}]"] = value
+    curve = classify.curve()
+    if curve:
+        figures["the transfer-learning curve"] = fc.curve_figure(curve, {"n": 16, "accuracy": 0.5,
+                                                                         "method": "probe-cls"})
+    assert len(figures) >= 15, sorted(figures)
+    alike = {name: _alike(fig) for name, fig in figures.items() if _alike(fig)}
+    assert not alike, alike

@@ -20,7 +20,7 @@ import io
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import layout, row_labels, token_label
+from playground.figures.common import distinguish, layout, row_labels, token_label
 
 # Twelve distinguishable head colours (Tableau 10 plus two), cycled for more heads
 HEAD_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -317,7 +317,7 @@ def steps_figure(tokens: list[str], q: np.ndarray, k: np.ndarray, v: np.ndarray,
     fig.update_yaxes(autorange="reversed", type="category", showticklabels=False)
     fig.update_yaxes(showticklabels=True, col=1)
     fig.update_xaxes(showticklabels=False, type="category")
-    return fig
+    return distinguish(fig)
 
 
 def _bar_beside(fig: go.Figure, row: int, col: int) -> dict:
@@ -340,7 +340,7 @@ def saturation_figure(scales: list[float], max_prob: list[float], grad: list[flo
         yaxis=dict(range=[0, 1.02]), height=340, legend=dict(orientation="h", y=-0.3),
     ))
     fig.add_vline(x=current, line_dash="dot", line_color="#d9534f")
-    return fig
+    return distinguish(fig)
 
 
 def positional_figure(pe: np.ndarray, dots: np.ndarray, learned: np.ndarray | None, learned_name: str,

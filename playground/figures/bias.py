@@ -9,7 +9,7 @@ import html
 
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, layout
+from playground.figures.common import ACCENT, distinguish, layout
 
 FIRST, SECOND = "#1f77b4", ACCENT     # the pairs' first words (he) and second words (she)
 SHOWN = 5                             # words named at each end in the text alternative
@@ -63,9 +63,10 @@ def association_figure(row: dict, labels: tuple[str, str], title: str) -> go.Fig
                              name=label, marker=dict(color=colour),
                              hovertemplate="%{y}: s = %{x:+.3f}<extra></extra>"))
     n = sum(len(row["association"][k]) for k in "XY")
-    return go.Figure(traces, layout=layout(title=dict(text=title), height=max(320, BAR_PX * n + 110),
-                                           yaxis=dict(autorange="reversed", automargin=True),
-                                           xaxis=dict(title=dict(text="s(w, A, B)"), zeroline=True)))
+    fig = go.Figure(traces, layout=layout(title=dict(text=title), height=max(320, BAR_PX * n + 110),
+                                          yaxis=dict(autorange="reversed", automargin=True),
+                                          xaxis=dict(title=dict(text="s(w, A, B)"), zeroline=True)))
+    return distinguish(fig)
 
 
 def _p(row: dict) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.figures.common import ACCENT, MUTED, fixed, layout, token_label
+from playground.figures.common import ACCENT, MUTED, distinguish, fixed, layout, token_label
 
 DIVERGING = "RdBu"        # blue: the clean answer restored; red: pushed further toward the corrupted one
 
@@ -127,7 +127,7 @@ def ablate_figure(data: dict) -> go.Figure:
             "mlp": f"layer {data['layer']}'s MLP"}[data["target"]]
     fig.update_layout(**layout(title=dict(text=f"{what} ablated ({data['how']}): KL = {data['kl']:.3f} nats",
                                           font=dict(size=15)), barmode="group", height=380))
-    return fig
+    return distinguish(fig)
 
 
 def ablate_markdown(data: dict) -> str:
@@ -187,7 +187,7 @@ def steer_figure(data: dict) -> go.Figure:
     fig.update_layout(**layout(title=dict(text=f"Logit shift, strength {data['strength']:g} at layer {data['layer']}",
                                           font=dict(size=15)), height=320, yaxis=dict(title="Δ logit"),
                                barmode="group"))
-    return fig
+    return distinguish(fig)
 
 
 def steer_markdown(data: dict) -> str:

@@ -14,7 +14,7 @@ import html
 
 import plotly.graph_objects as go
 
-from playground.figures.common import layout, token_label
+from playground.figures.common import distinguish, layout, token_label
 
 COLOURS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
 WAYS = ("lstm", "bilstm", "probe-cls", "probe-mean", "lora", "finetune")   # a colour each; the base by pattern
@@ -44,7 +44,7 @@ def probabilities_figure(data: dict) -> go.Figure:
     fig.update_layout(**layout(title="Probability of each class, per method", barmode="group",
                                yaxis=dict(range=[0, 1], title="probability"), legend=dict(orientation="h", y=-0.2),
                                margin=dict(b=110)))
-    return fig
+    return distinguish(fig)
 
 
 def _scaled(values: list[float]) -> list[float]:
@@ -86,7 +86,7 @@ def steps_figure(data: dict) -> go.Figure | None:
                                  line=dict(color=COLOURS[k % len(COLOURS)])))
     fig.update_layout(**layout(title="The LSTM read many-to-one, word by word: its prediction after each word",
                                yaxis=dict(range=[0, 1], title="probability"), xaxis=dict(tickangle=-45)))
-    return fig
+    return distinguish(fig)
 
 
 def _cell(text: str) -> str:
@@ -149,7 +149,7 @@ def curve_figure(curve: dict, live: dict | None = None) -> go.Figure:
     fig.update_layout(**layout(title="Held-out accuracy against the number of labelled examples",
                                xaxis=dict(type="log", title="labelled training examples"),
                                yaxis=dict(range=[0, 1], title="held-out accuracy")))
-    return fig
+    return distinguish(fig)
 
 
 def curve_md(curve: dict, live: dict | None = None) -> str:

@@ -9,7 +9,7 @@ import html
 
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, MUTED, count_axis, layout
+from playground.figures.common import ACCENT, MUTED, count_axis, distinguish, layout
 
 # reached, answered, right: the grey of the whole, the answered, the accent of the right
 SERIES = (("reached", "reached", "#c9ced6"), ("answered", "answered", MUTED), ("correct", "answered right", ACCENT))
@@ -24,8 +24,9 @@ def funnel_figure(workshop: dict) -> go.Figure:
                    text=[s[key] for s in workshop["steps"]], textposition="outside",
                    hovertemplate=f"%{{x}}: %{{y}} student(s) {label}<extra></extra>")
             for key, label, colour in SERIES]
-    return go.Figure(bars, layout=layout(title=dict(text=f"Workshop {name}: the class step by step"),
-                                         barmode="group", height=360,
-                                         xaxis=dict(type="category"),
-                                         yaxis=dict(title=dict(text="students"), rangemode="tozero",
-                                                    range=[0, top * 1.3], **count_axis(top * 1.25))))
+    fig = go.Figure(bars, layout=layout(title=dict(text=f"Workshop {name}: the class step by step"),
+                                        barmode="group", height=360,
+                                        xaxis=dict(type="category"),
+                                        yaxis=dict(title=dict(text="students"), rangemode="tozero",
+                                                   range=[0, top * 1.3], **count_axis(top * 1.25))))
+    return distinguish(fig)

@@ -32,6 +32,81 @@ def layout(**overrides) -> dict:
     return base
 
 
+# Second channels beside colour, in the order series get them (plotly's names; 3D markers have fewer shapes)
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "star", "cross", "triangle-down", "pentagon", "hexagon",
+           "triangle-left", "triangle-right")
+SYMBOLS_3D = ("circle", "square", "diamond", "x", "cross", "circle-open", "square-open", "diamond-open")
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+# a bar's pattern over its colour, then the pattern drawn in its colour on white (plotly has eight shapes)
+PATTERNS = tuple((shape, "overlay") for shape in ("", "/", ".", "x", "\\", "-", "|", "+")) + \
+    tuple((shape, "replace") for shape in ("/", ".", "x", "\\", "-", "|", "+"))
+
+
+def distinguish(fig):
+    """`fig` with its series told apart by more than their colour (WCAG 1.4.1: a colour-blind reader matches a
+    series to its legend entry by its marker, dash or bar pattern too). Within each subplot, the series of one kind
+    that look alike but for colour get a marker symbol each (lines and points), a dash each (lines without
+    markers) or a fill pattern each (bars), one not taken there; a series met again in another subplot keeps its
+    own (one legend entry, one look), and what the figure set itself (the classifiers' dashes, a star) is kept.
+    Returns `fig`."""
+    groups: dict[tuple, list] = {}
+    for trace in fig.data:
+        kind = _kind(trace)
+        if kind:
+            groups.setdefault((kind, getattr(trace, "xaxis", None), getattr(trace, "yaxis", None)), []).append(trace)
+    chosen: dict[tuple, str] = {}   # (kind, series) -> the symbol, dash or pattern it was given
+    for (kind, _, _), traces in groups.items():
+        looks = [_look(trace, kind) for trace in traces]
+        alike = [trace for trace, look in zip(traces, looks) if looks.count(look) > 1]
+        taken = {_channel(trace, kind) for trace, look in zip(traces, looks) if looks.count(look) == 1}
+        for trace in alike:
+            series = (kind, trace.name or id(trace))
+            if series not in chosen:
+                chosen[series] = next((v for v in _CHANNELS[kind] if v not in taken), _CHANNELS[kind][0])
+            taken.add(chosen[series])
+            _set_channel(trace, kind, chosen[series])
+    return fig
+
+
+def _kind(trace) -> str | None:
+    mode = getattr(trace, "mode", None) or ""
+    if trace.type == "bar":
+        return "bar"
+    if trace.type in ("scatter", "scattergl", "scatter3d"):
+        return ("points3d" if trace.type == "scatter3d" else "points") if "markers" in mode else "lines"
+    return None
+
+
+_CHANNELS = {"bar": PATTERNS, "lines": DASHES, "points": SYMBOLS, "points3d": SYMBOLS_3D}
+
+
+def _look(trace, kind: str) -> tuple:
+    """What tells `trace` apart from the others of its kind, but its colour."""
+    if kind == "bar":
+        return _pattern(trace)
+    return (trace.line.dash or "solid", None if kind == "lines" else trace.marker.symbol or "circle")
+
+
+def _pattern(trace) -> tuple[str, str]:
+    pattern = trace.marker.pattern
+    return (pattern.shape or "", pattern.fillmode or "overlay") if pattern.shape else ("", "overlay")
+
+
+def _channel(trace, kind: str) -> str:
+    """The one channel distinguish sets for this kind, as the trace has it."""
+    return {"bar": lambda: _pattern(trace), "lines": lambda: trace.line.dash or "solid"}.get(
+        kind, lambda: trace.marker.symbol or "circle")()
+
+
+def _set_channel(trace, kind: str, value: str) -> None:
+    if kind == "bar":
+        trace.marker.pattern.shape, trace.marker.pattern.fillmode = value
+    elif kind == "lines":
+        trace.line.dash = value
+    else:
+        trace.marker.symbol = value
+
+
 def plural(n: int, word: str, many: str = "") -> str:
     """A count with its noun: "1 token", "2 tokens", "1,024 tokens"."""
     return f"{n:,} {word if n == 1 else many or word + 's'}"

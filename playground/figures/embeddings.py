@@ -12,7 +12,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import fixed, layout, scrolls
+from playground.figures.common import distinguish, fixed, layout, scrolls
 
 LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
 LABEL_MAX_3D = 80     # in 3D labels pile up in depth sooner: up to this many, smaller (hover beyond)
@@ -69,8 +69,9 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
                               camera=dict(eye=dict(x=1.45, y=1.45, z=0.9), center=dict(x=0, y=0, z=-0.12)))
     # the traces are built here from checked arrays: plotly's per-element validation (most of the time of a
     # 10,000-point figure) is skipped
-    return go.Figure(data=traces, layout=layout(title=dict(text=title), height=560,
-                                                legend=dict(itemsizing="constant"), **extra), _validate=False)
+    fig = go.Figure(data=traces, layout=layout(title=dict(text=title), height=560,
+                                               legend=dict(itemsizing="constant"), **extra), _validate=False)
+    return distinguish(fig)   # a group's points by their shape too, not only their colour
 
 
 CELL_TEXT_MAX = 8  # a similarity heatmap prints its values in the cells up to this many rows (else: on hover)

@@ -19,7 +19,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, layout, row_labels, token_label
+from playground.figures.common import ACCENT, distinguish, layout, row_labels, token_label
 
 ACTION_CLASSES = ("fm-none", "fm-mask", "fm-random", "fm-kept")  # playground.training.bert action codes 0..3
 ACTION_TEXT = ("not selected", "→ [MASK] (80%)", "→ random token (10%)", "kept unchanged (10%)")
@@ -171,7 +171,7 @@ def cards_figure(models: list[dict]) -> go.Figure:
     fig.update_yaxes(type="log", row=1, col=2)
     fig.update_layout(**layout(height=380, barmode="group", legend=dict(orientation="h", y=-0.15),
                                margin=dict(l=10, r=10, t=50, b=40)))
-    return fig
+    return distinguish(fig)
 
 
 def words_html(units: list[tuple[int, int, str]]) -> str:

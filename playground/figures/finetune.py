@@ -8,7 +8,7 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.figures.common import ACCENT, MUTED, layout, visible
+from playground.figures.common import ACCENT, MUTED, distinguish, layout, visible
 
 CHOSEN, REJECTED, KL = "#3c9a5f", "#c0392b", "#8e44ad"
 
@@ -43,7 +43,7 @@ def loss_figure(result: dict) -> go.Figure:
     fig.add_trace(_line(steps, "kl", "KL", KL), 4, 1)
     fig.update_layout(**layout(height=820, legend=dict(orientation="h", y=-0.06)))
     fig.update_xaxes(title_text="Adam step (each a batch of the triples)", row=4, col=1)
-    return fig
+    return distinguish(fig)
 
 
 def counts_markdown(result: dict) -> str:

@@ -7,7 +7,7 @@ import html
 
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, MUTED, layout, token_label, visible
+from playground.figures.common import ACCENT, MUTED, distinguish, layout, token_label, visible
 
 # ---------------------------------------------------------------------------------------------
 # RNN gradient flow: per-step gradient norms, the input-gradient strip, gates over time
@@ -45,13 +45,14 @@ def gradient_flow_figure(cells: dict[str, dict], labels: dict[str, str], chars: 
         if r["status"] == "overflow":
             notes.append(f"{labels[key]}: overflow (inf/NaN), not plotted")
     title = "How far back the training signal reaches: |∂L_T/∂h_t| (log scale)"
-    return go.Figure(data, layout=layout(
+    fig = go.Figure(data, layout=layout(
         title=dict(text=title + ("<br><sub>" + html.escape("; ".join(notes)) + "</sub>" if notes else "")),
         xaxis=dict(title=dict(text="time step t (the loss is at the last step, T)")),
         yaxis=dict(title=dict(text="gradient norm"), type="log", exponentformat="power"),
         height=420, legend=dict(orientation="h", y=-0.2), hovermode="x unified",
         meta={"spans": [list(span) for span in spans], "x0": 1} if spans else None,
     ))
+    return distinguish(fig)
 
 
 def gradient_strip_html(chars: list[str], cells: dict[str, dict], labels: dict[str, str]) -> str:
@@ -178,4 +179,4 @@ def memory_figures(result: dict, labels: dict[str, str]) -> tuple[go.Figure, go.
         title=dict(text="Training loss at the longest distance (cross-entropy at the last step)"), height=380,
         xaxis=dict(title=dict(text="Adam step")), yaxis=dict(title=dict(text="loss"), type="log"),
         legend=dict(orientation="h", y=-0.25)))
-    return acc_fig, loss_fig
+    return distinguish(acc_fig), distinguish(loss_fig)

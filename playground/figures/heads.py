@@ -17,7 +17,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import ACCENT, MUTED, layout
+from playground.figures.common import ACCENT, MUTED, distinguish, layout
 
 SHORT = {"entropy": "entropy", "distance": "distance", "previous": "previous", "first": "first",
          "duplicate": "duplicate", "induction": "induction"}
@@ -44,7 +44,7 @@ def finder_figure(data: dict, top: int) -> go.Figure:
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(**layout(title=f"{stat} of every head over {where} ({data['order']} first: the numbered)",
                                height=max(320, 120 + 22 * L), margin=dict(l=80, r=10, t=50, b=40)))
-    return fig
+    return distinguish(fig)
 
 
 def finder_md(data: dict, top: int, descriptions: dict[str, str]) -> str:
@@ -94,7 +94,7 @@ def copy_loss_figure(data: dict) -> go.Figure:
                                xaxis=dict(title="position in the sequence"), yaxis=dict(title="loss (nats)"),
                                height=380, showlegend=bool(ablation), shapes=shapes, annotations=notes,
                                legend=dict(orientation="h", y=-0.25)))
-    return fig
+    return distinguish(fig)
 
 
 def scores_figure(data: dict) -> go.Figure:
@@ -113,7 +113,7 @@ def scores_figure(data: dict) -> go.Figure:
     fig.update_layout(**layout(title=f"Every head of {data['label']}: induction against previous-token score",
                                xaxis=dict(title="previous-token score", range=[-0.02, 1.02]),
                                yaxis=dict(title="induction score", range=[-0.02, 1.02]), height=420))
-    return fig
+    return distinguish(fig)
 
 
 def _top_table(data: dict, key: str, k: int) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from playground.figures.common import layout
+from playground.figures.common import distinguish, layout
 
 COLOURS = {"none": "#7f7f7f", "bahdanau": "#1f77b4", "dot": "#2ca02c", "general": "#17becf", "transformer": "#d62728"}
 
@@ -83,7 +83,7 @@ def bottleneck_figure(series: dict[str, dict], labels: dict[str, str], trained_u
         fig.add_trace(go.Scatter(x=s["length"], y=s["accuracy"], name=labels.get(key, key), mode="lines+markers",
                                  line=dict(color=COLOURS.get(key), width=3 if key == "none" else 2),
                                  hovertemplate="%{x} words: %{y:.1%}<extra>" + labels.get(key, key) + "</extra>"))
-    return fig
+    return distinguish(fig)
 
 
 def heads_figure(source: list[str], rnn_target: list[str], rnn_alpha: np.ndarray | None, rnn_title: str,
@@ -118,4 +118,4 @@ def heads_figure(source: list[str], rnn_target: list[str], rnn_alpha: np.ndarray
     fig.update_yaxes(showticklabels=True, col=1)
     # upright labels: a narrow panel holds more of them than at -60°
     fig.update_xaxes(type="category", tickangle=-90, showgrid=False, tickfont=dict(size=10), dtick=1)
-    return fig
+    return distinguish(fig)
