@@ -219,6 +219,11 @@
   //   LECTURE.title, when the figure widens).
   function fit(gd) {
     if (!lectureOn || gd.dataset.lecture !== "1" || !gd._fullLayout || !gd._normal) return;
+    if (!(gd.layout || {}).width && Math.abs(gd.clientWidth - gd._fullLayout.width) > 1) {  // drawn for another box
+      gd.dataset.fitted = "";
+      followBox(gd);   // its redraw fits it again
+      return;
+    }
     const update = {}, keep = (key, value, was) => {
       if (!(key in gd._normal.layout)) gd._normal.layout[key] = was ?? null;  // the server's value, once
       if (value !== was) update[key] = value;
@@ -276,11 +281,32 @@
     scaleAll();
   }
 
+  // Every figure follows its box's width. Plotly's own handler of the window's resize measured some figures while
+  // the page was still laying out (panels side by side that lecture mode stacks): a figure drawn at 1,216 px in a
+  // 1280 px window stayed 1,216 px wide when the window became a 1920 px projector's (the Contextual view, Inside one
+  // head, SFT's curve). Each figure's box is observed; a figure narrower or wider than its box is resized to it.
+  // Checked once the box has rested, after plotly's own resize (100 ms after the window's), and again after each
+  // resize of ours, a few times at most.
+  function followBox(gd, tries = 3) {
+    clearTimeout(gd._boxTimer);
+    gd._boxTimer = setTimeout(() => {
+      const full = gd._fullLayout, own = gd.layout || {};
+      if (!window.Plotly || !full || own.width || own.autosize === false || !gd.offsetParent || tries <= 0) return;
+      if (Math.abs(gd.clientWidth - full.width) <= 1) return;
+      Promise.resolve(window.Plotly.Plots.resize(gd)).then(() => followBox(gd, tries - 1), () => {});
+    }, 150);
+  }
+  const boxes = new ResizeObserver((entries) => entries.forEach(({ target }) => followBox(target)));
+  const observeBoxes = () => document.querySelectorAll(".js-plotly-plot:not([data-boxed])").forEach((gd) => {
+    gd.dataset.boxed = "1";
+    boxes.observe(gd);
+  });
+
   let pending = false;
   new MutationObserver(() => {
-    if (pending || !lectureOn) return;
+    if (pending) return;
     pending = true;
-    setTimeout(() => { pending = false; scaleAll(); }, 200);
+    setTimeout(() => { pending = false; observeBoxes(); if (lectureOn) scaleAll(); }, 200);
   }).observe(document.documentElement, { childList: true, subtree: true });
 
   window.playgroundView = { set, copy, lecture, drop, restored, follow, open };

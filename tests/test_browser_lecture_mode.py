@@ -11,8 +11,6 @@ import os
 import re
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import Traffic
 
 SIZES = [(1920, 1080), (1280, 720)]
@@ -109,10 +107,11 @@ def _resize(page, width: int, height: int) -> None:
     page.wait_for_function(SETTLED_JS, timeout=20_000)
 
 
-@pytest.mark.xfail(strict=False, reason="issue #32, seen once in the full suite (2026-11-25 18:56): at 1920x1080 the "
-                   "Attention tab's Inside one head panels stayed 1216 px wide of 1856 after the suite's other browser "
-                   "tests had used the session's Chromium; the file passes alone. Not yet explained")
 def test_every_figure_reads_on_a_projector_in_lecture_mode(app_url, browser):
+    """Also: a figure drawn in a 1280 px window fills a 1920 px one after the resize (a laptop's window dragged to the
+    projector). Plotly's own resize measured five figures while their panels were still being laid out, and they
+    stayed 1216 px wide of 1856 (assets/view.js now follows each figure's box; until then this test failed in every
+    full run, marked as an expected failure)."""
     shots = Path(os.environ["LECTURE_SHOTS"]) if os.environ.get("LECTURE_SHOTS") else None  # pictures check nothing
     if shots:
         shots.mkdir(parents=True, exist_ok=True)
