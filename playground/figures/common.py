@@ -105,6 +105,8 @@ def _set_channel(trace, kind: str, value: str) -> None:
         trace.line.dash = value
     else:
         trace.marker.symbol = value
+        if trace.marker.size is None and kind == "points":   # plotly's 6 px leaves a pentagon a dot
+            trace.marker.size = 8
 
 
 def plural(n: int, word: str, many: str = "") -> str:
