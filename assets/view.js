@@ -219,9 +219,9 @@
   //   LECTURE.title, when the figure widens).
   function fit(gd) {
     if (!lectureOn || gd.dataset.lecture !== "1" || !gd._fullLayout || !gd._normal) return;
-    if (!(gd.layout || {}).width && Math.abs(gd.clientWidth - gd._fullLayout.width) > 1) {  // drawn for another box
+    if (drawnForAnotherBox(gd) && !gd._boxGaveUp) {
       gd.dataset.fitted = "";
-      followBox(gd);   // its redraw fits it again
+      followBox(gd);   // fits it again once it is drawn for its box
       return;
     }
     const update = {}, keep = (key, value, was) => {
@@ -285,18 +285,29 @@
   // the page was still laying out (panels side by side that lecture mode stacks): a figure drawn at 1,216 px in a
   // 1280 px window stayed 1,216 px wide when the window became a 1920 px projector's (the Contextual view, Inside one
   // head, SFT's curve). Each figure's box is observed; a figure narrower or wider than its box is resized to it.
+  const drawnForAnotherBox = (gd) => {
+    const own = gd.layout || {};
+    const full = gd._fullLayout;
+    return !own.width && own.autosize !== false && !!full && Math.abs(gd.clientWidth - full.width) > 1;
+  };
   // Checked once the box has rested, after plotly's own resize (100 ms after the window's), and again after each
-  // resize of ours, a few times at most.
+  // resize of ours, a few times at most; then lecture mode's type is fitted to the figure as it is drawn.
   function followBox(gd, tries = 3) {
     clearTimeout(gd._boxTimer);
     gd._boxTimer = setTimeout(() => {
-      const full = gd._fullLayout, own = gd.layout || {};
-      if (!window.Plotly || !full || own.width || own.autosize === false || !gd.offsetParent || tries <= 0) return;
-      if (Math.abs(gd.clientWidth - full.width) <= 1) return;
+      if (!window.Plotly || !gd._fullLayout || !gd.offsetParent) return;
+      if (!drawnForAnotherBox(gd) || tries <= 0) {
+        gd._boxGaveUp = drawnForAnotherBox(gd);
+        fit(gd);
+        return;
+      }
       Promise.resolve(window.Plotly.Plots.resize(gd)).then(() => followBox(gd, tries - 1), () => {});
     }, 150);
   }
-  const boxes = new ResizeObserver((entries) => entries.forEach(({ target }) => followBox(target)));
+  const boxes = new ResizeObserver((entries) => entries.forEach(({ target }) => {
+    target._boxGaveUp = false;
+    followBox(target);
+  }));
   const observeBoxes = () => document.querySelectorAll(".js-plotly-plot:not([data-boxed])").forEach((gd) => {
     gd.dataset.boxed = "1";
     boxes.observe(gd);
