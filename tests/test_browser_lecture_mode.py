@@ -82,12 +82,15 @@ PROBLEMS_JS = """([share, smallest]) => {
 }"""
 
 # The view has settled: no output of the open tab still computing (Gradio's status tracker, shown while an event
-# runs), and every figure shown is drawn, scaled for lecture mode and fitted to its size (assets/view.js marks it)
+# runs), and every figure shown is drawn, scaled for lecture mode and fitted to its size (assets/view.js marks it),
+# at its box's width (a fit that ran just before the window's resize reached the page had marked a 1216 px figure
+# fitted in the 1856 px page; its resize to the box came a moment later)
 SETTLED_JS = """() => {
   const shown = (selector) => [...document.querySelectorAll(selector)].filter((el) => el.offsetParent);
   const plots = shown('.js-plotly-plot');
   return shown('#tabs .wrap.full:not(.hide), #tabs .wrap.minimal:not(.hide)').length === 0 && plots.length > 0
-    && plots.every((gd) => gd._fullLayout && gd.dataset.lecture === '1' && gd.dataset.fitted === '1');
+    && plots.every((gd) => gd._fullLayout && gd.dataset.lecture === '1' && gd.dataset.fitted === '1'
+                           && (gd.layout.width || Math.abs(gd.clientWidth - gd._fullLayout.width) <= 1));
 }"""
 
 
