@@ -54,7 +54,7 @@ def distinguish(fig):
         kind = _kind(trace)
         if kind:
             groups.setdefault((kind, getattr(trace, "xaxis", None), getattr(trace, "yaxis", None)), []).append(trace)
-    chosen: dict[tuple, str] = {}   # (kind, series) -> the symbol, dash or pattern it was given
+    chosen: dict[tuple, object] = {}   # (kind, series) -> the symbol, dash or pattern it was given
     for (kind, _, _), traces in groups.items():
         looks = [_look(trace, kind) for trace in traces]
         alike = [trace for trace, look in zip(traces, looks) if looks.count(look) > 1]
@@ -81,24 +81,19 @@ _CHANNELS = {"bar": PATTERNS, "lines": DASHES, "points": SYMBOLS, "points3d": SY
 
 
 def _look(trace, kind: str) -> tuple:
-    """What tells `trace` apart from the others of its kind, but its colour."""
-    if kind == "bar":
-        return _pattern(trace)
-    return (trace.line.dash or "solid", None if kind == "lines" else trace.marker.symbol or "circle")
+    """What tells `trace` apart from the others of its kind, but its colour: its channel, and a line's dash."""
+    return (None if kind == "bar" else trace.line.dash or "solid", _channel(trace, kind))
 
 
-def _pattern(trace) -> tuple[str, str]:
-    pattern = trace.marker.pattern
-    return (pattern.shape or "", pattern.fillmode or "overlay") if pattern.shape else ("", "overlay")
-
-
-def _channel(trace, kind: str) -> str:
+def _channel(trace, kind: str):
     """The one channel distinguish sets for this kind, as the trace has it."""
-    return {"bar": lambda: _pattern(trace), "lines": lambda: trace.line.dash or "solid"}.get(
-        kind, lambda: trace.marker.symbol or "circle")()
+    if kind == "bar":
+        pattern = trace.marker.pattern
+        return (pattern.shape, pattern.fillmode or "overlay") if pattern.shape else ("", "overlay")
+    return trace.line.dash or "solid" if kind == "lines" else trace.marker.symbol or "circle"
 
 
-def _set_channel(trace, kind: str, value: str) -> None:
+def _set_channel(trace, kind: str, value) -> None:
     if kind == "bar":
         trace.marker.pattern.shape, trace.marker.pattern.fillmode = value
     elif kind == "lines":
