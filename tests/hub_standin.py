@@ -34,9 +34,9 @@ _MADE: dict[str, Path] = {}
 
 
 def tiny_smollm2_once(tmp_path_factory) -> Path:
-    """tiny_smollm2 (seed 0) made once per test process and shared, read-only, by test_hub.py and test_space.py:
-    transformers reads the GGUF tokenizer in 30-60 s, and both modules used to make the same folder. They are one
-    pytest-xdist group ("hub": their pytestmark), so with two workers they run in one process and share it too."""
+    """tiny_smollm2 (seed 0) made once per test process and shared, read-only, by test_hub.py and test_space.py (both
+    modules used to make the same folder; its tokenizer is read once per run, tests/smollm2_reference.py). They are
+    one pytest-xdist group ("hub": their pytestmark), so with two workers they run in one process and share it too."""
     root = str(tmp_path_factory.getbasetemp())
     if root not in _MADE:
         _MADE[root] = tiny_smollm2(tmp_path_factory.mktemp("hub-files") / "SmolLM2-135M-Instruct",
