@@ -271,3 +271,16 @@ def test_the_bench_follow_driver_counts_every_delivery_through_the_page_protocol
     assert not result.errors, result.errors[:3]
     assert len(result.reached) == len(result.drawn) == 6 and sorted(result.by_change) == [1, 2]
     assert all(0 <= delay < 60 for delay in result.reached + result.drawn)
+
+
+def test_the_bench_follow_rows_hold_only_the_view_reaching_the_page_to_the_budget():
+    """Issue #37's budget is the view reaching each page; the figure's and the real browsers' delays are reported
+    beside it, unjudged, and the rows say where the Chromium pages drew."""
+    from playground.tools import bench_follow
+
+    result = bench_follow.FollowResult(reached=[0.2, 0.4] * 3, drawn=[1.5] * 6, browsed=[2.0] * 6)
+    rows = bench_follow._rows("one copy", result, followers=1, browsers=1, background=True)
+    assert [(budget, ok) for _, _, _, budget, ok in rows] == [("p95 ≤ 1 s", True), ("", None), ("", None)]
+    assert all("1 Chromium pages in the background" in metric for metric, *_ in rows)
+    late = bench_follow._rows("one copy", bench_follow.FollowResult(reached=[1.5] * 6), followers=1, browsers=0)
+    assert late[0][3:] == ("p95 ≤ 1 s", False) and "in the background" not in late[0][0]
