@@ -316,8 +316,9 @@ def follow_rows(followers: int = 200, browsers: int = 3) -> list[tuple]:
     nearest this machine comes to separate computers."""
     rows = []
     own = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-    ways = ((0, False), (browsers, False)) + (((browsers, True),) if background_group() else ())
-    if not background_group():
+    backgrounds = (False, True) if background_group() else (False,)
+    ways = [(0, False)] + [(browsers, background) for background in backgrounds]
+    if len(backgrounds) == 1:
         rows.append(("follow me with the Chromium pages in the background: not measured (needs a writable cgroup "
                      "v1 cpu controller)", "", "", "", None))
     with served_app(warm=True, env=own) as (url, _):
@@ -341,6 +342,8 @@ def background_group() -> str | None:
     """A CPU group of the least weight (cgroup v1 `cpu.shares` 2, where a process's default is 1024) for the Chromium
     pages, or None where this machine has no writable cgroup v1 cpu controller: in it they get a core only when the
     server and the driver leave it idle. Niceness is not enough: Chromium run as root sets its processes' own."""
+    if not os.path.exists(os.path.join(os.path.dirname(CPU_GROUP), "cpu.shares")):   # no such controller mounted
+        return None
     try:
         os.makedirs(CPU_GROUP, exist_ok=True)
         with open(os.path.join(CPU_GROUP, "cpu.shares"), "w", encoding="ascii") as out:
