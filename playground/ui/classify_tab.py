@@ -152,6 +152,7 @@ def build(demo: gr.Blocks) -> None:
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         file = gr.DownloadButton("Download JSON", size="sm")
         data = gr.JSON(label="classify")
-    gr.on([run.click, text.submit], classify, inputs=[text, model, ig_steps],
+    # the page opens on the example sentence's answer (painted at start: ui/cache.prewarm), as every other view does
+    gr.on([demo.load, run.click, text.submit], classify, inputs=[text, model, ig_steps],
           outputs=[probs, attributions, steps, described, file, data], api_name="classify")
     _curve_panel()
