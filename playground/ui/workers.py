@@ -12,6 +12,7 @@ a new sentence's gradient flow (0.2 s of CPU) took over half a second and moved 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import statistics
 import threading
@@ -47,7 +48,9 @@ class Workers:
     """`quick` workers for the events whose computations take well under `threshold` seconds of CPU and `slow` ones
     for those that do not. A new event counts as quick until it has taken long. `long`: every computation under
     these workers is a slow one (live training), whichever pool it takes. The meter `take` yields says which
-    (`meter.slow`): ui/compute.py computes the slow ones in its slow lane."""
+    (`meter.slow`): ui/compute.py computes the slow ones in its slow lane. `expect_slow`: an event known to take
+    seconds starts in the slow pool instead (its first computation, in the quick lane, held the quick questions up
+    for its seconds, and loaded there what the slow lane loads too: a second copy, docs/performance.md)."""
 
     def __init__(self, quick: int, slow: int = 0, threshold: float = 0.5, long: bool = False):
         self.threshold, self.long = threshold, long
@@ -58,6 +61,11 @@ class Workers:
         self._size = {False: quick, True: slow}
         self._asking = {False: 0, True: 0}  # computations computing or waiting, per pool
         self.spent: dict[str, list[float]] = {}  # handler -> computations, seconds waiting, computing, of CPU
+
+    def expect_slow(self, handler: str) -> None:
+        """`handler` counts as slow until its own computations say otherwise (its median, as any event's)."""
+        with self._lock:
+            self._recent.setdefault(handler, deque([math.inf], maxlen=RECENT))
 
     def is_slow(self, handler: str) -> bool:
         """Whether `handler`'s computations go to the slow pool: the median of its last RECENT is over the threshold."""
