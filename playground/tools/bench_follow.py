@@ -271,10 +271,10 @@ class FollowRoom:
 
         with tempfile.TemporaryDirectory() as folder:
             executable = shutil.which("chromium")
-            if self.background:   # the browser joins the group before it starts, and every process it starts with it
+            if self.background:   # the group follow_rows made (background_group): the browser and its processes join it
                 wrapper = os.path.join(folder, "chromium")
                 with open(wrapper, "w", encoding="utf-8") as out:
-                    out.write(f'#!/bin/sh\necho $$ > "{background_group()}/cgroup.procs"\nexec "{executable}" "$@"\n')
+                    out.write(f'#!/bin/sh\necho $$ > "{CPU_GROUP}/cgroup.procs"\nexec "{executable}" "$@"\n')
                 os.chmod(wrapper, 0o755)
                 executable = wrapper
             async with async_playwright() as p:
