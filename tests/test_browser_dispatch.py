@@ -17,16 +17,87 @@ from playground.ui import patches
 from playground.ui.pagecache import CachedPage
 from tests.conftest import free_port
 
-BUNDLE = next((Path(gr.__file__).parent / "templates" / "frontend" / "assets").glob("Blocks-*.js"))
+ASSETS = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
+BUNDLE = next(ASSETS.glob("Blocks-*.js"))
+CORE = next(ASSETS.glob("core-*.js"))
 
 
-def test_gradios_bundle_is_served_with_its_fixes():
-    """A new Gradio whose bundle no longer has the fixed form fails here (then check the dispatch again)."""
-    served = patches.fix_frontend(f"/assets/{BUNDLE.name}", BUNDLE.read_bytes())
-    assert patches._AGAIN_WHOLE not in served and served.count(patches._AGAIN_ALONE) == 2
-    assert patches._EVERY_STATUS not in served and served.count(patches._CHANGED_STATUS) == 1
+def served(path: Path) -> str:
+    return patches.fix_frontend(f"/assets/{path.name}", path.read_bytes()).decode()
+
+
+def method(source: str, start: str, next_member: str) -> str:
+    """One method of a minified class, as its text: from its name to the next member's."""
+    begin = source.index(start)
+    return source[begin:source.index(next_member, begin)]
+
+
+def test_gradios_files_are_served_with_their_fixes():
+    """A new Gradio whose files no longer have the fixed forms fails here (then check the dispatch and the page's
+    opening again)."""
+    bundle, core = served(BUNDLE).encode(), served(CORE).encode()
+    assert patches._AGAIN_WHOLE not in bundle and bundle.count(patches._AGAIN_ALONE) == 2
+    assert patches._EVERY_STATUS not in bundle and bundle.count(patches._CHANGED_STATUS) == 1
+    assert patches._STATE_FIRST not in bundle and bundle.count(patches._ARGS_FIRST) == 1
+    assert patches._TREE_BUILT not in core and core.count(patches._TREE_BUILT_AFRESH) == 1
+    assert patches._SCAN_EVERY_DEPENDENCY not in core and core.count(patches._LOOK_UP_THE_INDEX) == 1
     other = b"this.queue.delete(r.id),this.dispatch(e)"
     assert patches.fix_frontend("/assets/Other-abc.js", other) == other
+
+
+# Gradio's method and the fixed one, each the body of a class of its own, run on the same values in the browser
+SAME_ATTACHED_EVENTS_JS = """([gradios, fixed, dependencies, ids]) => {
+  const [before, after] = [gradios, fixed].map((text) => new (eval(`(class { ${text} })`))());
+  const attached = (tree, id) => tree.find_attached_events({id, props: {shared_props: {}}}, dependencies)
+    .props.shared_props.attached_events;
+  after._attached = null;  // as the fixed postprocess does before its walk
+  return ids.map((id) => [id, attached(before, id), attached(after, id)]);
+}"""
+SAME_EVENT_ARGS_JS = """async ([gradios, fixed, cases]) => {
+  const run = async (text, [id, args, state]) => {
+    const made = [], blocks = new (eval(`(class { ${text} })`))();
+    blocks.get_state_cb = async (i) => (made.push(['get', i]), state);
+    blocks.update_state_cb = async (i, values) => made.push(['update', i, values]);
+    const undo = await blocks.set_event_args(id, args);
+    await undo();
+    return made.filter(([what]) => what === 'update');
+  };
+  const out = [];
+  for (const c of cases) out.push([JSON.stringify(await run(gradios, c)), JSON.stringify(await run(fixed, c))]);
+  return out;
+}"""
+
+
+def test_the_pages_opening_attaches_every_components_events_as_gradios_own_did(browser):
+    """The page's opening without its two quadratic walks (ui/patches.py) hands every component of the app the same
+    events, in the same order, and sets the same event arguments, as Gradio's own methods did: both run in the
+    browser on the app's own dependencies, with made-up ones for the cases the app does not have (two events of a
+    dependency on one component, an empty event name, event arguments)."""
+    import app
+
+    config = app.demo.get_config_file()
+    ids = [c["id"] for c in config["components"]]
+    one, two = max(ids) + 1, max(ids) + 2  # components of the made-up dependencies only
+    made_up = [{"targets": [[one, "change"], [one, "input"], [two, ""]]}, {"targets": [[two, "click"], [one, "blur"]]}]
+    dependencies = [{"targets": d["targets"]} for d in config["dependencies"]] + made_up
+    ids += [one, two]
+    gradios = method(CORE.read_text(), "find_attached_events(e,t){", "traverse(e,t){")
+    fixed = method(served(CORE), "find_attached_events(e,t){", "traverse(e,t){")
+    args = [[7, {}, {"value": 1}], [7, {"value": 2}, {"value": 1}], [7, {"value": 2}, None], [7, {}, None]]
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        attached = page.evaluate(SAME_ATTACHED_EVENTS_JS, [gradios, fixed, dependencies, ids])
+        event_args = page.evaluate(SAME_EVENT_ARGS_JS, [method(BUNDLE.read_text(), "async set_event_args(e,t){",
+                                                               "async cancel(e){"),
+                                                        method(served(BUNDLE), "async set_event_args(e,t){",
+                                                               "async cancel(e){"), args])
+    finally:
+        context.close()
+    assert [(i, a) for i, a, b in attached if a != b] == [], "the fixed walk attaches other events"
+    assert sum(bool(a) for _, a, _ in attached) > 100 and attached[-2][1] == ["change", "blur"]  # not vacuous
+    assert all(a == b for a, b in event_args), event_args
+    assert event_args[1][0] != "[]"  # a dependency with arguments still sets them
 
 
 @pytest.fixture(scope="module")

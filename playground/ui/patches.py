@@ -59,10 +59,15 @@ def apply() -> None:
     _hand_the_lock_over_sooner()
 
 
-# Gradio 6.31's frontend (its main bundle, /assets/Blocks-<hash>.js), fixed where it is served (ui/pagecache.py).
-# Its `dispatch(e)` runs the dependencies that listen to an event, one after another in the order they were wired
-# (the app relies on it: a model's new slider bounds are set before its view reads the sliders). Two faults, each
-# measured on a page that opens a lecturer's link (a sentence and a selected word, whose change each view follows):
+# Gradio 6.31's frontend, fixed where it is served (ui/pagecache.py): its main bundle (/assets/Blocks-<hash>.js) and
+# the module that builds the page's tree (/assets/core-<hash>.js). Each fix is a replacement of one exact piece of
+# the minified file; `fix_frontend` leaves a file that lacks the piece unchanged (tests/test_browser_dispatch.py
+# fails when Gradio's files no longer have them).
+#
+# The dispatch. `dispatch(e)` runs the dependencies that listen to an event, one after another in the order they
+# were wired (the app relies on it: a model's new slider bounds are set before its view reads the sliders). Two
+# faults, each measured on a page that opens a lecturer's link (a sentence and a selected word, whose change each
+# view follows):
 # - A dependency with trigger_mode "always_last" (Gradio's default for change events, and every model view's)
 #   that is triggered while it runs waits, and when it ends the page dispatches the *whole event* again, so every
 #   other listener of that trigger runs again too. Listeners that take different times then keep deferring and
@@ -78,14 +83,40 @@ _AGAIN_WHOLE, _AGAIN_ALONE = (b"this.queue.delete(r.id),this.dispatch(e)",
 _EVERY_STATUS = b"Object.entries(this.loading_stati.current).map("
 _CHANGED_STATUS = (b"Object.entries(this.loading_stati.current).filter(([e,t])=>{let s=JSON.stringify(t),m=this._sent||"
                    b"(this._sent=new Map);return m.get(e)!==s&&(m.set(e,s),!0)}).map(")
+# The page's opening. Two walks made every page load quadratic in its size (this app: ~1,060 components and ~430
+# dependencies; Chromium's profile of one load, 2.4 s of script, had 1.2 s in them):
+# - `set_event_args` is called for every target of every dependency and first fetches that component's state, by a
+#   walk of the whole tree from its root, before it looks whether the dependency has event arguments at all (this
+#   app's have none). Fixed, it returns first when there are none: what it returned then, a function that does
+#   nothing, and nothing else.
+# - `find_attached_events` runs for every node of the tree and scans every dependency's targets for that node's id.
+#   Fixed, the targets are indexed by id once per build of the tree (`postprocess`), in the dependencies' order,
+#   each dependency's first event on that id, as the scan found them.
+_STATE_FIRST = b"async set_event_args(e,t){let n={},r=await this.get_state_cb?.(e);"
+_ARGS_FIRST = (b"async set_event_args(e,t){if(!t||Object.keys(t).length===0)return()=>{};"
+               b"let n={},r=await this.get_state_cb?.(e);")
+_TREE_BUILT = b"postprocess(e){this.root=this.traverse(e,["
+_TREE_BUILT_AFRESH = b"postprocess(e){this._attached=null;this.root=this.traverse(e,["
+_SCAN_EVERY_DEPENDENCY = (b"find_attached_events(e,t){let n=t.filter(t=>t.targets.find(([t])=>t===e.id)).map(t=>{let n="
+                          b"t.targets.find(([t])=>t===e.id);return n?n[1]:null}).filter(Boolean);")
+_LOOK_UP_THE_INDEX = (b"find_attached_events(e,t){let m=this._attached;if(!m){m=this._attached=new Map;for(let d of t){"
+                      b"let s=new Set;for(let[i,v]of d.targets)s.has(i)||(s.add(i),v&&(m.get(i)??m.set(i,[]).get(i))"
+                      b".push(v))}}let n=[...m.get(e.id)??[]];")
+FIXES = {"/assets/Blocks-": ((_AGAIN_WHOLE, _AGAIN_ALONE), (_EVERY_STATUS, _CHANGED_STATUS),
+                            (_STATE_FIRST, _ARGS_FIRST)),
+         "/assets/core-": ((_TREE_BUILT, _TREE_BUILT_AFRESH), (_SCAN_EVERY_DEPENDENCY, _LOOK_UP_THE_INDEX))}
 
 
 def fix_frontend(path: str, body: bytes) -> bytes:
-    """`body` of the frontend's file at `path`, with Gradio's dispatch fixed (above) if `path` is its main bundle;
-    any other file unchanged (tests/test_browser_dispatch.py checks that the bundle Gradio serves is fixed)."""
-    if not (path.startswith("/assets/Blocks-") and path.endswith(".js")):
+    """`body` of the frontend's file at `path`, with Gradio's fixes (above) if `path` is one of the fixed files; any
+    other file unchanged (tests/test_browser_dispatch.py checks that the files Gradio serves are fixed)."""
+    if not path.endswith(".js"):
         return body
-    return body.replace(_AGAIN_WHOLE, _AGAIN_ALONE).replace(_EVERY_STATUS, _CHANGED_STATUS)
+    for prefix, fixes in FIXES.items():
+        if path.startswith(prefix):
+            for old, new in fixes:
+                body = body.replace(old, new)
+    return body
 
 
 def _skip_gradio_stub_rewrite() -> None:
