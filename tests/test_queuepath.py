@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import random
 import uuid
+from pathlib import Path
 
 import httpx
 import orjson
@@ -229,6 +230,12 @@ def test_the_frontends_files_are_kept_compressed_with_headers_that_let_browsers_
     assert answer.headers["content-encoding"] == "br" and brotli.decompress(squeezed) == plain.content
     assert "immutable" in plain.headers["cache-control"] and "max-age=31536000" in plain.headers["cache-control"]
     assert client.get("assets/no-such-file.js").status_code == 404  # a missing file is not kept
+    # the files the app fixes (ui/patches.fix_frontend) are not Gradio's under Gradio's hashes: kept an hour only
+    import gradio as gr
+
+    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
+    for name in (next(assets.glob("Blocks-*.js")).name, next(assets.glob("core-*.js")).name):
+        assert client.get(f"assets/{name}").headers["cache-control"] == "public, max-age=3600", name
 
 
 def test_visitors_who_come_while_the_page_is_built_wait_for_that_one_build():

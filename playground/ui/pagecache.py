@@ -14,8 +14,9 @@ The page then loads about 95 scripts and style sheets of Gradio's frontend (`/as
 their content, and `/static/`), which Gradio serves from disk and Brotli-compresses again for every request, with no
 caching headers, so every visitor asks for every file again. They are kept compressed too (Brotli and gzip, once
 each), and sent with headers that let the browser keep them: a file under `/assets/` for a year (its name changes
-with its content), the rest for an hour. Gradio's main bundle is sent with the app's fix of its event dispatch
-(ui/patches.fix_frontend).
+with its content), the rest for an hour. Gradio's main bundle and the module that builds the page's tree are sent
+with the app's fixes (ui/patches.fix_frontend), kept for an hour only: their names are the hashes of Gradio's
+files, so a browser that kept them for a year would keep an older app's fixes through its upgrades.
 """
 
 from __future__ import annotations
@@ -122,6 +123,8 @@ class CachedPage:
             await send({"type": "http.response.body", "body": bytes(body)})
             return None
         plain = fix_frontend(scope["path"], bytes(body))
+        if plain != body and IMMUTABLE in extra:  # its name is the hash of Gradio's file, not of the one sent
+            extra = tuple(HOUR if header == IMMUTABLE else header for header in extra)
         return KeptPage((*headers, *extra), plain, gzip.compress(plain, compresslevel=6, mtime=0),
                         brotli.compress(plain, quality=5) if len(plain) > 400 else None)
 
