@@ -100,6 +100,60 @@ def test_the_pages_opening_attaches_every_components_events_as_gradios_own_did(b
     assert event_args[1][0] != "[]"  # a dependency with arguments still sets them
 
 
+# Gradio's find by id (a walk of the tree) and the fixed one (kept paths), on the app's own tree, then on that tree
+# changed as a re-render changes it: each finds the same node object (or none) for every id, known or not
+SAME_NODE_JS = """([gradios, fixed, layout]) => {
+  const [before, after] = [gradios, fixed].map((text) => new Function(`${text}; return Z;`)());
+  const root = structuredClone(layout);
+  let next = 0;
+  const walk = (node) => { next = Math.max(next, node.id + 1); (node.children || []).forEach(walk); };
+  walk(root);
+  const made = (depth) => ({id: next++, children: depth ? [made(depth - 1), made(0)] : undefined});
+  const differ = [], found = {};
+  const compare = (label, from = root, unknown = false) => {  // an unknown id walks the tree afresh: asked apart
+    for (const id of unknown ? [-1, next, next + 1] : Array.from({length: next}, (_, i) => i)) {
+      const a = before(from, id), b = after(from, id);
+      if (a !== b) differ.push([label, id]);
+      found[label] = (found[label] || 0) + (a !== null);
+    }
+  };
+  const inner = [];  // nodes with children below the root, deepest last
+  const collect = (node) => (node.children || []).forEach((c) => { if (c.children?.length) inner.push(c); collect(c); });
+  collect(root);
+  compare("the app's tree");
+  compare('again, from the kept paths');
+  inner[3].children = [made(2), made(1)];  // a part re-rendered: its children new nodes with new ids
+  compare('a part re-rendered');
+  const moved = inner[inner.length - 1].children.pop();  // a node moved to another parent
+  inner[1].children.unshift(moved);
+  compare('a node moved');
+  inner[1].children.splice(2, 1);  // a node removed
+  compare('a node removed');
+  inner[2].children[0] = made(1);  // one node replaced in place
+  compare('a node replaced');
+  compare('from a node other than the root', inner[1]);
+  compare('ids not in the tree', root, true);
+  return {differ, found};
+}"""
+
+
+def test_a_component_is_found_as_gradios_walk_found_it(browser):
+    """The fixed find by id (kept paths, ui/patches.py) gives the same node as Gradio's walk for every id of the
+    app's own tree, and after the changes a re-render makes (new children, a node moved, removed or replaced)."""
+    import app
+
+    layout = app.demo.get_config_file()["layout"]
+    start = "function Z(e,t){"
+    gradios, fixed = (method(text, start, "function Ie(e,t){") for text in (CORE.read_text(), served(CORE)))
+    context = browser.new_context()
+    try:
+        result = context.new_page().evaluate(SAME_NODE_JS, [gradios, fixed, layout])
+    finally:
+        context.close()
+    assert result["differ"] == [], result["differ"][:10]
+    assert result["found"]["the app's tree"] > 1000 and len(result["found"]) == 8, result["found"]  # not vacuous
+
+
 @pytest.fixture(scope="module")
 def two_listeners():
     """A page with one button whose click two always_last listeners follow, one slower than the other; every call's
