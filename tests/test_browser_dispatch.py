@@ -33,14 +33,15 @@ def method(source: str, start: str, next_member: str) -> str:
 
 
 def test_gradios_files_are_served_with_their_fixes():
-    """A new Gradio whose files no longer have the fixed forms fails here (then check the dispatch and the page's
-    opening again)."""
+    """A new Gradio whose files no longer have the fixed forms fails here (then check the dispatch, the page's
+    opening and the find by id again)."""
     bundle, core = served(BUNDLE).encode(), served(CORE).encode()
     assert patches._AGAIN_WHOLE not in bundle and bundle.count(patches._AGAIN_ALONE) == 2
     assert patches._EVERY_STATUS not in bundle and bundle.count(patches._CHANGED_STATUS) == 1
     assert patches._STATE_FIRST not in bundle and bundle.count(patches._ARGS_FIRST) == 1
     assert patches._TREE_BUILT not in core and core.count(patches._TREE_BUILT_AFRESH) == 1
     assert patches._SCAN_EVERY_DEPENDENCY not in core and core.count(patches._LOOK_UP_THE_INDEX) == 1
+    assert patches._WALK_PER_LOOKUP not in core and core.count(patches._KEPT_PATHS) == 1
     other = b"this.queue.delete(r.id),this.dispatch(e)"
     assert patches.fix_frontend("/assets/Other-abc.js", other) == other
 
