@@ -123,8 +123,8 @@ class CachedPage:
             await send({"type": "http.response.body", "body": bytes(body)})
             return None
         plain = fix_frontend(scope["path"], bytes(body))
-        if plain != body and IMMUTABLE in extra:  # its name is the hash of Gradio's file, not of the one sent
-            extra = tuple(HOUR if header == IMMUTABLE else header for header in extra)
+        if plain != body and extra == (IMMUTABLE,):  # its name is the hash of Gradio's file, not of the one sent
+            extra = (HOUR,)
         return KeptPage((*headers, *extra), plain, gzip.compress(plain, compresslevel=6, mtime=0),
                         brotli.compress(plain, quality=5) if len(plain) > 400 else None)
 
