@@ -181,6 +181,23 @@ def test_an_answer_whose_download_is_gone_is_computed_again(tmp_path):
     assert gradio.computed == 2
 
 
+def test_an_answer_is_kept_before_its_last_event_reaches_the_caller(served):
+    """A caller who posts the same call the moment the answer is in meets it kept. It was kept only once Gradio's
+    handler had returned, after the caller had the answer: on a loaded server a quick second call was computed again."""
+    gradio, middleware, _ = served
+    kept_as_it_arrived = []
+
+    async def caller(scope, receive, send):  # the caller's side of the middleware: what is kept as each part arrives
+        async def arrive(message) -> None:
+            if b"event: complete" in message.get("body", b""):
+                kept_as_it_arrived.append(len(middleware))
+            await send(message)
+        await middleware(scope, receive, arrive)
+
+    call(TestClient(caller), "tokenize", "The bank.", ["bpe"])
+    assert kept_as_it_arrived == [1]
+
+
 def test_the_kept_answers_stay_within_their_bytes():
     gradio = Gradio()
     middleware = CachedCalls(gradio, max_bytes=2_000, cacheable=frozenset({"tokenize"}))

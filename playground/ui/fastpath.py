@@ -136,19 +136,21 @@ class CachedCalls:
         if following is None:
             return await self.app(scope, receive, send)
 
-        stream, status = bytearray(), 0
+        stream, status, kept = bytearray(), 0, False
 
-        async def tee(message) -> None:
-            nonlocal status
+        async def tee(message) -> None:  # the answer is kept before its last event reaches the caller: a caller who
+            nonlocal status, kept        # posts the same call the moment it has the answer meets it kept
             if message["type"] == "http.response.start":
                 status = message["status"]
             elif message["type"] == "http.response.body" and len(stream) <= MAX_ANSWER:
-                stream.extend(message.get("body", b""))
+                chunk = message.get("body", b"")
+                stream.extend(chunk)
+                if (not kept and status == 200 and len(stream) <= MAX_ANSWER
+                        and (b"event: complete\n" in chunk or not message.get("more_body", False))):
+                    kept = self._keep(*following, bytes(stream))
             await send(message)
 
         await self.app(scope, receive, tee)
-        if status == 200 and len(stream) <= MAX_ANSWER:
-            self._keep(*following, bytes(stream))
 
     def status(self) -> dict:
         """What the caches hold and have done, and whether the page's defaults are answered yet (`prewarm`):
@@ -165,17 +167,21 @@ class CachedCalls:
 
     # -- the store
 
-    def _keep(self, key: bytes, root: bytes, stream: bytes) -> None:
-        """The stream's final answer, if the call succeeded: its `complete` event alone, gaps for its root."""
+    def _keep(self, key: bytes, root: bytes, stream: bytes) -> bool:
+        """The stream's final answer, if the call succeeded and it is all in: its `complete` event alone, gaps for
+        its root. Whether it was kept."""
+        if not stream.endswith(b"\n\n"):
+            return False
         events = stream.split(b"\n\n")
         if any(e.startswith(b"event: error") for e in events):
-            return
+            return False
         complete = [e for e in events if e.startswith(b"event: complete\n")]
         if len(complete) != 1:
-            return
+            return False
         body = complete[0] + b"\n\n"
         self.kept.put(key, Kept(tuple(body.split(LINK % root)), tuple(Path(orjson.loads(b'"' + p + b'"'))
                                                                       for p in FILE_PATH.findall(body))))
+        return True
 
     @property
     def hits(self) -> int:
