@@ -136,10 +136,12 @@ class CachedCalls:
         if following is None:
             return await self.app(scope, receive, send)
 
+        # The answer is kept before its last event reaches the caller: one who posts the same call the moment
+        # the answer is in meets it kept (kept once Gradio had returned, a quick second call was computed again)
         stream, status, kept = bytearray(), 0, False
 
-        async def tee(message) -> None:  # the answer is kept before its last event reaches the caller: a caller who
-            nonlocal status, kept        # posts the same call the moment it has the answer meets it kept
+        async def tee(message) -> None:
+            nonlocal status, kept
             if message["type"] == "http.response.start":
                 status = message["status"]
             elif message["type"] == "http.response.body" and len(stream) <= MAX_ANSWER:
