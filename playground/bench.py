@@ -19,6 +19,7 @@ from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARG
                                     embeddings_rows, endpoint_calls, finetune_rows, generation_beside_python,
                                     generation_speed, heads_rows, ms, retrain_seconds_per_mb, time_calls,
                                     tool_round_trip_rows, training_race)
+from playground.tools.bench_browser import browser_rows
 from playground.tools.bench_causal import causal_rows
 from playground.tools.bench_follow import follow_rows
 from playground.tools.bench_rooms import rooms_rows
@@ -47,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--follow-only", action="store_true", help="only follow me through the page's protocol (200 "
                         "pages; one copy, and two behind nginx when DATABASE_URL names a PostgreSQL database)")
     parser.add_argument("--classify-only", action="store_true", help="only the Classify view's row")
+    parser.add_argument("--browser-only", action="store_true", help="only the page in Chromium: opening it and "
+                        "drawing each answer, the app's frontend beside Gradio's own (--runs pages each)")
     parser.add_argument("--every-tab-only", action="store_true", help="only the memory after every tab's heaviest "
                         "paths, the Causal lab's included")
     return parser
@@ -61,7 +64,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
                                                    args.hall_model),
             "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5)),
             "rooms_only": rooms_rows, "classify_only": lambda: classify_rows(args.runs),
-            "every_tab_only": every_tab_rows, "follow_only": follow_rows}
+            "every_tab_only": every_tab_rows, "follow_only": follow_rows,
+            "browser_only": lambda: browser_rows(min(args.runs, 10))}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)
@@ -106,6 +110,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.extend(rooms_rows())
     rows.extend(follow_rows())
     rows.extend(every_tab_rows())
+    rows.extend(browser_rows(min(args.runs, 5)))
     if args.load:
         rows.extend(load_rows())
     if args.soak:

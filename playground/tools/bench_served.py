@@ -86,16 +86,16 @@ class served_app:
     """`python app.py`'s app in its own process on a free localhost port (so its memory is its own):
     `with served_app() as (url, pid): ...`. `warm`: wait until it answers its page's defaults from its caches
     (app.serve computes them at start), as a lecturer starts the app before the class arrives. `env`: the app's
-    environment (this process's by default)."""
+    environment (this process's by default). `before`: Python run in that process before the app is imported."""
 
-    def __init__(self, warm: bool = False, env: dict | None = None):
-        self.warm, self.env = warm, env
+    def __init__(self, warm: bool = False, env: dict | None = None, before: str = ""):
+        self.warm, self.env, self.before = warm, env, before
 
     def __enter__(self) -> tuple[str, int]:
         import urllib.request
 
         port = free_port()
-        code = f"import app; app.serve(server_name='127.0.0.1', server_port={port}, quiet=True)"
+        code = f"{self.before}import app; app.serve(server_name='127.0.0.1', server_port={port}, quiet=True)"
         self.child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.DEVNULL,
                                       env=self.env)
         url = f"http://127.0.0.1:{port}/"
