@@ -17,9 +17,8 @@ from playground.ui import patches
 from playground.ui.pagecache import CachedPage
 from tests.conftest import free_port
 
-ASSETS = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
-BUNDLE = next(ASSETS.glob("Blocks-*.js"))
-CORE = next(ASSETS.glob("core-*.js"))
+BUNDLE = patches.shipped("/assets/Blocks-")
+CORE = patches.shipped("/assets/core-")
 
 
 def served(path: Path) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import random
 import uuid
-from pathlib import Path
 
 import httpx
 import orjson
@@ -231,10 +230,9 @@ def test_the_frontends_files_are_kept_compressed_with_headers_that_let_browsers_
     assert "immutable" in plain.headers["cache-control"] and "max-age=31536000" in plain.headers["cache-control"]
     assert client.get("assets/no-such-file.js").status_code == 404  # a missing file is not kept
     # the files the app fixes (ui/patches.fix_frontend) are not Gradio's under Gradio's hashes: kept an hour only
-    import gradio as gr
+    from playground.ui import patches
 
-    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
-    for name in (next(assets.glob("Blocks-*.js")).name, next(assets.glob("core-*.js")).name):
+    for name in (patches.shipped(prefix).name for prefix in patches.FIXES):
         assert client.get(f"assets/{name}").headers["cache-control"] == "public, max-age=3600", name
 
 

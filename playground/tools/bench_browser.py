@@ -17,7 +17,6 @@ turn, so the machine's drift falls on both alike. Per page, from Chrome's own co
 from __future__ import annotations
 
 import shutil
-import statistics
 import time
 import urllib.request
 from dataclasses import dataclass, field
@@ -92,16 +91,11 @@ def apply_sentences(browser, url: str, figures: Figures, tag: str = "") -> None:
 def fixed_files(url: str) -> bool:
     """Whether the copy at `url` serves Gradio's frontend with the app's fixes (True) or as Gradio ships it (False);
     a ValueError if its files are neither."""
-    from pathlib import Path
-
-    import gradio as gr
-
     from playground.ui import patches
 
-    assets = Path(gr.__file__).parent / "templates" / "frontend" / "assets"
     answers = set()
     for prefix, fixes in patches.FIXES.items():
-        name = next(assets.glob(prefix.rsplit("/", 1)[1] + "*.js")).name
+        name = patches.shipped(prefix).name
         with urllib.request.urlopen(f"{url}assets/{name}", timeout=30) as response:
             body = response.read()
         answers |= {(new in body and old not in body, old in body and new not in body) for old, new in fixes}
@@ -134,15 +128,13 @@ def measure(urls: dict[str, str], runs: int) -> dict[str, Figures]:
     return figures
 
 
-def _p95(values: list[float]) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-
-
 def rows_of(figures: dict[str, Figures]) -> list[tuple]:
     """The table's rows (metric, median, p95, budget, ok): no budget of DESIGN.md is about a browser's own work."""
+    from playground.tools.bench import percentiles
+
     def row(metric: str, values: list[float]) -> tuple:
-        return (metric, f"{statistics.median(values):.2f} s", f"{_p95(values):.2f} s", "", None)
+        median, p95 = percentiles(values)
+        return (metric, f"{median:.2f} s", f"{p95:.2f} s", "", None)
 
     rows = []
     for label, measured in figures.items():

@@ -119,6 +119,16 @@ FIXES = {"/assets/Blocks-": ((_AGAIN_WHOLE, _AGAIN_ALONE), (_EVERY_STATUS, _CHAN
                            (_WALK_PER_LOOKUP, _KEPT_PATHS))}
 
 
+def shipped(prefix: str):
+    """Gradio's own file of the frontend that a prefix of FIXES names, as Gradio ships it (a Path: `/assets/core-`
+    is its `templates/frontend/assets/core-<hash>.js`)."""
+    from pathlib import Path
+
+    import gradio
+
+    return next((Path(gradio.__file__).parent / "templates" / "frontend").glob(prefix.lstrip("/") + "*.js"))
+
+
 def fix_frontend(path: str, body: bytes) -> bytes:
     """`body` of the frontend's file at `path`, with Gradio's fixes (above) if `path` is one of the fixed files; any
     other file unchanged (tests/test_browser_dispatch.py checks that the files Gradio serves are fixed)."""
