@@ -208,9 +208,9 @@ def warm_served():
 
 @pytest.fixture(scope="session")
 def client(app_url):
-    from gradio_client import Client
+    from playground.tools.client import session
 
-    return Client(app_url, verbose=False)
+    return session(app_url, timeout=None)
 
 
 def pytest_configure(config):

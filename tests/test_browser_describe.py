@@ -263,11 +263,11 @@ def test_the_quiz_tally_text_lists_the_rooms_counts(described, client, app_url):
     """The class quiz's tally: a room opened by its lecturer (`client`), six students (a Client of their own, a new
     session each) answering, one changing their mind; the figure the lecturer's reveal sends is described with the
     counts of the same call's JSON, the true answer's bar among them."""
-    from gradio_client import Client
+    from playground.tools.client import session
 
     opened = client.predict(api_name="/poll_open")[-1]
     room, key = opened["room"], opened["key"]
-    students = Client(app_url, verbose=False)
+    students = session(app_url, timeout=None)
     for guesses in (["es"], ["es"], ["lo"], ["st"], ["es"], ["wi", "lo"]):   # the sixth changes their mind
         students.reset_session()
         for guess in guesses:
@@ -313,12 +313,12 @@ def test_the_seq2seq_step_text_lists_its_weights_over_the_source(described, app_
     """seq2seq's decoder step: a Client of its own (one session) translates the page's source (/seq2seq), then asks
     for a later step (/seq2seq_step reads that session's translation); the step figure's text lists the weights of
     the same call's JSON, largest first, and they are that step's row of the translation's alignment."""
-    from gradio_client import Client
+    from playground.tools.client import session
 
-    session = Client(app_url, verbose=False)
-    translation = session.predict(*page_inputs("seq2seq"), api_name="/seq2seq")[-1]
+    student = session(app_url, timeout=None)
+    translation = student.predict(*page_inputs("seq2seq"), api_name="/seq2seq")[-1]
     assert translation["alignment"] and len(translation["alignment"]) > 2, translation
     i = len(translation["alignment"]) // 2
-    _, plot, data = session.predict(i, api_name="/seq2seq_step")
+    _, plot, data = student.predict(i, api_name="/seq2seq_step")
     assert data["step"] == i and data["weights"] == translation["alignment"][i]
     _assert_bars(described, _figure(plot), {"": [data["weights"]]}, "seq2seq_step")

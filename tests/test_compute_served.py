@@ -19,10 +19,10 @@ OWN = {"/tokenize": {"text": NEW}, "/attention": {"text": NEW}, "/fill_mask": {"
 def served(warm_served):
     """`python app.py`'s serve(), its compute processes started and the page's defaults answered (the lanes compute
     nothing in the background while a test measures them): a client of it and its pid."""
-    from gradio_client import Client
+    from playground.tools.client import session
 
     url, pid = warm_served
-    return Client(url, verbose=False), pid
+    return session(url, timeout=None), pid
 
 
 def test_the_served_app_computes_in_two_processes_of_its_own(served):

@@ -72,10 +72,10 @@ def test_an_answers_download_link_names_the_balancer_and_works_through_it(balanc
 
 
 def test_a_gradio_client_session_works_through_the_balancer(balancer):
-    from gradio_client import Client
+    from playground.tools.client import session
 
     url, _ = balancer
-    client = Client(url, verbose=False)
+    client = session(url, timeout=None)
     tokens, *_, data = client.predict("Sticky sessions keep state.", api_name="/tokenize")
     assert data and "Sticky" in str(data)
 
@@ -84,17 +84,17 @@ def test_two_copies_share_a_class_a_student_on_one_follows_a_lecturer_on_the_oth
     """The lecturer's page is on copy B, students on both copies (each its own session, so its own answer): the
     follow-me view published on B reaches a student polling A, and the answers sent to both copies are counted once
     each, the student who answers twice (on A) by their last answer, in the tally the lecturer reveals on B."""
-    from gradio_client import Client
+    from playground.tools.client import session
 
     if class_database is None:
         pytest.skip("PostgreSQL is not installed (apt-get install -y postgresql): the copies share no database")
     _, (copy_a, copy_b) = balancer
-    lecturer = Client(f"http://{copy_b}/", verbose=False)
+    lecturer = session(f"http://{copy_b}/", timeout=None)
     opened = lecturer.predict(api_name="/poll_open")[-1]
     room, key = opened["room"], opened["key"]
     led = lecturer.predict(room, key, "tab=attention&attention.layer=1", api_name="/follow_lead")
-    on_a = [Client(f"http://{copy_a}/", verbose=False) for _ in range(3)]
-    on_b = [Client(f"http://{copy_b}/", verbose=False) for _ in range(2)]
+    on_a = [session(f"http://{copy_a}/", timeout=None) for _ in range(3)]
+    on_b = [session(f"http://{copy_b}/", timeout=None) for _ in range(2)]
     seen = on_a[0].predict(room, -1, api_name="/follow_view")
     assert seen == {"room": room, "version": led["version"], "view": "tab=attention&attention.layer=1",
                     "lecturer_present": True}

@@ -239,7 +239,7 @@ def test_students_applying_the_same_view_compute_its_figures_once(client, app_ur
     from urllib.parse import parse_qsl
     from uuid import uuid4
 
-    from gradio_client import Client
+    from playground.tools.client import session
 
     from playground.analysis import tokenization
 
@@ -249,7 +249,7 @@ def test_students_applying_the_same_view_compute_its_figures_once(client, app_ur
     opened = client.predict(api_name="/poll_open")[-1]
     sentence = f"Followed view {uuid4().hex[:8]}"
     client.predict(opened["room"], opened["key"], f"tab=tokenization&text={sentence}", api_name="/follow_lead")
-    students = [Client(app_url, verbose=False) for _ in range(12)]
+    students = [session(app_url, timeout=None) for _ in range(12)]
 
     def follow_and_draw(student):
         view = dict(parse_qsl(student.predict(opened["room"], -1, api_name="/follow_view")["view"]))

@@ -194,9 +194,9 @@ def test_sessions_keep_their_state_but_no_copy_of_every_value(app_url):
     the app turns the copies off (ui.patches._keep_no_deep_link_copies), or each session would hold the last
     figure, table and JSON of every view. Its gr.State still works: a step of the last translation."""
     import app
-    from gradio_client import Client
+    from playground.tools.client import session
 
-    client = Client(app_url, verbose=False)
+    client = session(app_url, timeout=None)
     client.predict(api_name="/tokenize")
     client.predict(api_name="/seq2seq")
     client.predict(api_name="/seq2seq_step")  # reads this session's gr.State

@@ -117,7 +117,7 @@ def test_an_api_client_asking_what_a_page_is_computing_gets_its_answer_in_time(s
     import threading
     import time
 
-    from gradio_client import Client
+    from playground.tools.client import session
 
     client, page, _ = served
     own = {"text": f"A page and a script ask this {uuid.uuid4().hex[:6]}.", "retrain": True,
@@ -128,7 +128,7 @@ def test_an_api_client_asking_what_a_page_is_computing_gets_its_answer_in_time(s
     time.sleep(0.5)                                                    # the page's join is in, its answer is not
     dependency = page.events[page.by_name["tokenize"]]
     inputs = page.data(dependency, own)
-    answer = Client(app_url, verbose=False).predict(*inputs, api_name="/tokenize")     # its own 5 s timeout
+    answer = session(app_url, timeout=None).predict(*inputs, api_name="/tokenize")     # its own 5 s timeout
     leader.join(300)
     assert paged and paged[0][0] == 200 and paged[0][1]["success"]
     assert answer[-1] == paged[0][1]["output"]["data"][-1]

@@ -93,13 +93,13 @@ GUARD = textwrap.dedent("""
     socket.socket.connect, socket.getaddrinfo = connect, getaddrinfo
 
     import app
-    from gradio_client import Client
+    from playground.tools.client import session
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    client = Client(app.demo.local_url, verbose=False)
+    client = session(app.demo.local_url, timeout=None)
     client.predict(text="Hello, world.", api_name="/tokenize")
     client.predict(text="The cat sat on the [MASK].", api_name="/fill_mask")
     app.demo.close()

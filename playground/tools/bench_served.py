@@ -56,13 +56,13 @@ def attention_bytes(model_key: str = "minilm") -> tuple[int, int]:
 def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
     """Round trips through gradio_client to the app launched on a free localhost port."""
     import app
-    from gradio_client import Client
+    from playground.tools.client import session
 
     port = free_port()
     app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
                     quiet=True)
     try:
-        client = Client(f"http://127.0.0.1:{port}/", verbose=False)
+        client = session(f"http://127.0.0.1:{port}/", timeout=None)
         calls = {
             "gradient_flow (RNN + LSTM + GRU, 100 steps)": ("/gradient_flow", (TEXT_32, 100, ["rnn", "lstm", "gru"],
                                                                               "trained", False, 1.0, "tanh", 0.0)),
@@ -162,6 +162,7 @@ def lecture_hall_rows(students: int, think: float, seconds: float, model: str | 
     from functools import partial
 
     from playground.tools import loadtest
+    from playground.tools.client import session
 
     rows = []
     halls = [("browsers", loadtest.browser_hall), ("plain HTTP API", loadtest.lecture_hall)]
@@ -170,7 +171,7 @@ def lecture_hall_rows(students: int, think: float, seconds: float, model: str | 
     for protocol, run in halls:
         with served_app(warm=True) as (url, pid):
             if model:  # the model read and built before the class, as a lecturer's own demo of it does
-                loadtest.session(url).predict(model_key=model, api_name="/attention")
+                session(url).predict(model_key=model, api_name="/attention")
             before, server, driver = answer_cache(url), _cpu(pid), time.process_time()
             result = run(url, students, think, seconds)
             rss, after = _rss(pid), answer_cache(url)

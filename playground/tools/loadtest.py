@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-import statistics
 import threading
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+
+from playground.tools.client import session
 
 # Arguments that keep the slow endpoints to a fraction of a second (their full cost has its own tests).
 CHEAP = {
@@ -42,25 +43,13 @@ class LoadResult:
 
     def percentiles(self) -> dict[str, tuple[float, float]]:
         """Per endpoint: (p50, p95) in seconds."""
-        out = {}
-        for name, samples in sorted(self.latencies.items()):
-            ordered = sorted(samples)
-            p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
-            out[name] = (statistics.median(ordered), p95)
-        return out
+        from playground.tools.bench import percentiles
+
+        return {name: percentiles(samples) for name, samples in sorted(self.latencies.items())}
 
 
-SETUP_TIMEOUT = 120  # seconds a new session may take to read the app's config when many start at once
 # what a page's fetch sends, and so the page-protocol drivers: a browser's join is held longer (ui/queuepath.py)
 PAGE_HEADERS = {"sec-fetch-mode": "cors", "sec-fetch-site": "same-origin", "sec-fetch-dest": "empty"}
-
-
-def session(url: str):
-    """A gradio_client session. Its setup (the config and API description) waits up to SETUP_TIMEOUT: with 20
-    sessions starting at once on a loaded machine, httpx's default 5 s ran out (a ReadTimeout, not an app error)."""
-    from gradio_client import Client
-
-    return Client(url, verbose=False, httpx_kwargs={"timeout": SETUP_TIMEOUT})
 
 
 def endpoint_arguments(url: str) -> dict[str, dict]:
