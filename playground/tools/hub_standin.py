@@ -114,16 +114,15 @@ def original_from_gguf(folder: Path) -> Path:
     import dataclasses
 
     import torch
-    from gguf import GGUFReader
     from safetensors.torch import save_file
 
-    from playground.nets import smollm2
+    from playground.nets import gguf_file, smollm2
 
-    reader = GGUFReader(str(smollm2.gguf_path()))
+    reader = gguf_file.read(smollm2.gguf_path())
     config = smollm2.read_config(reader)
     weights = smollm2.read_weights(reader, config)
-    field = lambda key: reader.fields[key].contents()  # noqa: E731
-    tokens = [str(t) for t in field("tokenizer.ggml.tokens")]
+    field = reader.field
+    tokens = field("tokenizer.ggml.tokens")
     bos, eos = int(field("tokenizer.ggml.bos_token_id")), int(field("tokenizer.ggml.eos_token_id"))
     folder.mkdir(parents=True, exist_ok=True)
     tied = {k: v for k, v in weights.items() if not (config.tie_word_embeddings and k == "lm_head.weight")}
