@@ -4,7 +4,7 @@ its tensors, each a view of the memory-mapped file.
 The `gguf` package's own reader makes a numpy view for every item of every array of the header: 2.3 s of CPU for
 SmolLM2's 49,152 tokens and 48,900 merges, paid by every process that reads the model or its tokenizer (a served
 app and each test that loads it). This reads the header with `struct` over a memory map, an array of numbers in one
-`numpy.frombuffer`: 0.1 s. Its tensors' data are what that reader gives (the F32 and F16 values, or the quantised
+`numpy.frombuffer`: 0.07 s. Its tensors' data are what that reader gives (the F32 and F16 values, or the quantised
 blocks' bytes, row by row), for `gguf.quants.dequantize`; tests/test_llama.py checks both readers agree on the file.
 
 The layout: "GGUF", the version (u32), the number of tensors and of key/value pairs (u64 each); each pair a key (a
