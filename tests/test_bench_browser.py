@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import http.server
 import threading
-from pathlib import Path
 
-import gradio as gr
 import pytest
 
 from playground.tools import bench_browser
 from playground.tools.bench_browser import Figures
+from playground.ui import patches
 
 
 def test_a_page_opened_and_its_sentences_are_measured_by_chromes_counters(browser, app_url, monkeypatch):
@@ -35,7 +34,7 @@ def test_a_page_opened_and_its_sentences_are_measured_by_chromes_counters(browse
 @pytest.fixture
 def gradios_own_files():
     """Gradio's frontend files served as Gradio ships them, under /assets/ as the app serves them."""
-    root = Path(gr.__file__).parent / "templates" / "frontend"
+    root = patches.frontend()
 
     class Files(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *args, **kwargs):

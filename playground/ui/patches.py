@@ -119,14 +119,19 @@ FIXES = {"/assets/Blocks-": ((_AGAIN_WHOLE, _AGAIN_ALONE), (_EVERY_STATUS, _CHAN
                            (_WALK_PER_LOOKUP, _KEPT_PATHS))}
 
 
-def shipped(prefix: str):
-    """Gradio's own file of the frontend that a prefix of FIXES names, as Gradio ships it (a Path: `/assets/core-`
-    is its `templates/frontend/assets/core-<hash>.js`)."""
+def frontend():
+    """The folder of Gradio's frontend as Gradio ships it (a Path), which the app serves with FIXES applied."""
     from pathlib import Path
 
     import gradio
 
-    return next((Path(gradio.__file__).parent / "templates" / "frontend").glob(prefix.lstrip("/") + "*.js"))
+    return Path(gradio.__file__).parent / "templates" / "frontend"
+
+
+def shipped(prefix: str):
+    """Gradio's own file of the frontend that a prefix of FIXES names, as Gradio ships it (a Path: `/assets/core-`
+    is its `templates/frontend/assets/core-<hash>.js`)."""
+    return next(frontend().glob(prefix.lstrip("/") + "*.js"))
 
 
 def fix_frontend(path: str, body: bytes) -> bytes:
