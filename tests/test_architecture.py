@@ -22,9 +22,10 @@ ALLOWED = {
     "training": {"base", "nets"},
     "analysis": {"base", "nets", "training"},
     "figures": {"base"},
-    "ui": {"base", "training", "analysis", "figures"},
+    "serving": {"base", "nets", "analysis"},
+    "ui": {"base", "training", "analysis", "figures", "serving"},
     "cli": {"base", "nets", "training"},
-    "tools": {"base", "nets", "training", "analysis", "figures", "ui", "cli"},
+    "tools": {"base", "nets", "training", "analysis", "figures", "serving", "ui", "cli"},
 }
 TOP_LEVEL = {
     "checkpoints": "base", "text": "base", "polls": "base", "heap": "base", "lru": "base", "hub": "base",

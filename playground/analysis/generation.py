@@ -9,7 +9,7 @@ as messages -> prompt, or None): a `checkpoints.Checkpoint` or a record of the r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -190,18 +190,34 @@ def prepare(m, prompt: str | None, chat: bool, notices: list[str]) -> Prompt:
     return Prompt(text, ids, stops(m))
 
 
+# The batched decoders: a model's kind -> a function giving the engine that serves that model (playground/serving/
+# engine.install registers them where a server runs). A kind without one decodes each generation on its own.
+ENGINES: dict[str, Callable] = {}
+
+
+def decoded(m, prompt: Prompt, n: int, rule: dict, seed: int, past: dict | None = None,
+            last: dict | None = None) -> Iterator[dict]:
+    """The steps (sampling.step_record) of one continuation: from the engine that serves `m`'s kind, batched with
+    everyone else's, or alone. `past`, `last`: the step caches of sampling.stream, for a model decoded alone (an
+    engine keeps the prompts' shared beginnings itself)."""
+    engine = ENGINES.get(m.kind)
+    if engine is not None:
+        return engine(m).stream(prompt.ids, n, rule, seed, prompt.stops)
+    start = 0 if past is None else past["idx"].size(1)
+    return sampling.stream(m.model, torch.tensor([prompt.ids[start:]]), n, seed=seed, stop=prompt.stops, past=past,
+                           last=last, **rule)
+
+
 def sampled(m, prompt: Prompt, n: int, rule: dict, seed: int, context: bool = True, past: dict | None = None,
             last: dict | None = None) -> Iterator[list[dict]]:
     """The steps of a sampled continuation (`rule`: temperature, top_k, top_p), the list so far after each new step
     (with `context`, an n-gram's steps also say what it saw and the order that answered); once the last is yielded,
     the list is `finish`ed. `past`: the step cache of the prompt's first ids (only the rest is run); `last`
-    receives the cache after the last step (sampling.stream)."""
+    receives the cache after the last step (sampling.stream; both only where no engine serves the model)."""
     steps: list[dict] = []
     seen = list(prompt.ids)
     reader = tokenization.Detokenizer(m.tokenizer, prompt.ids)  # each step's text, after the prompt's
-    start = 0 if past is None else past["idx"].size(1)
-    for step in sampling.stream(m.model, torch.tensor([prompt.ids[start:]]), n, seed=seed, stop=prompt.stops,
-                                past=past, last=last, **rule):
+    for step in decoded(m, prompt, n, rule, seed, past, last):
         steps.append(named(reader, step))
         if context and m.kind == "ngram":  # what the n-gram saw and the order that answered (where it backed off)
             steps[-1].update(ngram_context(m.model, m.tokenizer, seen))

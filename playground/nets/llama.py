@@ -20,6 +20,7 @@ them); nets/gpt.attend otherwise (`F.scaled_dot_product_attention`, the tests' o
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ import torch.nn.functional as F
 
 from playground.nets.gpt import GPT, attend, cached_step
 from playground.nets.hooks import HookPoint, add_block_hooks
+from playground.nets.int8 import Int8Linear
 from playground.nets.meta import embedding
 
 
@@ -135,6 +137,8 @@ class Attention(nn.Module):
         """x (B, T, C): the new positions, with their rotation angles cos/sin (T, d); `past`: the earlier
         positions' rotated keys and values. Returns y (B, T, C), (k, v) of every position for the cache, and
         with `return_internals` this layer's q, k, v (rotated, per query head), scores and attn (B, nh, T, T_all)."""
+        if isinstance(past, Rows):
+            return self.ragged(x, cos, sin, past), None, None
         B, T, _ = x.shape
         nh, nkv, hs = self.n_head, self.n_kv_head, self.head_dim
         q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)   # (B, nh, T, hs)
@@ -163,6 +167,70 @@ class Attention(nn.Module):
         z = self.hook_z(y.transpose(1, 2))                      # (B, T, nh, hs): the heads, one by one
         y = z.reshape(B, T, nh * hs)                            # Concat(head_1..head_h): (B, T, nh hs)
         return self.o_proj(y), cache, layer
+
+    def ragged(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, rows: "Rows") -> torch.Tensor:
+        """Several sequences at once, the way a serving engine batches them (playground/serving/engine.py): x
+        (1, N, C) holds each row's new positions one row after the other, `rows` says how many each has and where
+        its keys and values go. The projections take all N positions in one product; attention is each row's own,
+        over its own cache, so a row's numbers never depend on the others (nets/int8.py makes the products so)."""
+        N = x.size(1)
+        nh, nkv, hs = self.n_head, self.n_kv_head, self.head_dim
+        q = self.q_proj(x)[0].view(N, nh, hs).transpose(0, 1)    # (nh, N, hs)
+        k = self.k_proj(x)[0].view(N, nkv, hs).transpose(0, 1)   # (nkv, N, hs)
+        v = self.v_proj(x)[0].view(N, nkv, hs).transpose(0, 1)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        out, start = [], 0
+        for cache, t0, n in zip(rows.caches, rows.starts, rows.lengths):
+            keys, values = cache.k[rows.layer], cache.v[rows.layer]   # (nkv, capacity, hs)
+            keys[:, t0:t0 + n], values[:, t0:t0 + n] = k[:, start:start + n], v[:, start:start + n]
+            out.append(grouped_attention(q[:, start:start + n], keys[:, :t0 + n], values[:, :t0 + n], t0))
+            start += n
+        y = torch.cat(out, dim=1).transpose(0, 1).reshape(1, N, nh * hs)   # Concat(heads): (1, N, nh hs)
+        return self.o_proj(y)
+
+
+def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, t0: int) -> torch.Tensor:
+    """One sequence's attention, q (nh, n, hs) at positions t0 .. t0+n-1 over k, v (nkv, t0+n, hs), written out
+    as `attend` writes a generation step (one order of summation per row, whatever the threads). GQA without
+    copying the keys: the n_head / n_kv_head query heads of a group read their kv head as one matrix of queries
+    (nkv, group n, hs), which is the same arithmetic as repeating the keys for every query head."""
+    nh, n, hs = q.shape
+    nkv, T = k.size(0), k.size(1)
+    queries = q.reshape(nkv, nh // nkv * n, hs)                              # (nkv, group n, hs)
+    scores = queries @ k.transpose(-2, -1) / math.sqrt(hs)                   # (nkv, group n, T)
+    if n > 1:                                                                # query i sees keys 0 .. t0 + i
+        position = t0 + torch.arange(n, device=q.device).repeat(nh // nkv)   # each query's position, (group n,)
+        allowed = torch.arange(T, device=q.device)[None, :] <= position[:, None]
+        scores = scores.masked_fill(~allowed, float("-inf"))
+    return (F.softmax(scores, dim=-1) @ v).view(nh, n, hs)                   # (nh, n, hs)
+
+
+@dataclass
+class RowCache:
+    """One sequence's keys and values in every layer, in buffers of a fixed capacity written in place (a
+    generation step copies nothing already there): the serving engine's KV cache of one row."""
+
+    k: list[torch.Tensor]   # per layer (n_kv_head, capacity, head_dim)
+    v: list[torch.Tensor]
+    length: int = 0         # positions filled
+
+    @property
+    def capacity(self) -> int:
+        return self.k[0].size(1)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.k + self.v)
+
+
+@dataclass
+class Rows:
+    """What one layer's attention needs to run several sequences side by side (Attention.ragged)."""
+
+    layer: int
+    caches: list[RowCache]  # a row's cache may come twice (two chunks of one prompt, in order)
+    starts: list[int]       # the position of each piece's first new token
+    lengths: list[int]      # new positions of each piece, in the order they sit in x
 
 
 class SwiGLU(nn.Module):
@@ -249,6 +317,24 @@ class Llama(nn.Module):
                 module.weight.data = module.weight.data.half()
         return self
 
+    def int8(self, planes: int = 2) -> "Llama":
+        """The serving twin (nets/int8.py): every matrix and the tied output layer as Int8Linear (weights in
+        `planes` int8 planes: 2, 14 bits, as exact as fp16; 1, 8 bits, half the bytes), whose rows do not depend on
+        each other; the norms and the embedding are this model's own tensors, shared."""
+        with torch.device("meta"):
+            twin = Llama(dataclasses.replace(self.config, tie_word_embeddings=False))
+        twin.model.embed_tokens, twin.model.norm = self.model.embed_tokens, self.model.norm
+        for mine, theirs in zip(twin.model.layers, self.model.layers):
+            mine.input_layernorm = theirs.input_layernorm
+            mine.post_attention_layernorm = theirs.post_attention_layernorm
+            for part in ("self_attn", "mlp"):
+                for name, linear in getattr(theirs, part).named_children():
+                    if isinstance(linear, nn.Linear):
+                        setattr(getattr(mine, part), name, Int8Linear(linear.weight, planes))
+        twin.lm_head = Int8Linear(self.model.embed_tokens.weight if self.config.tie_word_embeddings
+                                  else self.lm_head.weight, planes)
+        return twin.eval().requires_grad_(False)
+
     def unembed(self, h: torch.Tensor) -> torch.Tensor:
         """Logits from a residual stream (B, T, C): the final RMSNorm, then the output layer. Applied to an
         earlier layer's residual, this is the logit lens (nostalgebraist 2020)."""
@@ -299,6 +385,37 @@ class Llama(nn.Module):
         logits (B, T_new, V) and the cache (every layer's rotated keys and values, the tokens seen). Rotated keys
         stay valid as the sequence grows (RoPE needs no shift); past n_positions the window slides, as the GPT's."""
         return cached_step(self._run, self.config.n_positions, idx, cache)
+
+    def row_cache(self, capacity: int) -> RowCache:
+        """An empty KV cache for one sequence of at most `capacity` positions (step_rows)."""
+        c = self.config
+        shape = (c.n_kv_head, min(capacity, c.n_positions), c.head_dim)
+        device = self.model.embed_tokens.weight.device
+        return RowCache([torch.zeros(shape, device=device) for _ in range(c.n_layer)],
+                        [torch.zeros(shape, device=device) for _ in range(c.n_layer)])
+
+    def step_rows(self, new: list[torch.Tensor], caches: list[RowCache]) -> torch.Tensor:
+        """Continuous batching's step (Yu et al. 2022, Orca): each piece of new tokens (1-D id tensors of any
+        lengths: one for a row that is generating, a chunk of its prompt for a row being prefilled; a row's chunks
+        in order) goes through the blocks in one flat batch, attending to its own row's cache, which is filled in
+        place. Returns the logits at each piece's last position, (pieces, V). Within a row's capacity (row_cache):
+        no sliding window here."""
+        lengths, starts, filled = [t.numel() for t in new], [], {}
+        for cache, n in zip(caches, lengths):    # a row's second piece starts where its first ends
+            starts.append(filled.get(id(cache), cache.length))
+            filled[id(cache)] = starts[-1] + n
+            assert filled[id(cache)] <= cache.capacity, "the row's cache is full: give it a larger capacity"
+        positions = torch.cat([torch.arange(t0, t0 + n) for t0, n in zip(starts, lengths)])
+        cos, sin = rope_angles(positions, self.config.head_dim, self.config.rope_theta)
+        device = self.model.embed_tokens.weight.device
+        x = self.model.embed_tokens(torch.cat(new).to(device))[None].float()       # (1, N, C)
+        cos, sin = cos.to(device), sin.to(device)
+        for i, block in enumerate(self.model.layers):
+            x, _, _ = block(x, cos, sin, Rows(i, caches, starts, lengths))
+        for cache, t0, n in zip(caches, starts, lengths):
+            cache.length = t0 + n
+        last = torch.tensor(lengths).cumsum(0) - 1                                 # each row's last position
+        return self.unembed(x[:, last.to(device)])[0]                              # (rows, V)
 
     reorder_cache = staticmethod(GPT.reorder_cache)  # the cache rows of the beams beam search keeps
     crop_cache = staticmethod(GPT.crop_cache)        # the cache of the first n tokens

@@ -146,7 +146,7 @@ class AnswerCache:
         return self.compute if key is not None else HERE
 
     def wrap(self, fn, n_outputs: int, state: tuple[int, ...], workers: Workers, cacheable: bool = True,
-             waiting=None, slow: bool = False):
+             waiting=None, slow: bool = False, batched: bool = False):
         """`fn` answering from the cache when it can and otherwise computing under one of `workers`; the
         same signature (gradio reads it, e.g. for gr.Progress) and the same kind (function or generator).
         Not `cacheable` (it reads per-session state): always computed, under a worker all the same, in this process.
@@ -154,12 +154,15 @@ class AnswerCache:
         for a generator, the outputs it shows first when its computation has to wait for a worker (ahead of it: how
         many) or will share the cores with others of its pool (beside it: how many), or (0, 0) when another caller
         is computing the same inputs and it waits for that answer, so the page says so at once. `slow`: its
-        computations take seconds, in the slow pool from the first (Workers.expect_slow)."""
+        computations take seconds, in the slow pool from the first (Workers.expect_slow). `batched`: it generates, and
+        its computations wait on a generation engine together (Workers.expect_batched)."""
         handler = f"{fn.__module__}.{fn.__qualname__}@{id(fn)}"  # events that share a handler share its answers
         self.functions[handler] = fn  # what the compute process may run, by this name
         self.workers[id(workers)] = workers
         if slow:
             workers.expect_slow(handler)
+        if batched:
+            workers.expect_batched(handler)
 
         def key_of(args, kwargs) -> bytes | None:
             return self.key(handler, args, kwargs) if cacheable else None

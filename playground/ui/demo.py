@@ -13,6 +13,7 @@ from starlette.middleware import Middleware
 
 from playground import checkpoints
 from playground.analysis import focus
+from playground.serving import engine
 from playground.text import MAX_CHARS
 from playground.ui import (attention_tab, causal_tab, cockpit, embeddings_tab, fill_mask_tab, finetune_tab,
                            generation_tab, follow, gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour,
@@ -54,6 +55,7 @@ def tab_id(title: str) -> str:
 
 def build_demo() -> gr.Blocks:
     patches.apply()
+    engine.install()  # a class's generations of SmolLM2 advance together, in one batch (playground/serving/engine.py)
     with gr.Blocks(title="NLP Playground", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         with gr.Row(equal_height=True, elem_id="header"):
             gr.Markdown(INTRO)
@@ -192,6 +194,9 @@ SLOW_AT_FIRST = {"classify_probe", "chat_tools", "chain_of_thought"}
 # analysis/models.LARGE; answered at start, it sat in a compute process from the first second: warm app 1,430 MB
 # against 1,045 MB without, docs/performance.md).
 NOT_AT_START = LONG_RUNNING | SLOW_AT_FIRST
+# the events that generate: their computations wait together on the generation engine, up to its rows at once
+# (Workers.expect_batched; a model no engine serves decodes alone on the same worker)
+GENERATING = {"generate", "compare_generate", "chat_tools", "chain_of_thought"}
 # What an event shows while its computation waits for a model worker (a class's new prompts queue for the slow pool)
 WAITING = {"generate": generation_tab.waiting}
 ANSWER_BYTES = 48 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB): a
@@ -219,7 +224,7 @@ def set_queues(demo: gr.Blocks) -> Serving:
     middleware and the prewarm need to know of it."""
     answers = AnswerCache(ANSWER_BYTES)
     cacheable = set()
-    models, training = Workers(*WORKERS), Workers(1, long=True)
+    models, training = Workers(*WORKERS, batched=engine.MAX_ROWS), Workers(1, long=True)
     # where misses compute: here until app.serve() starts the compute processes (ui/compute.py), then there
     answers.compute = Lanes(answers.functions, threads=share_cores(sum(WORKERS)))
     for index, fn in demo.fns.items():
@@ -229,7 +234,8 @@ def set_queues(demo: gr.Blocks) -> Serving:
         reads_state = any(isinstance(block, gr.State) for block in fn.inputs)
         workers = training if fn.api_name in LONG_RUNNING else models
         fn.fn = answers.wrap(checked(fn.fn, fn.inputs), len(fn.outputs), state, workers, cacheable=not reads_state,
-                             waiting=WAITING.get(fn.api_name), slow=fn.api_name in SLOW_AT_FIRST)
+                             waiting=WAITING.get(fn.api_name), slow=fn.api_name in SLOW_AT_FIRST,
+                             batched=fn.api_name in GENERATING)
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
         if not reads_state:
             cacheable.add(index)
@@ -247,7 +253,8 @@ def preload() -> None:
     from playground.analysis import models
     from playground.figures import common as figures
 
-    models.preload()
+    for name in models.preload():
+        engine.warm(models.get(name))  # the int8 twin a generation engine serves, shared by the compute processes
     for key in tokenization_tab.TOKENIZERS:
         tokenization_tab.TOKENIZERS[key]  # noqa: B018 - loaded on first use
     figures.warm()

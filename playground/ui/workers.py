@@ -52,14 +52,14 @@ class Workers:
     seconds starts in the slow pool instead (its first computation, in the quick lane, held the quick questions up
     for its seconds, and loaded there what the slow lane loads too: a second copy, docs/performance.md)."""
 
-    def __init__(self, quick: int, slow: int = 0, threshold: float = 0.5, long: bool = False):
+    def __init__(self, quick: int, slow: int = 0, threshold: float = 0.5, long: bool = False, batched: int = 0):
         self.threshold, self.long = threshold, long
-        self._pools = {False: threading.BoundedSemaphore(quick),
-                       True: threading.BoundedSemaphore(slow) if slow else None}
+        self._size = {"quick": quick, "slow": slow, "batched": batched}
+        self._pools = {pool: threading.BoundedSemaphore(size) for pool, size in self._size.items() if size}
         self._recent: dict[str, deque[float]] = {}  # handler -> CPU seconds of its last computations
+        self._batched: set[str] = set()  # handlers whose computations wait on a generation engine
         self._lock = threading.Lock()
-        self._size = {False: quick, True: slow}
-        self._asking = {False: 0, True: 0}  # computations computing or waiting, per pool
+        self._asking = dict.fromkeys(self._size, 0)  # computations computing or waiting, per pool
         self.spent: dict[str, list[float]] = {}  # handler -> computations, seconds waiting, computing, of CPU
 
     def expect_slow(self, handler: str) -> None:
@@ -67,35 +67,49 @@ class Workers:
         with self._lock:
             self._recent.setdefault(handler, deque([math.inf], maxlen=RECENT))
 
-    def is_slow(self, handler: str) -> bool:
-        """Whether `handler`'s computations go to the slow pool: the median of its last RECENT is over the threshold."""
+    def expect_batched(self, handler: str) -> None:
+        """`handler` generates (playground/serving/engine.py): its computations mostly wait for the engine's steps,
+        which advance every generation at once, so the `batched` pool lets that many in together (in the slow
+        lane, where the engine runs), instead of the slow pool's few one after the other."""
         with self._lock:
+            self._batched.add(handler)
+
+    def pool(self, handler: str) -> str:
+        """The pool `handler`'s next computation takes: "batched", "slow" (the median of its last RECENT is over the
+        threshold) or "quick"."""
+        with self._lock:
+            if handler in self._batched and "batched" in self._pools:
+                return "batched"
             recent = list(self._recent.get(handler, ()))
-        return self._pools[True] is not None and bool(recent) and statistics.median(recent) > self.threshold
+        return "slow" if "slow" in self._pools and recent and statistics.median(recent) > self.threshold else "quick"
+
+    def is_slow(self, handler: str) -> bool:
+        """Whether `handler`'s computations go to the slow lane (the slow pool's, or the batched pool's)."""
+        return self.pool(handler) != "quick"
 
     def ahead(self, handler: str) -> int:
         """How many computations a new one of `handler` would wait behind: those waiting for its pool, plus one when
         every worker of the pool is taken (0: it computes at once)."""
-        slow = self.is_slow(handler)
+        pool = self.pool(handler)
         with self._lock:
-            return max(0, self._asking[slow] - self._size[slow] + 1)
+            return max(0, self._asking[pool] - self._size[pool] + 1)
 
     def beside(self, handler: str) -> int:
         """How many computations of `handler`'s pool are computing now: a new one that need not wait shares the
         cores with them (the slow pool's run at a lower priority, so under a class its first step may take seconds)."""
-        slow = self.is_slow(handler)
+        pool = self.pool(handler)
         with self._lock:
-            return min(self._asking[slow], self._size[slow])
+            return min(self._asking[pool], self._size[pool])
 
     @contextlib.contextmanager
     def take(self, handler: str):
         """A worker for one computation of `handler`; what it yields counts the computation's CPU time."""
-        meter, asked, slow = CpuMeter(), time.perf_counter(), self.is_slow(handler)
-        meter.slow = slow or self.long
+        meter, asked, pool = CpuMeter(), time.perf_counter(), self.pool(handler)
+        meter.slow = pool != "quick" or self.long
         with self._lock:
-            self._asking[slow] += 1
+            self._asking[pool] += 1
         try:
-            with self._pools[slow]:
+            with self._pools[pool]:
                 started = time.perf_counter()
                 try:
                     yield meter
@@ -107,7 +121,7 @@ class Workers:
                             spent[i] += x
         finally:  # what the computation freed goes back to the system (playground/heap.py), the worker already free
             with self._lock:
-                self._asking[slow] -= 1
+                self._asking[pool] -= 1
             heap.trim()
 
 

@@ -1,0 +1,99 @@
+"""Integer matrix products whose every row is the same whatever else is in the batch: the serving format of a
+causal LM (playground/serving/engine.py).
+
+A float product sums K terms in an order the math library chooses by the shape of the whole call: on torch 2.13's
+CPU kernels a row of `F.linear` has other last bits with 1-3 rows than with 4 or more, and those bits grow into
+another sampled token a few steps on. A server that batches a class's generations would then give a student
+another answer to the same seeded question depending on who else was asking ("Defeating Nondeterminism in LLM
+Inference", He et al., Thinking Machines 2025: batch-invariant kernels). Integer sums have no order: int8 × int8
+products summed in int32 are exact, so any kernel, any thread count and any batch give the same bits. Around that
+exact core, everything is per row or per output channel, elementwise:
+
+- W (N, K) is stored as int8 with one scale per output channel, s_w[n] = max_k |W[n, k]| / 127 (LLM.int8's
+  vector-wise quantization, Dettmers et al. 2022, without its outlier split);
+- each row x of the input gets its own scale, s_x = max_k |x_k| / 8,127, and is rounded to a 14-bit integer
+  X = 128 X_hi + X_lo written as two 7-bit halves (each -64 .. 63). One scale per row is what keeps a row
+  independent of its neighbours (one scale per tensor, as torch.ao's dynamic quantization uses, makes each row
+  depend on the others' largest value); 14 bits because SmolLM2's activations lose too much at 8 (mean next-token
+  KL against fp32 0.033 at 8 bits; tests/test_int8.py holds the bound at 14); 7-bit halves because a CPU without
+  VNNI adds pairs of 8-bit products in 16 bits, which 8-bit halves could overflow;
+- y = (128 (X_hi W^T) s_w + (X_lo W^T) s_w) s_x: one integer product of both halves stacked as 2M rows, so the
+  weight is read once; the scales then apply element by element, the same for a row in any batch.
+
+The weights shrink to a quarter of fp32 (SmolLM2's matrices: 134 MB) and a decode step reads a quarter of the bytes,
+which on a CPU is most of its time. On x86 the weight is packed once for oneDNN's int8 kernel (VNNI or AMX where
+the CPU has them; `torch._int_mm` packs it again on every call, which cost more than the product); elsewhere
+`torch._int_mm` (CUDA) or int32 products.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+HALF = 64            # a 7-bit half: -64 .. 63 (sent to the kernel as unsigned 0 .. 127, zero point HALF)
+HI = 128             # q = HI * q_hi + q_lo
+LEVELS = HI * (HALF - 1) + HALF - 1     # 8,127: a 14-bit integer, -LEVELS .. LEVELS, as two 7-bit halves
+W_LEVELS = {1: 127, 2: LEVELS}          # a weight in one int8 plane, or in two (14 bits)
+
+
+def onednn() -> bool:
+    """Whether this torch has oneDNN's int8 matrix product with the weight packed once (x86 CPUs)."""
+    return torch.backends.mkldnn.is_available() and hasattr(torch.ops.onednn, "qlinear_pointwise")
+
+
+def split(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 14-bit integer tensor (-LEVELS .. LEVELS) as its two 7-bit halves, q = HI q_hi + q_lo."""
+    shifted = q + HALF
+    return torch.bitwise_right_shift(shifted, 7), torch.bitwise_and(shifted, HI - 1) - HALF
+
+
+def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x (M, K) float -> its halves [X_hi; X_lo] stacked as one uint8 (2M, K), each value + HALF, and the rows'
+    scales s_x (M, 1): x ≈ s_x (HI X_hi + X_lo)."""
+    scale = x.abs().amax(dim=1, keepdim=True).clamp_min(1e-30) / LEVELS       # a max has no order: exact per row
+    hi, lo = split(torch.round(x * (1 / scale)).to(torch.int32))
+    return (torch.cat([hi, lo]) + HALF).to(torch.uint8), scale
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T with W in int8 planes per output channel and x in 14 bits per row, summed exactly (see the module's
+    docstring). `planes`: the weight in one int8 plane (8 bits), or in two (14 bits: as exact as fp16 storage, for
+    twice the bytes). Made from a float weight; no bias (the Llama family has none)."""
+
+    def __init__(self, weight: torch.Tensor, planes: int = 2):
+        super().__init__()
+        w = weight.detach().float()
+        scale = w.abs().amax(dim=1).clamp_min(1e-30) / W_LEVELS[planes]       # s_w: (N,)
+        q = torch.round(w / scale[:, None]).to(torch.int32)                    # (N, K)
+        self.register_buffer("scale", scale)
+        self.in_features, self.out_features = w.shape[1], w.shape[0]
+        weights = split(q) if planes == 2 else (q,)
+        self.packed = q.device.type == "cpu" and onednn()
+        if self.packed:     # laid out for the CPU's kernel once
+            self.planes = [torch.ops.onednn.qlinear_prepack(plane.to(torch.int8), None) for plane in weights]
+            self._zero_points = torch.zeros(self.out_features, dtype=torch.int64)
+        else:               # (K, N) for torch._int_mm
+            self.planes = [plane.to(torch.int8).t().contiguous() for plane in weights]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        x = x.reshape(-1, shape[-1]).float()                                   # (M, K)
+        rows, s_x = quantize_rows(x)
+        M, y = x.size(0), None
+        for plane in self.planes:                                              # HI W_hi + W_lo, or W
+            p = self._product(rows, plane)                                     # (2M, N): both halves, W read once
+            p = torch.add(p[M:], p[:M], alpha=HI)                              # X W_plane^T s_w
+            y = p if y is None else torch.add(p, y, alpha=HI)
+        return y.mul_(s_x).view(*shape[:-1], self.out_features)
+
+    def _product(self, rows: torch.Tensor, plane: torch.Tensor) -> torch.Tensor:
+        """(rows - HALF) plane^T s_w: the integer sums, then each output channel's scale, element by element."""
+        if self.packed:     # u8 x s8 with zero point HALF; the int32 sums times s_w, as float32
+            return torch.ops.onednn.qlinear_pointwise(rows, 1.0, HALF, plane, self.scale, self._zero_points,
+                                                      None, 1.0, 0, torch.float32, "none", [], "")
+        return int_mm((rows.to(torch.int16) - HALF).to(torch.int8), plane).float() * self.scale
+
+    def extra_repr(self) -> str:
+        bits = 8 if len(self.planes) == 1 else 14
+        return f"in_features={self.in_features}, out_features={self.out_features}, {bits}-bit weights, 14-bit rows"

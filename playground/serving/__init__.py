@@ -1,0 +1,1 @@
+"""What serves the views: the generation engine (engine.py) that batches a class's generations."""

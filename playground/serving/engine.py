@@ -1,0 +1,259 @@
+"""The generation engine: one per served causal LM, and a whole class's generations advance in one batch.
+
+"Everyone, ask SmolLM2 your own question" used to be served one generation at a time. A decode step reads every
+weight once whatever the batch, so the rows after the first are nearly free until the arithmetic catches up: the
+engine keeps every running generation in one batch and advances them all with one step, the iteration-level
+scheduling of Orca (Yu et al., OSDI 2022) and vLLM (Kwon et al., SOSP 2023):
+
+- **Continuous batching.** A request joins the batch at the next step and leaves it the step it ends (its stop
+  token, its length, or its reader gone: a closed stream frees the row within one step). Each row has its own
+  decoding rule, seed (its own torch.Generator), stop tokens and length.
+- **Chunked prefill.** A prompt enters in chunks of CHUNK positions at fixed boundaries (0, CHUNK, 2 CHUNK, ...)
+  beside the generating rows, at most PREFILL positions a step, so a long prompt never stalls the others.
+- **Prefix sharing.** Every full chunk of a prompt is kept, keyed by the tokens up to its end (vLLM's automatic
+  prefix caching; SGLang's RadixAttention keeps a tree of the same): the chat template's system turn, tool
+  calling's 449-token instructions and the shipped prompts are computed once for the class. Bounded in bytes.
+- **Batch-invariant by construction.** A seeded answer is the same bits alone and beside any others: the products
+  are integer sums (nets/int8.py), everything else is per row or elementwise, attention is each row's own
+  (nets/llama.Attention.ragged), and a prompt's chunks are cut the same way whatever is running (so a prefix from
+  the cache is the very tensor the prompt would have computed). tests/test_engine.py checks it bit for bit.
+- **Fair.** Waiting requests are admitted first come, first served; a step feeds every running row, and the
+  prefill budget goes round the prefilling rows in turn.
+
+The engine serves its model's int8 twin (Llama.int8): what that costs against fp16 (next-token KL, greedy
+agreement) is measured by `quality` and shown in the Generation tab's card; the attention, lens and lab views
+keep the exact model.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+from playground import heap
+from playground.analysis import generation, sampling
+from playground.lru import Bounded
+
+CHUNK = 64              # prompt positions per prefill chunk; also the prefix cache's block
+PREFILL = 256           # prompt positions a step takes at most, over every prefilling row
+MAX_ROWS = 64           # rows in a step at most; later requests wait their turn
+PREFIX_BYTES = 64 << 20  # the shared prompts' keys and values kept (SmolLM2: 2.9 MB a chunk, 22 chunks)
+_END = object()
+
+
+class Refused(ValueError):
+    """A request the engine cannot take (the message says why): it never enters the batch."""
+
+
+@dataclass(eq=False)
+class Request:
+    """One generation: its prompt, rule and seed in; its steps (sampling.step_record) out through `steps`."""
+
+    ids: list[int]
+    n: int                                  # new tokens at most
+    rule: dict                              # temperature, top_k, top_p (sampling.distribution)
+    seed: int | None
+    stops: frozenset[int]
+    steps: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    cache: object = None                    # its RowCache once admitted
+    made: int = 0                           # tokens generated
+    last: int | None = None                 # the token sampled last, the next step's input
+    cancelled: bool = False
+    generator: torch.Generator = field(init=False)
+
+    def __post_init__(self):
+        self.generator = sampling._generator(self.seed)
+
+    @property
+    def prefilling(self) -> bool:
+        return self.cache.length < len(self.ids)
+
+
+class Engine:
+    """Continuous batching over `model` (anything with `row_cache(capacity)` and `step_rows(new, caches)`, as
+    nets/llama.Llama): `stream` a request's steps from any thread; one thread of the engine's own steps them all."""
+
+    def __init__(self, model, context: int, max_rows: int = MAX_ROWS, prefix_bytes: int = PREFIX_BYTES):
+        self.model, self.context, self.max_rows = model, context, max_rows
+        self.prefixes: Bounded[tuple] = Bounded(prefix_bytes, size=lambda kv: sum(t.nbytes for t in kv[0] + kv[1]))
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self._wake = threading.Condition()
+        self._pid = None                    # the process whose thread steps (a fork starts its own)
+        self.stats = {"steps": 0, "tokens": 0, "prefilled": 0, "prefix_hits": 0, "busy_seconds": 0.0}
+
+    # ---- what a caller sees
+
+    def submit(self, ids: list[int], n: int, rule: dict, seed: int | None, stops: frozenset[int]) -> Request:
+        """A request in the queue, or Refused: no prompt, no token asked, or more than the context."""
+        if not ids:
+            raise Refused("The prompt has no tokens.")
+        if n < 1:
+            raise Refused("Ask for at least one new token.")
+        if len(ids) + n > self.context:
+            raise Refused(f"The prompt ({len(ids):,} tokens) and {n:,} new tokens exceed the model's context of "
+                          f"{self.context:,} tokens: shorten the prompt or ask for fewer tokens.")
+        request = Request(list(ids), n, dict(rule), seed, frozenset(stops))
+        with self._wake:
+            self._start()
+            self.waiting.append(request)
+            self._wake.notify()
+        return request
+
+    def place(self, request: Request) -> int:
+        """How many requests wait before this one (0: it is in the batch, or next in)."""
+        with self._wake:
+            return next((i for i, r in enumerate(self.waiting) if r is request), 0)
+
+    def stream(self, ids: list[int], n: int, rule: dict, seed: int | None,
+               stops: frozenset[int] = frozenset()) -> Iterator[dict]:
+        """The steps of one generation as they are made (what sampling.stream yields for the same model alone);
+        closing the iterator (the reader left) frees its row at the next step."""
+        request = self.submit(ids, n, rule, seed, stops)
+        try:
+            while (step := request.steps.get()) is not _END:
+                if isinstance(step, BaseException):
+                    raise step
+                yield step
+        finally:
+            request.cancelled = True
+
+    # ---- the engine's thread
+
+    def _start(self) -> None:
+        if self._pid != os.getpid():  # first use in this process (a forked compute process has no thread of ours)
+            self._pid = os.getpid()
+            self.waiting.clear()
+            self.running.clear()
+            threading.Thread(target=self._loop, name="generation-engine", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while not self.waiting and not self.running:
+                    self._wake.wait()
+                while self.waiting and len(self.running) < self.max_rows:
+                    self._admit(self.waiting.popleft())
+            started = time.perf_counter()
+            try:
+                with torch.inference_mode():
+                    self._step()
+            except Exception as err:  # noqa: BLE001 - every row of the failed step is told, the engine goes on
+                for request in self.running:
+                    request.steps.put(RuntimeError(f"The generation failed: {err}"))
+                self._finish(list(self.running))
+            self.stats["busy_seconds"] += time.perf_counter() - started
+
+    def _admit(self, request: Request) -> None:
+        """A row for the request: its cache, sized for its prompt and answer, begun from the longest kept prefix."""
+        if request.cancelled:
+            return
+        request.cache = self.model.row_cache(len(request.ids) + request.n)
+        for block in range(1, (len(request.ids) - 1) // CHUNK + 1):  # the last token's chunk is always computed
+            kept = self.prefixes.get(tuple(request.ids[:block * CHUNK]))
+            if kept is None:
+                break
+            span = slice((block - 1) * CHUNK, block * CHUNK)
+            for layer, (k, v) in enumerate(zip(*kept)):
+                request.cache.k[layer][:, span], request.cache.v[layer][:, span] = k, v
+            request.cache.length = block * CHUNK
+        self.stats["prefix_hits"] += request.cache.length // CHUNK
+        self.running.append(request)
+
+    def _step(self) -> None:
+        """One step: every generating row's last token and the next prompt chunks, through the model at once."""
+        new, caches, rows, budget = [], [], [], PREFILL
+        for request in self.running:
+            if request.cancelled:
+                continue
+            if not request.prefilling:
+                new.append(torch.tensor([request.last]))
+                caches.append(request.cache)
+                rows.append((request, True))
+                continue
+            start = request.cache.length           # prefill: chunks at fixed boundaries, while the budget lasts
+            while start < len(request.ids) and budget > 0:
+                end = min((start // CHUNK + 1) * CHUNK, len(request.ids))
+                new.append(torch.tensor(request.ids[start:end]))
+                caches.append(request.cache)
+                rows.append((request, end == len(request.ids)))   # the prompt's last chunk gives the first token
+                budget -= end - start
+                self.stats["prefilled"] += end - start
+                start = end
+        if not new:
+            return
+        logits = self.model.step_rows(new, caches)
+        self.stats["steps"] += 1
+        for (request, emits), piece, row in zip(rows, new, logits):
+            if piece.numel() > 1 or request.made == 0:
+                self._keep_prefix(request)
+            if emits:
+                self._emit(request, row)
+        self._finish([r for r in self.running if r.cancelled or r.made >= r.n or r.last in r.stops])
+
+    def _keep_prefix(self, request: Request) -> None:
+        """Keep every full chunk of the prompt computed so far (its keys and values, per layer), for the next prompt
+        that begins with the same tokens."""
+        cache = request.cache
+        for block in range(1, min(cache.length, len(request.ids)) // CHUNK + 1):
+            key = tuple(request.ids[:block * CHUNK])
+            if key not in self.prefixes:
+                span = slice((block - 1) * CHUNK, block * CHUNK)
+                self.prefixes.put(key, ([k[:, span].clone() for k in cache.k], [v[:, span].clone() for v in cache.v]))
+
+    def _emit(self, request: Request, logits: torch.Tensor) -> None:
+        """Sample the row's next token by its own rule and generator, as sampling.stream does, and hand it over."""
+        d = sampling.distribution(logits, **request.rule)
+        temperature = request.rule.get("temperature", 1.0)
+        token = int(torch.multinomial(d.kept, 1, generator=request.generator)) if temperature > 0 \
+            else int(d.kept.argmax())
+        request.made += 1
+        request.last = token
+        self.stats["tokens"] += 1
+        request.steps.put(sampling.step_record(d, token))
+
+    def _finish(self, done: list[Request]) -> None:
+        if not done:
+            return
+        for request in done:
+            request.steps.put(_END)
+            request.cache = None                    # its keys and values go with it
+        with self._wake:
+            self.running = [r for r in self.running if r not in done]
+        heap.trim()
+
+
+# ---- one engine per served model, in each process that generates
+
+_engines: dict[int, Engine] = {}
+_engines_lock = threading.Lock()
+SERVED_KINDS = ("llama",)  # the kinds an engine serves (their nets have row_cache, step_rows and int8)
+
+
+def for_model(m) -> Engine:
+    """The engine serving `m` (a registry record of a served kind), made on its first use: over `m`'s int8 twin
+    (nets/int8.py; 134 MB for SmolLM2, built in about 2 s), which a server builds before it forks (`warm`)."""
+    with _engines_lock:
+        engine = _engines.get(id(m.model))
+        if engine is None:
+            engine = _engines[id(m.model)] = Engine(m.model.int8(), m.config.n_positions)
+        return engine
+
+
+def install() -> None:
+    """Every generation of a served kind goes through its engine (analysis/generation.decoded)."""
+    for kind in SERVED_KINDS:
+        generation.ENGINES[kind] = for_model
+
+
+def warm(m) -> None:
+    """Build `m`'s engine now (a server, before it forks its compute processes, so they share the twin)."""
+    if m.kind in SERVED_KINDS:
+        for_model(m)
