@@ -36,7 +36,8 @@ def named(reader: tokenization.Detokenizer, step: dict) -> dict:
     """A `sampling.step_record` with token strings in place of ids (the API's format), ids kept beside. `token` is
     the text the chosen token adds after the steps before it (`reader` has read the prompt and them): "" for a
     byte that leaves a character unfinished, the whole character on the byte that completes it, so the steps'
-    tokens concatenate to the generated text (the JSON's `text` after its `prompt`). A byte-level token's own bytes are in `bytes` (hex)."""
+    tokens concatenate to the generated text (the JSON's `text` after its `prompt`). A byte-level token's own bytes
+    are in `bytes` (hex)."""
     tokenizer = reader.tokenizer
     token = lambda i: token_text(tokenizer, i)  # noqa: E731
     out = {**step, "id": step["token"], "token": reader.add(step["token"]),

