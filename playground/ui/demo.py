@@ -220,7 +220,7 @@ def set_queues(demo: gr.Blocks) -> Serving:
     middleware and the prewarm need to know of it."""
     answers = AnswerCache(ANSWER_BYTES)
     cacheable = set()
-    models, training = Workers(*WORKERS), Workers(1, long=True)
+    quick, training = Workers(*WORKERS), Workers(1, long=True)   # the model views' workers, the live runs'
     # where misses compute: here until app.serve() starts the compute processes (ui/compute.py), then there
     answers.compute = Lanes(answers.functions, threads=share_cores(sum(WORKERS)))
     for index, fn in demo.fns.items():
@@ -228,7 +228,7 @@ def set_queues(demo: gr.Blocks) -> Serving:
             continue
         state = tuple(i for i, block in enumerate(fn.outputs) if isinstance(block, gr.State))
         reads_state = any(isinstance(block, gr.State) for block in fn.inputs)
-        workers = training if fn.api_name in LONG_RUNNING else models
+        workers = training if fn.api_name in LONG_RUNNING else quick
         fn.fn = answers.wrap(checked(fn.fn, fn.inputs, fn.api_name or ""), len(fn.outputs), state, workers,
                              cacheable=not reads_state, waiting=WAITING.get(fn.api_name),
                              slow=fn.api_name in SLOW_AT_FIRST)

@@ -14,10 +14,10 @@ DATA = Path("/data")  # where a Hugging Face Space mounts its persistent storage
 
 
 def before_gradio() -> None:
-    """No telemetry, no hub call unless the app may use the Hub (a Space, or PLAYGROUND_HUB=1: SmolLM2's original
-    is downloaded there, playground/hub.py), and a faster gradio import. Only takes full effect before gradio (and
-    huggingface_hub, which reads HF_HUB_OFFLINE once, at its import) is imported; afterwards the stub patch is
-    skipped."""
+    """A Space's persistent storage used, no telemetry, no hub call unless the app may use the Hub (a Space, or
+    PLAYGROUND_HUB=1: SmolLM2's original is downloaded there, playground/hub.py), and a faster gradio import. Only
+    takes full effect before gradio (and huggingface_hub, which reads HF_HOME and HF_HUB_OFFLINE once, at its
+    import) is imported; afterwards the stub patch is skipped."""
     from playground import hub
 
     persistent_storage()
