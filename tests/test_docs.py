@@ -1,5 +1,6 @@
-"""The documentation matches the app: docs/api.md's table against the app's own API description, and every
-relative link or picture in the README and docs/ points at a file that exists."""
+"""The documentation matches the app: docs/api.md's table against the app's own API description, every relative
+link or picture in the README and docs/ points at a file that exists, and the accessibility conformance report
+answers every WCAG 2.1 A and AA criterion, citing tests that exist."""
 
 from __future__ import annotations
 
@@ -51,3 +52,23 @@ def test_every_relative_link_and_picture_exists():
             if not (page.parent / target.split("#")[0]).exists():
                 missing.append(f"{page.relative_to(ROOT)}: {target}")
     assert not missing, missing
+
+
+# WCAG 2.1's success criteria at levels A and AA (https://www.w3.org/TR/WCAG21/), by number
+WCAG21_A = ("1.1.1 1.2.1 1.2.2 1.2.3 1.3.1 1.3.2 1.3.3 1.4.1 1.4.2 2.1.1 2.1.2 2.1.4 2.2.1 2.2.2 2.3.1 2.4.1 2.4.2 2.4.3 "
+            "2.4.4 2.5.1 2.5.2 2.5.3 2.5.4 3.1.1 3.2.1 3.2.2 3.3.1 3.3.2 4.1.1 4.1.2").split()
+WCAG21_AA = ("1.2.4 1.2.5 1.3.4 1.3.5 1.4.3 1.4.4 1.4.5 1.4.10 1.4.11 1.4.12 1.4.13 2.4.5 2.4.6 2.4.7 3.1.2 3.2.3 3.2.4 "
+             "3.3.3 3.3.4 4.1.3").split()
+LEVELS = {"Supports", "Partially Supports", "Does Not Support", "Not Applicable"}
+
+
+def test_the_conformance_report_answers_every_a_and_aa_criterion_with_evidence_that_exists():
+    text = (ROOT / "docs" / "accessibility-conformance-report.md").read_text(encoding="utf-8")
+    criterion = re.compile(r"^\| (\d\.\d\.\d+) [^|]+ \| ([^|]+) \| ([^|]+) \|$", re.M)
+    level_a, level_aa = (criterion.findall(table) for table in text.split("### Table 2"))
+    assert [number for number, _, _ in level_a] == WCAG21_A and [number for number, _, _ in level_aa] == WCAG21_AA
+    assert {level.strip() for _, level, _ in level_a + level_aa} <= LEVELS
+    assert all(remark.strip() for _, _, remark in level_a + level_aa), "each criterion says what its level rests on"
+    cited = set(re.findall(r"(test_[a-z_0-9]+\.py)", text))
+    assert cited and all((ROOT / "tests" / name).is_file() for name in cited), cited
+    assert "No screen reader has been used on the app by a person" in text

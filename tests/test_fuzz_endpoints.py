@@ -15,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.endpoints import HELD, REFUSED_WITH_DEFAULTS
 from tests.fuzzing import accepts, numbers, texts
 
 import app  # noqa: E402  (the real app: its endpoints are what users reach)
@@ -22,18 +23,6 @@ import app  # noqa: E402  (the real app: its endpoints are what users reach)
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
 LONG = st.tuples(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=40),  # ~100 kB of one piece
                  st.integers(20_000, 100_000)).map(lambda t: (t[0] * (t[1] // len(t[0]) + 1))[:t[1]])
-# Inputs held to a cheap value, because any value is valid and a large one only takes longer (each has its
-# own clamping test): the live training's size, the re-evaluation's sample, the generated length.
-HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, ("memory_experiment", "hidden_size"): 8,
-        ("seq2seq_evaluate", "per_length"): 5, ("generate", "max_new_tokens"): 20, ("compare_generate", "max_new_tokens"): 20,
-        # the fine-tuning tab's live runs on the GPT, a few steps (SmolLM2's runs: tests/test_finetune.py)
-        ("lora_finetune", "steps"): 2, ("sft", "steps"): 2, ("dpo", "steps"): 2, ("sft", "model"): "gpt-shakespeare",
-        ("dpo", "model"): "gpt-shakespeare", ("lora_finetune", "model"): "gpt-shakespeare",
-        # the causal lab on the GPT without its sanity checks (SmolLM2's and the checks: tests/test_causal_lab.py)
-        **{(name, "model_name"): "gpt-shakespeare" for name in ("patch", "ablate", "head_sweep", "steer")},
-        **{(name, "sanity"): False for name in ("patch", "ablate", "head_sweep")},
-        # a live classifier run on our small BERT's probe (seconds; LoRA on MiniLM takes most of a minute: the bench)
-        ("classify_train", "method"): "bert-probe-cls"}
 # Each of SmolLM2's endpoints decodes hundreds of tokens per call (about a minute of an example's time on a loaded
 # machine): a pytest-xdist group of its own each (tests/conftest.py: XdistGroups), so the two workers share them.
 # Chain of thought's two answers decode at most CHEAP_COT new tokens here: the user's inputs reach the model only
@@ -43,9 +32,6 @@ HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, (
 SMOLLM2_ENDPOINTS = ("chain_of_thought", "chat_tools")
 CHEAP_COT = {"direct": 8, "step_by_step": 8}
 CHEAP_REPLY = 24  # tool calling's new tokens per model turn here (96 in the app): the same loop, parse and refusals
-NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
-NEEDS_A_ROOM = {"follow_lead", "follow_view",
-                "cockpit", "cockpit_export", "cockpit_reveal", "cockpit_workshop", "cockpit_delete"}  # API calls with no UI values of their own: refused without a room
 ENDPOINTS = {fn.api_name: fn for fn in app.demo.fns.values() if fn.api_visibility == "public" and fn.fn is not None}
 
 
@@ -142,5 +128,7 @@ def test_endpoint_answers_or_says_what_is_wrong(name, monkeypatch):
 
     outcomes = [accepts(run, handler, list(values)) is not None]  # the UI's own values first
     check()
-    if name not in NEEDS_A_SESSION | NEEDS_A_ROOM:
+    if name in REFUSED_WITH_DEFAULTS:
+        assert not outcomes[0], f"{name} answered without the session or room it needs"
+    else:
         assert outcomes[0], f"{name} refused the values the UI starts with"

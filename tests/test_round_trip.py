@@ -114,6 +114,15 @@ def kept_ids(tok, text):
 GENERATION_KEYS = ["smollm2", "bpe", "wordpiece", "unigram", "minilm", *MODEL_NAMES]
 
 
+def test_the_api_docs_say_what_generates_text_is():
+    """docs/api.md's /generate row says what the test below checks: `text` is `prompt` followed by the steps' tokens
+    (it once said the steps alone concatenate to `text`)."""
+    row = next(line for line in (checkpoints.ROOT / "docs" / "api.md").read_text(encoding="utf-8").splitlines()
+               if line.startswith("| `generate` |"))
+    assert "`prompt` and the steps' tokens concatenate to `text`" in row
+    assert "the steps' tokens concatenate to `text`" not in row.replace("`prompt` and the steps'", "")
+
+
 @pytest.mark.parametrize("text", TEXTS)
 @pytest.mark.parametrize("key", GENERATION_KEYS)
 def test_the_generation_tab_shows_each_character_once(monkeypatch, generation_tab, tokenizers, key, text):

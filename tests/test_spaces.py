@@ -1,9 +1,12 @@
-"""Ready for a Hugging Face Space: the README's front matter, the optional `@spaces.GPU`, checkpoint sizes,
-and no network call from the server by default."""
+"""Ready for a Hugging Face Space: the README's front matter, the optional `@spaces.GPU`, checkpoint sizes, the
+files a Space receives (binary ones over 1 MB in its large-file storage), the documented deploy, the persistent
+storage, and no network call from the server by default."""
 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -14,6 +17,7 @@ import gradio
 import pytest
 
 from playground.ui import gpu as gpu_module
+from playground.ui import patches
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,6 +70,101 @@ def test_every_checkpoint_file_fits_a_space():
     too_big = [f"{p.relative_to(ROOT)}: {p.stat().st_size / 1e6:.1f} MB" for p in files if p.stat().st_size > 10 * 2**20]
     assert not too_big, f"files over 10 MB need a Space's large-file storage: {too_big}"
     assert sum(p.stat().st_size for p in files) <= 60 * 2**20
+
+
+MB = 2**20
+
+
+def space_files() -> list[str]:
+    """What a Space receives: the repository's files (committed or about to be: tracked, or new and not ignored)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: the files a Space receives are the repository's")
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    return [name for name in listed if name and (ROOT / name).is_file()]
+
+
+def is_binary(path: Path) -> bool:
+    """Git's own test (a NUL byte in the first 8000 bytes), which the Hub's refusal of binary files follows."""
+    with path.open("rb") as f:
+        return b"\0" in f.read(8000)
+
+
+def test_every_binary_file_over_1_mb_goes_to_the_large_file_storage_and_no_text_file_is_over_10_mb():
+    """The Hub refuses a binary file over 1 MB outside its large-file storage (Xet/LFS) and a text file over 10 MB:
+    .gitattributes must send each such binary file there (`git check-attr filter` says lfs)."""
+    files = space_files()
+    big_binaries = [name for name in files if (ROOT / name).stat().st_size > MB and is_binary(ROOT / name)]
+    assert len(big_binaries) >= 13          # the checkpoints over 1 MB at least (models/*/model.safetensors)
+    attributes = subprocess.run(["git", "check-attr", "-z", "filter", "--", *big_binaries], cwd=ROOT,
+                                capture_output=True, check=True).stdout.decode().split("\0")
+    filters = dict(zip(attributes[0::3], attributes[2::3]))
+    outside = [name for name in big_binaries if filters.get(name) != "lfs"]
+    assert not outside, f"binary files over 1 MB that .gitattributes leaves out of the large-file storage: {outside}"
+    big_texts = [name for name in files if (ROOT / name).stat().st_size > 10 * MB and not is_binary(ROOT / name)]
+    assert not big_texts, f"text files over 10 MB, which the Hub refuses: {big_texts}"
+
+
+def documented_deploy() -> str:
+    text = (ROOT / "docs" / "deploying.md").read_text(encoding="utf-8")
+    return re.search(r"<!-- space-deploy:.*?-->\s*```sh\n(.*?)```", text, re.S)[1]
+
+
+def test_the_documented_deploy_uploads_the_repositorys_files_with_the_cpu_wheel(tmp_path):
+    """docs/deploying.md's deploy lines as written, in bash, with `hf` and `pip` replaced by a recorder of their
+    arguments (the Hub cannot be reached here) and the snapshot's folder moved into the test's: the Space is
+    created, then given exactly the committed files, its requirements.txt asking for PyTorch's CPU index first."""
+    space_files()                                               # a git checkout, or skipped
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    for tool in ("hf", "pip"):
+        (tools / tool).write_text(f'#!/bin/sh\necho "{tool} $*" >> "{tmp_path}/calls"\n')
+        (tools / tool).chmod(0o755)
+    snapshot = tmp_path / "snapshot"
+    script = documented_deploy().replace("/tmp/nlp-playground-space", str(snapshot))
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PATH": f"{tools}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert [call.split()[:3] for call in calls] == [["pip", "install", "-U"], ["hf", "auth", "login"],
+                                                    ["hf", "repos", "create"], ["hf", "upload", "your-name/nlp-playground"]]
+    assert "--type space --sdk gradio" in calls[2] and f"{snapshot} . --type space --delete *" in calls[3]
+    committed = subprocess.run(["git", "ls-tree", "-r", "--name-only", "-z", "HEAD"], cwd=ROOT, capture_output=True,
+                               check=True).stdout.decode().split("\0")
+    uploaded = sorted(str(p.relative_to(snapshot)) for p in snapshot.rglob("*") if p.is_file() or p.is_symlink())
+    assert uploaded == sorted(name for name in committed if name)
+    requirements = (snapshot / "requirements.txt").read_text().splitlines()
+    assert requirements[0] == "--extra-index-url https://download.pytorch.org/whl/cpu"
+    assert requirements[1:] == (ROOT / "requirements.txt").read_text().splitlines()
+
+
+@pytest.mark.parametrize("space, settings, expected", [
+    ("someone/nlp-playground", {}, {"HF_HOME": "DATA/.huggingface", "POLLS_DB": "DATA/polls.sqlite3"}),
+    ("someone/nlp-playground", {"HF_HOME": "/elsewhere", "POLLS_DB": "/x.db"}, {"HF_HOME": "/elsewhere",
+                                                                               "POLLS_DB": "/x.db"}),
+    ("someone/nlp-playground", {"DATABASE_URL": "postgresql://db/class"}, {"HF_HOME": "DATA/.huggingface",
+                                                                          "POLLS_DB": None}),
+    ("", {}, {"HF_HOME": None, "POLLS_DB": None}),              # not a Space: /data is someone else's
+])
+def test_a_space_with_persistent_storage_keeps_the_hub_cache_and_the_rooms_there(space, settings, expected,
+                                                                                 tmp_path, monkeypatch):
+    monkeypatch.setattr(patches, "DATA", tmp_path)
+    for name in ("SPACE_ID", "HF_HOME", "POLLS_DB", "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {"SPACE_ID": space, **settings}.items():
+        monkeypatch.setenv(name, value)
+    patches.persistent_storage()
+    assert {name: os.environ.get(name) for name in expected} == {
+        name: value and value.replace("DATA", str(tmp_path)) for name, value in expected.items()}
+
+
+def test_a_space_without_persistent_storage_changes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(patches, "DATA", tmp_path / "absent")
+    monkeypatch.setenv("SPACE_ID", "someone/nlp-playground")
+    for name in ("HF_HOME", "POLLS_DB", "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    patches.persistent_storage()
+    assert "HF_HOME" not in os.environ and "POLLS_DB" not in os.environ
 
 
 GUARD = textwrap.dedent("""

@@ -36,7 +36,8 @@ def named(reader: tokenization.Detokenizer, step: dict) -> dict:
     """A `sampling.step_record` with token strings in place of ids (the API's format), ids kept beside. `token` is
     the text the chosen token adds after the steps before it (`reader` has read the prompt and them): "" for a
     byte that leaves a character unfinished, the whole character on the byte that completes it, so the steps'
-    tokens concatenate to the generated text. A byte-level token's own bytes are in `bytes` (hex)."""
+    tokens concatenate to the generated text (the JSON's `text` after its `prompt`). A byte-level token's own bytes
+    are in `bytes` (hex)."""
     tokenizer = reader.tokenizer
     token = lambda i: token_text(tokenizer, i)  # noqa: E731
     out = {**step, "id": step["token"], "token": reader.add(step["token"]),
@@ -229,8 +230,9 @@ def sampled(m, prompt: Prompt, n: int, rule: dict, seed: int, context: bool = Tr
 def generate(m, prompt: Prompt, strategy: str, rule: dict, seed: int, n: int, notices: list[str],
              chat: bool | None = None, width: int | None = None) -> Iterator[tuple[list[dict], dict | None]]:
     """The /generate endpoint's data: (the steps so far, None) while sampling, then (the steps, the JSON)
-    {model, prompt, strategy, temperature, top_k, top_p, seed, max_new_tokens, notices, text, steps[, chat][, beam]}.
-    `chat` None: not asked; `width`: beam search, `n` tokens for each of `width` beams."""
+    {model, prompt, strategy, temperature, top_k, top_p, seed, max_new_tokens, notices, text, steps[, chat][, beam]}:
+    `text` is `prompt` followed by the steps' tokens. `chat` None: not asked; `width`: beam search, `n` tokens for
+    each of `width` beams."""
     data = {"model": m.name, "prompt": prompt.text, "strategy": strategy, **rule, "seed": seed, "max_new_tokens": n,
             "notices": notices, "text": "", "steps": []}
     if chat:

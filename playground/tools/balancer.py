@@ -24,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NGINX = shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()),
                                       None)
 TEMP_PATHS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")   # nginx's own folders, kept in ours
+DEBIAN_EVENTS = "events {\n\tworker_connections 768;\n}\n"     # Debian's nginx.conf's events block, before the edit
 
 
 def free_port() -> int:
@@ -33,13 +34,24 @@ def free_port() -> int:
 
 
 def documented_config() -> str:
-    """The nginx block of docs/deploying.md, the one after its test marker."""
-    return _documented("nginx")
+    """The nginx block of docs/deploying.md, the one after its test marker (conf.d/playground.conf)."""
+    return documented("nginx")
 
 
-def _documented(marker: str) -> str:
+def documented(marker: str, language: str = "nginx") -> str:
+    """The code block of docs/deploying.md after its `<!-- marker: ... -->` comment."""
     text = (ROOT / "docs" / "deploying.md").read_text(encoding="utf-8")
-    return re.search(rf"<!-- {marker}:.*?-->\s*```nginx\n(.*?)```", text, re.S)[1]
+    return re.search(rf"<!-- {marker}:.*?-->\s*```{language}\n(.*?)```", text, re.S)[1]
+
+
+def main_config(stock: str) -> str:
+    """An nginx.conf's text (`stock`) with docs/deploying.md's edit applied: its sed line as written, on a copy."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "nginx.conf"
+        path.write_text(stock)
+        edit = documented("nginx-main", "sh").replace("sudo ", "").replace("/etc/nginx/nginx.conf", str(path))
+        subprocess.run(["sh", "-c", edit], check=True)
+        return path.read_text()
 
 
 def wait_for(url: str, process: subprocess.Popen, seconds: float = 300) -> None:
@@ -72,10 +84,10 @@ class BalancedCopies:
         self.processes: list[subprocess.Popen] = []
 
     def _config(self, folder: Path, front: int) -> Path:
-        events = _documented("nginx-events").strip()     # nginx.conf's events block, as documented
+        events = main_config(DEBIAN_EVENTS)             # nginx.conf's events block, as the documented edit leaves it
         upstream = "".join(f"    server 127.0.0.1:{port};\n" for port in self.ports)
         config = re.sub(r"(?m)^    server 127\.0\.0\.1:\d+;\n(?:    server 127\.0\.0\.1:\d+;\n)*", upstream,
-                        documented_config(), count=1).replace("listen 7860;", f"listen 127.0.0.1:{front};")
+                        documented_config(), count=1).replace("listen 80;", f"listen 127.0.0.1:{front};")
         temp = "".join(f"{kind}_temp_path {folder}/{kind};\n" for kind in TEMP_PATHS)
         path = folder / "nginx.conf"
         path.write_text(f"pid {folder}/nginx.pid;\nerror_log {folder}/error.log;\ndaemon off;\n{events}\n"

@@ -21,7 +21,7 @@ from playground.analysis import heads, models
 from playground.analysis import induction as ind
 from playground.figures import heads as fh
 from playground.ui import causal_tab
-from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, json_file, refuse_missing_smollm2, text_input, warn
 
 HEAD_VIEW_TAB = "head-view"                                 # the id of the head view's sub-tab (attention_tab)
 CAUSAL = models.ids("gpt", "llama")                    # the models induction runs on: our GPT, SmolLM2
@@ -30,6 +30,7 @@ SEED_MAX = 2**31 - 1
 
 
 def _attention_model(key, listed: list[str]) -> att.AttentionModel:
+    refuse_missing_smollm2(key)
     if models.resolve(key) not in listed:
         shown = repr(key[:40]) if isinstance(key, str) else f"a {type(key).__name__}"
         raise gr.Error(f"Unknown model {shown} for this view; choose from {', '.join(listed)}.")

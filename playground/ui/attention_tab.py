@@ -15,8 +15,8 @@ from playground.analysis import attention as att
 from playground.analysis import models
 from playground.figures import attention as fa
 from playground.ui import attention_heads
-from playground.ui.common import (FIGURE, LATEX, Shared, as_int, json_file, model_ids, text_input, things_to_try,
-                                  warn)
+from playground.ui.common import (FIGURE, LATEX, Shared, as_int, json_file, model_ids, refuse_missing_smollm2,
+                                  text_input, things_to_try, warn)
 
 # The registry's models with attention (analysis/models.py), each loaded on its first use, read-only: MiniLM, our GPT
 # and BERT when their checkpoints are shipped, SmolLM2 when its package is installed or the Hub may be used
@@ -27,6 +27,7 @@ DEFAULT_MODEL = "minilm"
 
 def _model(key) -> att.AttentionModel:
     """A model by its id or alias (`gpt`, `bert`, `smollm2`: the ids of older calls and links)."""
+    refuse_missing_smollm2(key)
     if models.resolve(key) not in LISTED:
         raise gr.Error(f"Unknown model {str(key)[:40]!r}; choose from {', '.join(LISTED)}.")
     try:

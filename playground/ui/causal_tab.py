@@ -22,7 +22,8 @@ import gradio as gr
 from playground.analysis import models, patching, steering
 from playground.analysis import interventions as iv
 from playground.figures import causal as fc
-from playground.ui.common import LATEX, Shared, as_int, checked, model_ids, text_input, warn
+from playground.ui.common import (LATEX, Shared, as_int, checked, model_ids, refuse_missing_smollm2, text_input,
+                                  warn)
 
 CAUSAL = models.ids("gpt", "llama")                                   # our GPT, SmolLM2 when installed
 MASKED = [name for name in models.ids("bert", "minilm-mlm") if name != models.MINILM]  # with an MLM head
@@ -37,6 +38,7 @@ ALIASED = {"allow_custom_value": True}  # a model dropdown also takes an alias (
 
 
 def _model(name, allowed: list[str], what: str):
+    refuse_missing_smollm2(name)
     key = models.resolve(name)
     if key not in allowed:
         raise gr.Error(f"Unknown {what} {str(name)[:40]!r}; choose from {', '.join(allowed)}.")

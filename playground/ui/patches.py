@@ -8,21 +8,37 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
+
+DATA = Path("/data")  # where a Hugging Face Space mounts its persistent storage, when it has some
 
 
 def before_gradio() -> None:
-    """No telemetry, no hub call unless the app may use the Hub (a Space, or PLAYGROUND_HUB=1: SmolLM2's original
-    is downloaded there, playground/hub.py), and a faster gradio import. Only takes full effect before gradio (and
-    huggingface_hub, which reads HF_HUB_OFFLINE once, at its import) is imported; afterwards the stub patch is
-    skipped."""
+    """A Space's persistent storage used, no telemetry, no hub call unless the app may use the Hub (a Space, or
+    PLAYGROUND_HUB=1: SmolLM2's original is downloaded there, playground/hub.py), and a faster gradio import. Only
+    takes full effect before gradio (and huggingface_hub, which reads HF_HOME and HF_HUB_OFFLINE once, at its
+    import) is imported; afterwards the stub patch is skipped."""
     from playground import hub
 
+    persistent_storage()
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     if not hub.enabled():
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _files_of_this_process()
     if "gradio" not in sys.modules:
         _skip_gradio_stub_rewrite()
+
+
+def persistent_storage() -> None:
+    """On a Space with persistent storage, the Hub's cache and the class's rooms are kept in it: a Space's own disk
+    is emptied at each restart, which downloaded SmolLM2's original again (270 MB) and lost every open room. A
+    variable set in the Space's settings wins, and a PostgreSQL DATABASE_URL keeps the rooms where it says. Before
+    huggingface_hub is imported: it reads HF_HOME once, at its import."""
+    if not os.environ.get("SPACE_ID") or not (DATA.is_dir() and os.access(DATA, os.W_OK)):
+        return
+    os.environ.setdefault("HF_HOME", str(DATA / ".huggingface"))
+    if not os.environ.get("DATABASE_URL"):
+        os.environ.setdefault("POLLS_DB", str(DATA / "polls.sqlite3"))
 
 
 def _files_of_this_process() -> None:
@@ -34,7 +50,6 @@ def _files_of_this_process() -> None:
     import atexit
     import shutil
     import tempfile
-    from pathlib import Path
 
     if "GRADIO_TEMP_DIR" in os.environ:
         return
@@ -121,8 +136,6 @@ FIXES = {"/assets/Blocks-": ((_AGAIN_WHOLE, _AGAIN_ALONE), (_EVERY_STATUS, _CHAN
 
 def frontend():
     """The folder of Gradio's frontend as Gradio ships it (a Path), which the app serves with FIXES applied."""
-    from pathlib import Path
-
     import gradio
 
     return Path(gradio.__file__).parent / "templates" / "frontend"

@@ -8,7 +8,7 @@ import gradio as gr
 
 from playground.analysis import models, quant_gap as gap
 from playground.figures import generation as fgen
-from playground.ui.common import json_file
+from playground.ui.common import json_file, refuse_missing_smollm2
 
 SMOLLM2 = models.SMOLLM2
 
@@ -27,6 +27,7 @@ def measure_gap(model=SMOLLM2):
     """The Q4_1 file against the original on the held-out text, measured now (both models loaded in fp32 for it):
     the table with its date and protocol, the JSON as a download, the JSON (`measured` true). Where the two are not
     both here, the answer is why not (`measured` false, `reason`), not an error: nothing was asked wrongly."""
+    refuse_missing_smollm2(model)
     if models.resolve(model) != SMOLLM2:
         raise gr.Error(f"Only SmolLM2-135M-Instruct has a 4-bit file and an original; not {str(model)[:40]!r}.")
     reason = gap.measurable()

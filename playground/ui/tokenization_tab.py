@@ -7,8 +7,8 @@ import gradio as gr
 
 from playground.analysis import lemmatize, normalize, subwords, tokenization
 from playground.figures import tokenization as ft
-from playground.ui.common import (FIGURE, LATEX, Shared, as_int, chosen, json_file, left_out, text_input,
-                                  things_to_try, warn)
+from playground.ui.common import (FIGURE, LATEX, Shared, as_int, chosen, json_file, left_out,
+                                  refuse_missing_smollm2, smollm2_said_missing, text_input, things_to_try, warn)
 
 DEFAULT_BPE_TABLE = "low 5\nlower 2\nnewest 6\nwidest 3\nhighest 2"  # the lecture's worked example
 VOCAB_MIN, VOCAB_MAX = 300, 30_000
@@ -27,6 +27,8 @@ def tokenize(text, names, retrain=False, vocab_size=2_000):
     notices: list[str] = []
     text = text_input(text, notices)
     names = [names] if isinstance(names, str) else list(names or [])
+    for name in names:
+        refuse_missing_smollm2(name)
     keys = [tokenization.key(name) for name in names]  # a registry model's id names its tokenizer too
     names = chosen([k for i, k in enumerate(keys) if k not in keys[:i]], TOKENIZERS, "tokenizer")
     size = as_int(vocab_size, "Vocabulary size", VOCAB_MIN, VOCAB_MAX, notices) if retrain else None
@@ -200,7 +202,7 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Row():
         names = gr.CheckboxGroup([(tokenization.SPECS[key].label, key) for key in TOKENIZERS],
                                  value=list(TOKENIZERS), label="Tokenizers", scale=3)
-        names.preprocess = by_key(names.preprocess)
+        names.preprocess = by_key(smollm2_said_missing(names.preprocess))
         with gr.Column(scale=2):
             retrain = gr.Checkbox(False, label="Retrain BPE, WordPiece and Unigram on a 430 kB corpus "
                                   "sample at this vocabulary size")
