@@ -446,14 +446,12 @@ PAIRS = {"gpt": ("KING HENRY:\nMy lord, the quee", "KING HENRY:\nMy lord, the th
          "llama": (*EIFFEL, "Paris", "Rome", "Paris is"),
          "masked": ("He lost [MASK] keys yesterday.", "She lost [MASK] keys yesterday.", "his", "her", "[MASK]")}
 STEER_LAYER = {"gpt": 2, "llama": 12}
-# SmolLM2 as the app keeps it (its 4-bit weights stored in fp16, every product in fp32) against transformers' fp32
-# reading of the file: the fp16 copies round a few of the weights, 1.1e-3 in a patched margin of 2.75 (0.04%)
-SMOL_ATOL = 2e-3
 
 
 def reference_of(m, tmp_path_factory):
     """transformers' model of the same weights: GPT2LMHeadModel, BertForMaskedLM, or LlamaForCausalLM reading
-    SmolLM2's file."""
+    SmolLM2's file, its matrices and embedding rounded to fp16 as the app stores them (Llama.half_storage: the
+    rounding alone moves a logit by 1.5e-2), so that what is compared is the arithmetic."""
     from playground.analysis import models
 
     if m.family == "gpt":
@@ -463,7 +461,12 @@ def reference_of(m, tmp_path_factory):
     if m.family == "llama":
         from tests.smollm2_reference import reference_model
 
-        return reference_model(tmp_path_factory)
+        ref = reference_model(tmp_path_factory)
+        with torch.no_grad():
+            for p in ref.parameters():
+                if p.dim() >= 2 and m.model.model.embed_tokens.weight.dtype == torch.float16:
+                    p.copy_(p.half().float())
+        return ref
     pytest.fail(f"the lab offers {m.name} (family {m.family}) with no transformers reference to check it against")
 
 
@@ -483,7 +486,6 @@ def test_every_model_the_lab_offers_equals_hooks_on_transformers(name, tmp_path_
     ref = reference_of(m, tmp_path_factory)
     family = "masked" if iv.masked_lm(m) else m.family
     clean, corrupted, answer, other, short = PAIRS[family]
-    atol = SMOL_ATOL if family == "llama" else ATOL
     c, k = iv.read(m, clean, []), iv.read(m, corrupted, [])
     if family == "masked":
         assert c.tokens[0] == "[CLS]" and c.tokens[-1] == "[SEP]" and c.tokens[c.at] == "[MASK]"
@@ -504,31 +506,30 @@ def test_every_model_the_lab_offers_equals_hooks_on_transformers(name, tmp_path_
         after = ref_logits(s.ids, s.at, ref_ablation(ref, layer, "z", head, n_head, "zero", None))
         best = data["top1"]["id"]
         assert best == int(plain.argmax())
-        assert data["top1"]["logp_before"] == pytest.approx(float(plain.log_softmax(-1)[best]), abs=atol)
-        assert data["top1"]["logp_after"] == pytest.approx(float(after.log_softmax(-1)[best]), abs=atol)
-        assert data["kl"] == pytest.approx(log_softmax_kl(plain, after), abs=atol) and data["kl"] > 1e-6
+        assert data["top1"]["logp_before"] == pytest.approx(float(plain.log_softmax(-1)[best]), abs=ATOL)
+        assert data["top1"]["logp_after"] == pytest.approx(float(after.log_softmax(-1)[best]), abs=ATOL)
+        assert data["kl"] == pytest.approx(log_softmax_kl(plain, after), abs=ATOL) and data["kl"] > 1e-6
     plain, after = ref_logits(c.ids, c.at), ref_logits(c.ids, c.at, ref_ablation(ref, layer, "z", head, n_head, "zero",
                                                                                   None))
     sweep = iv.sweep(m, clean, sanity=False)
     assert (sweep["layers"], sweep["heads"]) == (len(iv.blocks(m.model)), n_head)
-    assert sweep["kl"][layer][head] == pytest.approx(log_softmax_kl(plain, after), abs=atol)
+    assert sweep["kl"][layer][head] == pytest.approx(log_softmax_kl(plain, after), abs=ATOL)
     act = ref_capture(ref, layer, "mlp_out", lambda: ref(torch.tensor([k.ids])))
     data = iv.ablate(m, clean, "mlp", layer, 0, "resample", corrupted, sanity=False)
     after = ref_logits(c.ids, c.at, ref_ablation(ref, layer, "mlp_out", None, n_head, "resample", act), "mlp_out")
-    assert data["kl"] == pytest.approx(log_softmax_kl(plain, after), abs=atol) and data["kl"] > 1e-6
+    assert data["kl"] == pytest.approx(log_softmax_kl(plain, after), abs=ATOL) and data["kl"] > 1e-6
     data = patching.patch(m, clean, corrupted, answer, other, "resid", attribution=False, sanity=False)
     good, bad = data["answer"]["id"], data["other"]["id"]
     last = len(iv.blocks(m.model)) - 1
     cells = [(0, 1), (layer, c.at), (last, c.at), (last, 1)]
     for (l, t), value in zip(cells, ref_patch_cells(ref, c.ids, k.ids, "resid_pre", good, bad, cells, c.at)):
-        assert data["exact"]["raw"][l][t] == pytest.approx(value, abs=atol), (l, t)
+        assert data["exact"]["raw"][l][t] == pytest.approx(value, abs=ATOL), (l, t)
     assert max(abs(v) for row in data["exact"]["raw"] for v in row) > 1e-2
     if family != "masked":
-        steer_layer = STEER_LAYER[family]
-        assert_steering_equals_transformers(m, ref, steer_layer, atol)
+        assert_steering_equals_transformers(m, ref, STEER_LAYER[family])
 
 
-def assert_steering_equals_transformers(m, ref, layer: int, atol: float) -> None:
+def assert_steering_equals_transformers(m, ref, layer: int) -> None:
     """The contrast direction (each line read after the model's document start, when it has one, and averaged over
     its own tokens) from transformers' hidden states, and the logit of a word with it added at `layer` (a pre-hook on
     transformers' block) at strength 2."""
@@ -548,7 +549,7 @@ def assert_steering_equals_transformers(m, ref, layer: int, atol: float) -> None
     data = steering.steer(m, prompt, "Love\nI love thee", "Hate", layer, 2.0, "l" if m.family == "gpt" else "lovely",
                           1, 0)
     d = (mean("Love") + mean("I love thee")) / 2 - mean("Hate")
-    assert data["direction_norm"] == pytest.approx(float(d.norm()), rel=1e-4, abs=atol)
+    assert data["direction_norm"] == pytest.approx(float(d.norm()), rel=1e-4, abs=ATOL)
     s = iv.read(m, prompt, [])
     handle = ref_blocks(ref)[layer].register_forward_pre_hook(
         lambda _m, args, kwargs: ((args[0] + 2.0 * d, *args[1:]), kwargs) if args
@@ -559,7 +560,7 @@ def assert_steering_equals_transformers(m, ref, layer: int, atol: float) -> None
     finally:
         handle.remove()
     shift = data["shifts"][0]
-    assert shift["logit_with"] == pytest.approx(float(pushed[shift["id"]]), abs=atol)
+    assert shift["logit_with"] == pytest.approx(float(pushed[shift["id"]]), abs=ATOL)
 
 
 # ---------------------------------------------------------------------------------------------

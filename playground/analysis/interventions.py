@@ -61,7 +61,7 @@ class Subject:
         """The logits (n, T, V) of n copies of the text (each row may carry its own edits). Every product in fp32
         (`fp32_products`): a half-stored model (SmolLM2 in the app) would otherwise multiply a text of a few
         positions in fp16 (1e-2 off in the logits) and a longer one in fp32, so the lab's numbers would depend on the
-        text's length; in fp32 they are the fp32 model's (its fp16 copies of the 4-bit weights are exact)."""
+        text's length; in fp32 they are those of the weights as stored, whatever the length or the batch."""
         model = self.m.model if model is None else model
         with fp32_products():
             if not self.masked:
