@@ -123,6 +123,39 @@ def test_a_masked_lm_predicts_at_its_mask_and_needs_one():
         steering.steer(m, "hello", "a", "b")
 
 
+@pytest.mark.parametrize("name", [n for n in iv.offered() if n not in iv.offered(masked=False)])
+def test_every_masked_lm_the_lab_offers_predicts_at_its_mask_as_fill_mask_does(name):
+    """[CLS] and [SEP] kept, the prediction read at the [MASK]: the lab's distribution there is the Fill-in tab's,
+    and its registry shape names every layer and head (a head asked for is that head, never one clamped to −1)."""
+    from playground.analysis import fill_mask
+
+    m = models.get(name)
+    text = "The dog wagged [MASK] tail."
+    data = iv.ablate(m, text, "head", 5 if m.shape.layers > 5 else 1, 3, "zero", sanity=False)
+    assert data["tokens"][0] == "[CLS]" and data["tokens"][-1] == "[SEP]"
+    assert data["tokens"][data["position"]] == "[MASK]" and data["head"] == 3 and not data["notices"]
+    expected = fill_mask.fill_mask(m.model, m.tokenizer, text, top_k=3)
+    assert [t["id"] for t in data["before"][:3]] == [e["token"] for e in expected]
+    for got, want in zip(data["before"], expected):
+        assert got["prob"] == pytest.approx(want["score"], abs=1e-5)
+    assert m.shape.layers == len(iv.blocks(m.model)) and m.shape.heads == m.model.config.n_head
+    sweep = iv.sweep(m, text, sanity=True)
+    assert len(sweep["ranking"]) == m.shape.layers * m.shape.heads and sweep["sanity"]["max_kl"] >= 0
+
+
+def test_a_model_without_recorded_heads_is_refused_with_a_message():
+    """Were a model's registry shape to record no heads, asking for one is refused with a message (never a head
+    clamped to −1, nor the sweep's empty grid ending in a raw "max() arg is an empty sequence"); its layers' attention
+    and MLPs can still be knocked out."""
+    from dataclasses import replace
+
+    headless = replace(models.get("gpt-shakespeare"), shape=models.Shape(4, 0))
+    for run in (lambda: iv.sweep(headless, QUEEN[0]), lambda: iv.ablate(headless, QUEEN[0], "head", 1, 11)):
+        with pytest.raises(iv.InterventionError, match="no attention heads"):
+            run()
+    assert iv.ablate(headless, QUEEN[0], "attn", 1, 0, sanity=False)["kl"] > 0
+
+
 # ---------------------------------------------------------------------------------------------
 # The API: gradio_client calls, each answering its figure, its text alternative and the JSON last
 
