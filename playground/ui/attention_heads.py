@@ -21,7 +21,7 @@ from playground.analysis import heads, models
 from playground.analysis import induction as ind
 from playground.figures import heads as fh
 from playground.ui import causal_tab
-from playground.ui.common import LATEX, Shared, as_int, json_file, text_input, warn
+from playground.ui.common import LATEX, Shared, as_int, json_file, mark_when_changed, text_input, warn
 
 HEAD_VIEW_TAB = "head-view"                                 # the id of the head view's sub-tab (attention_tab)
 CAUSAL = models.ids("gpt", "llama")                    # the models induction runs on: our GPT, SmolLM2
@@ -97,14 +97,31 @@ def induction(model_key=DEFAULT_CAUSAL, n_tokens=ind.DEFAULT_N, seed=ind.DEFAULT
     return fh.copy_loss_figure(data), fh.scores_figure(data), text, json_file(data, "induction"), data
 
 
+# MiniLM, the tab's default, is a sentence encoder without an LM head: its heads are knocked out in MiniLM + LoRA's
+# masked LM, the same encoder with rank-8 adapters merged into its weights and an MLM head (nets/minilm_mlm.py)
+WITH_LM_HEAD = {models.MINILM: "minilm-mlm"}
+
+
+def _knockable(key: str | None) -> str:
+    """The model whose prediction the knockout changes for the tab's model `key`: the model itself, or MiniLM's
+    masked LM; a message naming the tab's own models when there is none."""
+    if key in causal_tab.ALL:
+        return key
+    if WITH_LM_HEAD.get(key) in causal_tab.ALL:
+        return WITH_LM_HEAD[key]
+    listed = [name for name in models.ids("bert", "gpt", "llama") if name in causal_tab.ALL]
+    raise gr.Error(f"{att.label(key) if key else 'This model'} has no prediction to change (a sentence encoder "
+                   f"without an LM head): choose {' or '.join(att.label(name) for name in listed) or 'another model'}"
+                   " above to knock out one of its heads.")
+
+
 def knock_out(text, model_key, layer=0, head="mean", how="zero"):
     """The head view's head (a number) or, for an aggregate ("mean", "max"), the layer's attention, knocked out on
     the sentence: the prediction before and after, as the Causal lab's `ablate` computes it. A masked LM predicts at
-    a [MASK]: when the sentence has none, its last word is masked, with a notice."""
-    key = models.resolve(model_key)
-    if key not in causal_tab.ALL:
-        raise gr.Error(f"{att.label(key) if key else 'This model'} has no prediction to change (a sentence encoder "
-                       f"without an LM head): knock out a head of {', '.join(causal_tab.ALL)}.")
+    a [MASK]: when the sentence has none, its last word is masked, with a notice. MiniLM's head is knocked out in its
+    masked LM (WITH_LM_HEAD), said above the text."""
+    shown = models.resolve(model_key)
+    key = _knockable(shown)
     text = str(text or "")
     if key in causal_tab.MASKED and "[mask]" not in text.lower():
         words = list(re.finditer(r"\w+", text))
@@ -114,7 +131,15 @@ def knock_out(text, model_key, layer=0, head="mean", how="zero"):
         text = text[:last.start()] + "[MASK]" + text[last.end():]
         gr.Info(f"No [MASK] in the sentence: its last word, {last.group()!r}, is masked and predicted.")
     one = str(head).isdigit()
-    return causal_tab.ablate(key, text, "head" if one else "attn", layer, int(head) if one else 0, how, "", True)
+    figure, markdown, data = causal_tab.ablate(key, text, "head" if one else "attn", layer, int(head) if one else 0,
+                                               how, "", True)
+    if key != shown:
+        what = f"head {data['head']} of layer {data['layer']}" if one else f"layer {data['layer']}'s attention"
+        markdown = (f"*{att.label(shown).split(' (')[0]} has no LM head: its {what} is knocked out in "
+                    f"{models.get(key).label}, the same "
+                    "encoder with small LoRA adapters merged into its weights and an MLM head, whose attention is "
+                    f"close to the view's, not the same.*\n\n{markdown}")
+    return figure, markdown, data
 
 
 FINDER_MD = r"""**Find a head by what it does.** Each head is described by six numbers, averaged over the queries
@@ -135,7 +160,8 @@ into it. Same model, seed and length: the same sequence and the same numbers."""
 
 KNOCK_OUT_MD = """Change the model and see what follows. **Knock out** the head chosen above (or, with *mean* or
 *max* chosen, the layer's whole attention) on the sentence above, and compare the next-token prediction (GPT,
-SmolLM2; a masked LM's at its [MASK]) before and after, with the loss at every position. The sanity check beside it
+SmolLM2; a masked LM's at its [MASK]; MiniLM, an encoder without an LM head, through its masked-LM version) before
+and after, with the loss at every position. The sanity check beside it
 is the same knockout on the model with its weights re-initialised: a trained model's effect should dwarf it. The
 Causal lab does the same for any text and ranks every head."""
 
@@ -154,8 +180,10 @@ def build_knock_out(shared: Shared, model: gr.Dropdown, layer: gr.Slider, head: 
                 text = gr.Markdown(elem_id="attn-knockout-text", elem_classes=["figure-text"])
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             data = gr.JSON(label="ablate")
-    go.click(knock_out, inputs=[shared.text, model, layer, head, how], outputs=[plot, text, data],
-             api_visibility="private", show_progress="minimal")
+    asked = [shared.text, model, layer, head, how]
+    go.click(knock_out, inputs=asked, outputs=[plot, text, data], api_visibility="private", show_progress="minimal")
+    mark_when_changed(plot, "attn-knockout", asked, "the sentence, the model, the layer, the head or the ablation",
+                      "Knock it out")
 
 
 def build(shared: Shared, model: gr.Dropdown, layer: gr.Slider, head: gr.Dropdown, views: gr.Tabs):
