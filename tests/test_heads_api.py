@@ -84,6 +84,23 @@ def test_induction_knocks_out_the_top_heads_and_as_many_others(client):
     assert "ablation" not in client.predict("gpt-shakespeare", 12, 3, api_name="/induction")[-1]  # k = 0: none
 
 
+def test_the_finder_opens_on_a_statistic_that_fits_the_model_on_a_stated_scale():
+    """MiniLM (the tab's default, a BERT) is ranked by previous-token score, a causal LM by induction; a share of
+    attention is coloured from 0 to 1 (MiniLM's largest induction score, 0.04, stays pale), entropy and distance
+    from 0 to their largest, said on the colour bar."""
+    from playground.ui import attention_heads
+
+    assert [attention_heads.fitting_stat(m) for m in ("minilm", "bert", "gpt", "smollm2")] == [
+        "previous", "previous", "induction", "induction"]
+    shipped = hf.shipped("minilm")["stats"]
+    for stat, top in (("induction", 1.0), ("previous", 1.0), ("entropy", float(np.max(shipped["entropy"])))):
+        data = {"stat": stat, "source": "corpus", "order": "largest", "layers": 6, "heads": 12, "stats": shipped,
+                "ranking": [{"layer": 0, "head": 0}]}
+        heat = fh.finder_figure(data, 1).data[0]
+        assert (heat.zmin, heat.zmax) == (0, pytest.approx(top)) and "0 to" in heat.colorbar.title.text
+    assert np.max(shipped["induction"]) < 0.05 and np.max(shipped["previous"]) > 0.9
+
+
 def test_the_figures_and_their_text_alternatives():
     data = {"stat": "entropy", "source": "corpus", "order": "smallest", "layers": 2, "heads": 2,
             "corpus": "assets/corpus_sample.txt", "protocol": {"windows": 3},

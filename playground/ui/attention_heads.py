@@ -43,7 +43,7 @@ def _choice(value, allowed, what: str) -> str:
     return value
 
 
-def head_finder(text, model_key="minilm", source="corpus", stat="induction", order="largest"):
+def head_finder(text, model_key="minilm", source="corpus", stat="previous", order="largest"):
     """Every head of the model ranked by one statistic over the corpus sample or the text: the figure, its table,
     the ranked heads to open, the JSON."""
     notices: list[str] = []
@@ -64,6 +64,12 @@ def head_finder(text, model_key="minilm", source="corpus", stat="induction", ord
            for i, r in enumerate(data["ranking"][:hf.TOP])]
     return (fh.finder_figure(data, hf.TOP), fh.finder_md(data, hf.TOP, heads.STATS),
             gr.update(choices=top, value=top[0][1]), json_file(data, "head_finder"), data)
+
+
+def fitting_stat(model_key):
+    """The statistic the finder ranks by when the model changes: the one that fits its family (hf.first_stat)."""
+    key = models.resolve(model_key)
+    return hf.first_stat(models.family(key)) if key else gr.skip()
 
 
 def open_head(choice, model_key):
@@ -203,7 +209,8 @@ def _build_finder(shared: Shared, model: gr.Dropdown) -> tuple[gr.Dropdown, gr.B
         with gr.Row():
             source = gr.Radio([("the corpus sample", "corpus"), ("the text above", "text")], value="corpus",
                               label="Statistics over")
-            stat = gr.Dropdown([(d, k) for k, d in heads.STATS.items()], value="induction", label="Rank by")
+            stat = gr.Dropdown([(d, k) for k, d in heads.STATS.items()], label="Rank by",
+                               value=hf.first_stat(models.family(model.value)))
             order = gr.Radio([("largest first", "largest"), ("smallest first", "smallest")], value="largest",
                              label="Order")
         plot = gr.Plot(label="Every head by the chosen statistic", elem_id="attn-finder")
@@ -214,6 +221,7 @@ def _build_finder(shared: Shared, model: gr.Dropdown) -> tuple[gr.Dropdown, gr.B
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             file = gr.DownloadButton("Download JSON", size="sm")
             data = gr.JSON(label="head_finder")
+    model.change(fitting_stat, model, stat, api_visibility="private", queue=False)   # ranked by what fits it
     gr.on([tab.select, shared.changed("text"), model.change, source.change, stat.change, order.change], head_finder,
           inputs=[shared.text, model, source, stat, order], outputs=[plot, table, chosen, file, data],
           api_name="head_finder", trigger_mode="always_last", show_progress="minimal")
