@@ -143,7 +143,7 @@ def test_the_sanity_grid_is_drawn_on_the_trained_models_scale():
     fig = fc.patch_figure(data)
     assert [list(trace.z[0]) for trace in fig.data] == [[0.0, 1.0], [0.0, pytest.approx(0.008)]]
     assert all((trace.zmin, trace.zmax) == (-1, 1) for trace in fig.data)
-    assert "trained model's scale" in fig.layout.annotations[1].text
+    assert "on the trained scale" in fig.layout.annotations[1].text
     assert "its largest cell is 0.008" in fc.patch_markdown(data)
 
 

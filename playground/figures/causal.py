@@ -58,7 +58,7 @@ def patch_figure(data: dict) -> go.Figure:
     limit = 1.0 if normalised else max([1e-9] + [abs(v) for _, z in panels for row in z for v in row])
     if "sanity" in data:
         reinit = _reinit_scaled(data)
-        panels.append(("Sanity: re-initialised model" + (" (the trained model's scale)" if normalised else ""),
+        panels.append(("Sanity: re-initialised" + ("<br>on the trained scale" if normalised else " model"),
                        reinit if normalised else data["sanity"]["reinit"]["raw"]))
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], shared_yaxes=True,
                         horizontal_spacing=0.04)

@@ -257,7 +257,7 @@ def _steer_view(shared: Shared) -> None:
         n = gr.Slider(1, steering.MAX_NEW, value=30, step=1, label="New tokens")
         seed = gr.Number(0, label="Seed", precision=0)
         steer_button = gr.Button("Steer", variant="primary", scale=0)
-    outputs = _outputs("Logit shift", "steer")
+    outputs = _outputs("What each word gains or loses", "steer")
     shared.remember("causal_steer", model=model, prompt=prompt, positive=positive, negative=negative, layer=layer,
                     strength=strength, words=words)
     shared.limit("causal_steer.model", model_ids(CAUSAL))
