@@ -36,7 +36,7 @@ DEFAULT_PROTOCOL = (64, 128)
 SEED = 0
 # the statistic the finder opens on, by the model's family: induction (Olsson et al. 2022) is a causal LM's way of
 # continuing a text; a BERT reads both ways and is trained to fill a gap, and its clearest heads are previous-token
-# heads (Clark et al. 2019; MiniLM's layer 0 head 2 puts 0.99 on the previous token), where its induction is 0.04 at most
+# heads (Clark et al. 2019; MiniLM's layer 0 head 2 puts 0.99 on the previous token), its induction 0.04 at most
 FIRST_STAT = {"bert": "previous"}
 # what each model saw of the corpus sample in training, said with its numbers (models/*/card.json)
 OVERLAP = {"gpt-shakespeare": "trained on Tiny Shakespeare only: the Austen, Bible, WordNet and Jargon windows are "
