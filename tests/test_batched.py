@@ -116,14 +116,19 @@ def test_the_batched_sweep_equals_each_head_ablated_on_its_own(family, how):
 
 
 def test_a_half_stored_llama_gives_a_row_the_same_numbers_alone_or_in_a_batch():
-    """SmolLM2 is kept in fp16; a batch that starts with one row must not take that row's first blocks in fp16
-    (fp32_products), so a cell computed among many rows equals the same cell computed alone in fp32 products."""
+    """SmolLM2 is kept in fp16; a batch that starts with one row must not take that row's first blocks in fp16, nor
+    a short text its whole pass: every forward of the lab (Subject.logits, the batched runs) takes its products in
+    fp32 (fp32_products), so a cell computed among many rows equals the same cell computed alone, and a text of two
+    tokens gives the numbers of fp32 products, where the model's own forward would multiply it in fp16."""
     model = MODELS["llama"]().half_storage()
     clean, corrupted = pair(LLAMA_TINY.vocab_size, (8,), n=10)      # the last two positions: rows of 2 tokens
+    short = subject(clean.ids[:2])
     with torch.inference_mode():
         grid, *_ = patching.exact_grid(model, clean, corrupted, "mlp_out", 5, 7)
         alone = one_at_a_time_grid(model, clean, corrupted, "mlp_out", 5, 7)
         with llama_net.fp32_products():
-            exact = one_at_a_time_grid(model, clean, corrupted, "mlp_out", 5, 7)
-    assert torch.allclose(grid, exact, atol=TOL, rtol=0), float((grid - exact).abs().max())
-    assert (alone - exact).abs().max() > TOL   # without the switch a one-position product is fp16: it would show
+            exact = model(short.batch())[0]
+        plain, lab = model(short.batch())[0], short.logits(model)
+    assert torch.allclose(grid, alone, atol=TOL, rtol=0), float((grid - alone).abs().max())
+    assert torch.equal(lab, exact)
+    assert (plain - exact).abs().max() > TOL   # without the switch a two-position product is fp16: it would show

@@ -7,6 +7,8 @@ import re
 
 import pytest
 
+from tests.conftest import screenshot
+
 
 @pytest.fixture(scope="module")
 def causal_tab(page):
@@ -44,22 +46,31 @@ def test_ablating_a_head_and_the_sweep(causal_tab):
 
 
 def test_the_attention_tabs_knockout_on_the_head_in_view(page):
-    """On MiniLM (the tab's default, a sentence encoder) the page says why nothing can be knocked out; on our GPT the
+    """On MiniLM (the tab's default, a sentence encoder without an LM head) the head is knocked out in its masked LM,
+    said above the result; another model marks that result out of date until it is drawn again; on our GPT the
     chosen layer's attention (the Head list's default, the mean) is knocked out and described."""
     page.get_by_role("tab", name="Attention", exact=True).click()
     page.wait_for_selector("#attn-head-view .hv-t", timeout=60_000)
     page.get_by_text("Knock this head out: what changes?").click()
     page.get_by_role("button", name="Knock it out").click()
-    page.wait_for_function("() => [...document.querySelectorAll('.toast-body')].some(e => "
-                           "e.innerText.includes('no prediction to change'))", timeout=60_000)
+    text = _text(page, "#attn-knockout-text", "KL(before ‖ after)")
+    assert "MiniLM-L6 has no LM head" in text and "MiniLM + LoRA" in text
+    page.wait_for_selector("#attn-knockout .js-plotly-plot", timeout=30_000)
+    assert page.locator("#attn-knockout .plot-stale").count() == 0 and page.locator(".toast-body").count() == 0
+    screenshot(page, "attention-knockout-minilm.png")
     page.get_by_label("Model", exact=True).filter(visible=True).click()
     page.get_by_role("option", name="our GPT", exact=False).click()
+    page.wait_for_selector("#attn-knockout .plot-stale", timeout=10_000)
+    assert "press Knock it out" in page.locator("#attn-knockout .plot-stale").inner_text()
+    screenshot(page, "attention-knockout-stale.png")
     page.wait_for_function("() => location.search.includes('gpt')", timeout=30_000)
     page.traffic.settle()
     page.get_by_role("button", name="Knock it out").click()
+    page.wait_for_selector("#attn-knockout .plot-stale", state="detached", timeout=60_000)
+    page.wait_for_function("() => !document.querySelector('#attn-knockout-text').innerText.includes('no LM head')",
+                           timeout=60_000)
     text = _text(page, "#attn-knockout-text", "KL(before ‖ after)")
     assert "re-initialised" in text or "Sanity" in text
-    page.wait_for_selector("#attn-knockout .js-plotly-plot", timeout=30_000)
 
 
 def test_a_link_to_an_experiment_draws_it_and_a_link_elsewhere_computes_nothing_here(page, app_url):

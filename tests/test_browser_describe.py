@@ -211,10 +211,8 @@ def _bars_expected(api: str, data) -> dict[str, list[list[float]]]:
         return {"before": [[t["prob"] for t in data["before"]]], "after": [[t["prob"] for t in data["after"]]]}
     if api == "steer":
         shifts = data["shifts"]
-        expected = {"the contrast's direction": [[s["shift"] for s in shifts]]}
-        if shifts and "shift_random" in shifts[0]:
-            expected["a random direction, same norm (sanity check)"] = [[s["shift_random"] for s in shifts]]
-        return expected
+        return {"the contrast's direction": [[s["logp_shift"] for s in shifts]],
+                "a random direction, same norm (sanity check)": [[s["logp_shift_random"] for s in shifts]]}
     if api == "mlm_cards":
         return {m["name"]: [[m[k] for k in ("top1", "top5", "nsp") if m.get(k) is not None]]
                 + ([[m.get("trainable") or m["total"], m["total"]]] if m.get("total") else []) for m in data["models"]}

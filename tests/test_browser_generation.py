@@ -176,11 +176,11 @@ def test_the_causal_attention_of_an_earlier_text_is_marked_when_a_new_text_arriv
     page.get_by_text("Causal attention of the generated text").click()
     page.get_by_role("button", name="Show attention").click()
     page.wait_for_selector("#gen-att-plot .plot-container", timeout=30_000)
-    assert page.locator("#gen-att-plot .gen-stale").count() == 0
+    assert page.locator("#gen-att-plot .plot-stale").count() == 0
     _generate(page, "JULIET:", 8)
-    page.wait_for_selector("#gen-att-plot .gen-stale", timeout=10_000)
-    assert "press Show attention" in page.locator("#gen-att-plot .gen-stale").inner_text()
+    page.wait_for_selector("#gen-att-plot .plot-stale", timeout=10_000)
+    assert "press Show attention" in page.locator("#gen-att-plot .plot-stale").inner_text()
     page.get_by_role("button", name="Show attention").click()
-    page.wait_for_selector("#gen-att-plot .gen-stale", state="detached", timeout=30_000)
+    page.wait_for_selector("#gen-att-plot .plot-stale", state="detached", timeout=30_000)
     page.locator("#gen-prompt textarea").fill("JULIET: O")  # the text is now out of date, and its step chart
     page.wait_for_function("() => document.getElementById('gen-chart').style.opacity === '0.45'", timeout=5_000)

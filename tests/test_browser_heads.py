@@ -20,7 +20,7 @@ def test_the_top_ranked_head_opens_in_the_head_view(attention_tab):
     page.get_by_role("tab", name="Head finder", exact=True).click()
     page.wait_for_function("() => document.querySelector('#attn-finder-table')?.innerText.includes('ranked by')",
                            timeout=30_000)
-    table = np.array(hf.shipped("minilm")["stats"]["induction"])      # the default: MiniLM, induction, corpus
+    table = np.array(hf.shipped("minilm")["stats"]["previous"])       # the default: MiniLM, previous-token, corpus
     layer, head = np.unravel_index(int(np.argmax(table)), table.shape)
     assert page.locator("#attn-finder-table table tr").nth(1).inner_text().split()[:3] == ["1", str(layer), str(head)]
     page.get_by_role("button", name="Open in the head view").click()

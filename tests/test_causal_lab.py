@@ -113,6 +113,40 @@ def test_steerings_sanity_check_is_a_seeded_random_direction_of_the_same_norm(gp
     assert still["sanity"]["text"] == still["without"]["text"] and still["sanity"]["kl"] == pytest.approx(0, abs=1e-7)
 
 
+def test_steerings_bars_have_the_sign_of_what_each_word_gains(gpt):
+    """The bars draw each word's log-probability shift, whose sign is its probability's (its logit's shift need
+    not be: SmolLM2's preset lowers "wonderful"'s logit by 0.24 and multiplies its probability by 5.4); the
+    random direction's beside them; the text alternative says the same numbers."""
+    from playground.figures import causal as fc
+
+    data = steering.steer(gpt, "ROMEO:\nI", "Love\nI love thee", "Hate\nI hate thee", 2, 8.0, "l, h, w", 5, 3)
+    fig, text = fc.steer_figure(data), fc.steer_markdown(data)
+    for bar, shift in zip(fig.data[0].y, data["shifts"]):
+        assert bar == shift["logp_shift"] == pytest.approx(math.log(shift["prob_with"] / shift["prob_without"]),
+                                                           abs=1e-4)
+        assert f"{shift['logp_shift']:+.3f}" in text
+    assert list(fig.data[1].y) == [s["logp_shift_random"] for s in data["shifts"]]
+    assert fig.layout.yaxis.title.text == "Δ log p (nats)" and "gains (up) or loses (down)" in fig.layout.title.text
+
+
+def test_the_sanity_grid_is_drawn_on_the_trained_models_scale():
+    """The re-initialised model's grid over the trained model's margin, not its own tiny one: its noise drawn as
+    small as it is (here 0.04 of a margin of 5 is 0.008, where its own margin of 0.04 made it 1.0)."""
+    from playground.figures import causal as fc
+
+    data = {"site": "resid", "layers": 1, "clean_tokens": ["a", "b"], "corrupted_tokens": ["a", "c"], "position": 1,
+            "answer": {"text": "x", "id": 0}, "other": {"text": "y", "id": 1}, "metric_clean": 3.0,
+            "metric_corrupted": -2.0, "exact": {"normalised": [[0.0, 1.0]], "raw": [[0.0, 5.0]]},
+            "sanity": {"clean_clean_max_abs": 0.0,
+                       "reinit": {"model": "re-initialised", "metric_clean": -0.47, "metric_corrupted": -0.51,
+                                  "normalised": [[0.0, 1.0]], "raw": [[0.0, 0.04]]}}}
+    fig = fc.patch_figure(data)
+    assert [list(trace.z[0]) for trace in fig.data] == [[0.0, 1.0], [0.0, pytest.approx(0.008)]]
+    assert all((trace.zmin, trace.zmax) == (-1, 1) for trace in fig.data)
+    assert "on the trained scale" in fig.layout.annotations[1].text
+    assert "its largest cell is 0.008" in fc.patch_markdown(data)
+
+
 def test_a_masked_lm_predicts_at_its_mask_and_needs_one():
     m = models.get("bert-english")
     data = iv.ablate(m, "the capital of france is [MASK] .", "attn", 1, 0, "zero", sanity=False)
@@ -121,6 +155,39 @@ def test_a_masked_lm_predicts_at_its_mask_and_needs_one():
         iv.ablate(m, "no mask here", "head", 0, 0, "zero")
     with pytest.raises(iv.InterventionError, match="masked LM"):
         steering.steer(m, "hello", "a", "b")
+
+
+@pytest.mark.parametrize("name", [n for n in iv.offered() if n not in iv.offered(masked=False)])
+def test_every_masked_lm_the_lab_offers_predicts_at_its_mask_as_fill_mask_does(name):
+    """[CLS] and [SEP] kept, the prediction read at the [MASK]: the lab's distribution there is the Fill-in tab's,
+    and its registry shape names every layer and head (a head asked for is that head, never one clamped to −1)."""
+    from playground.analysis import fill_mask
+
+    m = models.get(name)
+    text = "The dog wagged [MASK] tail."
+    data = iv.ablate(m, text, "head", 5 if m.shape.layers > 5 else 1, 3, "zero", sanity=False)
+    assert data["tokens"][0] == "[CLS]" and data["tokens"][-1] == "[SEP]"
+    assert data["tokens"][data["position"]] == "[MASK]" and data["head"] == 3 and not data["notices"]
+    expected = fill_mask.fill_mask(m.model, m.tokenizer, text, top_k=3)
+    assert [t["id"] for t in data["before"][:3]] == [e["token"] for e in expected]
+    for got, want in zip(data["before"], expected):
+        assert got["prob"] == pytest.approx(want["score"], abs=1e-5)
+    assert m.shape.layers == len(iv.blocks(m.model)) and m.shape.heads == m.model.config.n_head
+    sweep = iv.sweep(m, text, sanity=True)
+    assert len(sweep["ranking"]) == m.shape.layers * m.shape.heads and sweep["sanity"]["max_kl"] >= 0
+
+
+def test_a_model_without_recorded_heads_is_refused_with_a_message():
+    """Were a model's registry shape to record no heads, asking for one is refused with a message (never a head
+    clamped to −1, nor the sweep's empty grid ending in a raw "max() arg is an empty sequence"); its layers' attention
+    and MLPs can still be knocked out."""
+    from dataclasses import replace
+
+    headless = replace(models.get("gpt-shakespeare"), shape=models.Shape(4, 0))
+    for run in (lambda: iv.sweep(headless, QUEEN[0]), lambda: iv.ablate(headless, QUEEN[0], "head", 1, 11)):
+        with pytest.raises(iv.InterventionError, match="no attention heads"):
+            run()
+    assert iv.ablate(headless, QUEEN[0], "attn", 1, 0, sanity=False)["kl"] > 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +232,9 @@ def test_the_steering_presets_steer_visibly_and_fill_the_view():
     m = models.get(name)
     up = steering.steer(m, prompt, positive, negative, layer, strength, words, 20, 0)
     down = steering.steer(m, prompt, positive, negative, layer, -strength, words, 20, 0)
-    shift = {s["word"]: s["shift"] for s in up["shifts"]}
+    shift = {s["word"]: s for s in up["shifts"]}
     assert up["with"]["text"] != up["without"]["text"] and "wonderful" in up["with"]["text"]
-    assert shift["terrible"] < -2 and {s["word"]: s["shift"] for s in down["shifts"]}["terrible"] > 0
+    terrible = shift["terrible"]
+    assert terrible["logp_shift"] < -1 and terrible["logp_shift_random"] > terrible["logp_shift"] + 1
+    assert {s["word"]: s["logp_shift"] for s in down["shifts"]}["terrible"] > 0
     assert up["direction_norm"] < up["stream_norm"]        # the sink left out: a direction on the stream's scale

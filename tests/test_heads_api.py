@@ -84,6 +84,23 @@ def test_induction_knocks_out_the_top_heads_and_as_many_others(client):
     assert "ablation" not in client.predict("gpt-shakespeare", 12, 3, api_name="/induction")[-1]  # k = 0: none
 
 
+def test_the_finder_opens_on_a_statistic_that_fits_the_model_on_a_stated_scale():
+    """MiniLM (the tab's default, a BERT) is ranked by previous-token score, a causal LM by induction; a share of
+    attention is coloured from 0 to 1 (MiniLM's largest induction score, 0.04, stays pale), entropy and distance
+    from 0 to their largest, said on the colour bar."""
+    from playground.ui import attention_heads
+
+    assert [attention_heads.fitting_stat(m) for m in ("minilm", "bert", "gpt", "smollm2")] == [
+        "previous", "previous", "induction", "induction"]
+    shipped = hf.shipped("minilm")["stats"]
+    for stat, top in (("induction", 1.0), ("previous", 1.0), ("entropy", float(np.max(shipped["entropy"])))):
+        data = {"stat": stat, "source": "corpus", "order": "largest", "layers": 6, "heads": 12, "stats": shipped,
+                "ranking": [{"layer": 0, "head": 0}]}
+        heat = fh.finder_figure(data, 1).data[0]
+        assert (heat.zmin, heat.zmax) == (0, pytest.approx(top)) and "0 to" in heat.colorbar.title.text
+    assert np.max(shipped["induction"]) < 0.05 and np.max(shipped["previous"]) > 0.9
+
+
 def test_the_figures_and_their_text_alternatives():
     data = {"stat": "entropy", "source": "corpus", "order": "smallest", "layers": 2, "heads": 2,
             "corpus": "assets/corpus_sample.txt", "protocol": {"windows": 3},
@@ -124,9 +141,10 @@ def test_a_model_without_attention_is_refused_with_the_models_that_have_it():
         attention_heads.open_head(None, "minilm")
 
 
-def test_the_head_views_knockout_is_the_causal_labs_ablation_of_that_head():
+def test_the_head_views_knockout_is_the_causal_labs_ablation_of_that_head(monkeypatch):
     """The head view's "Knock it out": a numbered head is that head, an aggregate the layer's attention; a masked LM
-    without a [MASK] in the sentence gets its last word masked; a sentence encoder without an LM head is refused."""
+    without a [MASK] in the sentence gets its last word masked; MiniLM, the tab's default (an encoder without an LM
+    head), through its masked LM, said; without that, refused naming only models the tab lists."""
     import gradio as gr
 
     from playground.analysis import interventions as iv
@@ -141,7 +159,13 @@ def test_the_head_views_knockout_is_the_causal_labs_ablation_of_that_head():
     assert (layer["target"], layer["layer"], layer["head"]) == ("attn", 2, None)
     masked = attention_heads.knock_out("The cat sat on the mat.", "bert-english", 0, "1")[-1]
     assert masked["tokens"][masked["position"]] == "[MASK]" and "mat" not in masked["tokens"]
-    with pytest.raises(gr.Error, match="no prediction to change"):
+    _, text, minilm = attention_heads.knock_out("The cat sat on the mat.", "minilm", 5, "3")
+    expected = iv.ablate(models.get("minilm-mlm"), "The cat sat on the [MASK].", "head", 5, 3, "zero")
+    assert minilm["model"] == "minilm-mlm" and minilm["kl"] == pytest.approx(expected["kl"], abs=1e-6) and minilm["kl"] > 0
+    assert text.startswith("*MiniLM-L6 has no LM head: its head 3 of layer 5 is knocked out in MiniLM + LoRA")
+    monkeypatch.setattr(attention_heads, "WITH_LM_HEAD", {})
+    with pytest.raises(gr.Error, match="no prediction to change") as refused:
         attention_heads.knock_out("The cat sat.", "minilm", 0, "0")
+    assert "minilm-mlm" not in str(refused.value) and "MINILM" not in str(refused.value)
     with pytest.raises(gr.Error, match="Type a sentence"):
         attention_heads.knock_out("   ", "bert-english", 0, "0")

@@ -81,13 +81,13 @@ def ids(n: int, vocab: int, seed: int) -> list[int]:
 
 def ref_blocks(ref):
     return ref.transformer.h if hasattr(ref, "transformer") else ref.model.layers if hasattr(ref, "model") \
-        else ref.encoder.layer
+        else ref.bert.encoder.layer if hasattr(ref, "bert") else ref.encoder.layer
 
 
 def ref_site(ref, layer: int, site: str):
     """(module, "pre" or "post"): where transformers' model exposes our site. z is the input of W^O."""
     block = ref_blocks(ref)[layer]
-    gpt2, bert = hasattr(ref, "transformer"), hasattr(ref, "encoder")
+    gpt2, bert = hasattr(ref, "transformer"), hasattr(ref, "encoder") or hasattr(ref, "bert")
     if site == "resid_pre":
         return block, "pre"
     if site == "z":
@@ -418,10 +418,12 @@ def test_smollm2s_steering_direction_is_read_after_the_document_start_and_equals
     assert torch.allclose(d, expected, rtol=1e-4, atol=1e-3), float((d - expected).abs().max())
 
 
-def ref_patch_cells(ref, clean, corrupted, site, good, bad, cells):
+def ref_patch_cells(ref, clean, corrupted, site, good, bad, cells, at: int = -1):
+    """Each (layer, position) of `cells` patched from clean into corrupted: m(patched) − m(corrupted), the metric read
+    at position `at` (a causal LM's last, a masked LM's [MASK])."""
     c, k = torch.tensor([clean]), torch.tensor([corrupted])
     with torch.no_grad():
-        logits = ref(k).logits[0, -1]
+        logits = ref(k).logits[0, at]
     base, out = float(logits[good] - logits[bad]), []
     for layer, t in cells:
         act = ref_capture(ref, layer, site, lambda: ref(c))
@@ -430,9 +432,135 @@ def ref_patch_cells(ref, clean, corrupted, site, good, bad, cells):
             x = x.clone()
             x[:, t] = act[:, t]
             return x
-        patched = with_ref_hook(ref, layer, site, edit, lambda: ref(k).logits[0, -1])
+        patched = with_ref_hook(ref, layer, site, edit, lambda: ref(k).logits[0, at])
         out.append(float(patched[good] - patched[bad]) - base)
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Every model the lab offers, through the lab's own entry points, against transformers' reading of its weights
+
+# (clean, corrupted, answer a, answer b) per family; a short text whose ablation has at most 4 positions (2 rows of
+# 2 tokens: where a half-stored model would multiply in fp16 without fp32_products)
+PAIRS = {"gpt": ("KING HENRY:\nMy lord, the quee", "KING HENRY:\nMy lord, the thin", "n", "g", "KI"),
+         "llama": (*EIFFEL, "Paris", "Rome", "Paris is"),
+         "masked": ("He lost [MASK] keys yesterday.", "She lost [MASK] keys yesterday.", "his", "her", "[MASK]")}
+STEER_LAYER = {"gpt": 2, "llama": 12}
+
+
+def reference_of(m, tmp_path_factory):
+    """transformers' model of the same weights: GPT2LMHeadModel, BertForMaskedLM, or LlamaForCausalLM reading
+    SmolLM2's file, its matrices and embedding rounded to fp16 as the app stores them (Llama.half_storage: the
+    rounding alone moves a logit by 1.5e-2), so that what is compared is the arithmetic."""
+    from playground.analysis import models
+
+    if m.family == "gpt":
+        return hf.gpt_to_gpt2(m.model)
+    if m.family in models.MASKED:
+        return hf.bert_to_hf(m.model)
+    if m.family == "llama":
+        from tests.smollm2_reference import reference_model
+
+        ref = reference_model(tmp_path_factory)
+        with torch.no_grad():
+            for p in ref.parameters():
+                if p.dim() >= 2 and m.model.model.embed_tokens.weight.dtype == torch.float16:
+                    p.copy_(p.half().float())
+        return ref
+    pytest.fail(f"the lab offers {m.name} (family {m.family}) with no transformers reference to check it against")
+
+
+def log_softmax_kl(before: torch.Tensor, after: torch.Tensor) -> float:
+    p = before.log_softmax(-1)
+    return float((p.exp() * (p - after.log_softmax(-1))).sum())
+
+
+@pytest.mark.parametrize("name", iv.offered())
+def test_every_model_the_lab_offers_equals_hooks_on_transformers(name, tmp_path_factory):
+    """Ablation (a head by zero, an MLP resampled), the sweep, the patching grid and, for a causal LM, steering, each
+    through the lab's entry point on the registry's model as the app holds it, against plain forward hooks on
+    transformers' model of the same weights; a masked LM read at its [MASK], with [CLS] and [SEP]."""
+    from playground.analysis import models, steering
+
+    m = models.get(name)
+    ref = reference_of(m, tmp_path_factory)
+    family = "masked" if iv.masked_lm(m) else m.family
+    clean, corrupted, answer, other, short = PAIRS[family]
+    c, k = iv.read(m, clean, []), iv.read(m, corrupted, [])
+    if family == "masked":
+        assert c.tokens[0] == "[CLS]" and c.tokens[-1] == "[SEP]" and c.tokens[c.at] == "[MASK]"
+    n_head, layer, head = m.shape.heads, 1, 2
+    assert (len(iv.blocks(m.model)), n_head) == (m.model.config.n_layer, m.model.config.n_head)
+
+    def ref_logits(ids, at, edit=None, site="z"):
+        run = lambda: ref(torch.tensor([ids])).logits[0, at]      # noqa: E731
+        if edit is None:
+            with torch.no_grad():
+                return run()
+        return with_ref_hook(ref, layer, site, edit, run)
+
+    for text in (clean, short):                   # a head knocked out, on a text and on a text of a few positions
+        s = iv.read(m, text, [])
+        data = iv.ablate(m, text, "head", layer, head, "zero", sanity=False)
+        plain = ref_logits(s.ids, s.at)
+        after = ref_logits(s.ids, s.at, ref_ablation(ref, layer, "z", head, n_head, "zero", None))
+        best = data["top1"]["id"]
+        assert best == int(plain.argmax())
+        assert data["top1"]["logp_before"] == pytest.approx(float(plain.log_softmax(-1)[best]), abs=ATOL)
+        assert data["top1"]["logp_after"] == pytest.approx(float(after.log_softmax(-1)[best]), abs=ATOL)
+        assert data["kl"] == pytest.approx(log_softmax_kl(plain, after), abs=ATOL) and data["kl"] > 1e-6
+    plain, after = ref_logits(c.ids, c.at), ref_logits(c.ids, c.at, ref_ablation(ref, layer, "z", head, n_head, "zero",
+                                                                                  None))
+    sweep = iv.sweep(m, clean, sanity=False)
+    assert (sweep["layers"], sweep["heads"]) == (len(iv.blocks(m.model)), n_head)
+    assert sweep["kl"][layer][head] == pytest.approx(log_softmax_kl(plain, after), abs=ATOL)
+    act = ref_capture(ref, layer, "mlp_out", lambda: ref(torch.tensor([k.ids])))
+    data = iv.ablate(m, clean, "mlp", layer, 0, "resample", corrupted, sanity=False)
+    after = ref_logits(c.ids, c.at, ref_ablation(ref, layer, "mlp_out", None, n_head, "resample", act), "mlp_out")
+    assert data["kl"] == pytest.approx(log_softmax_kl(plain, after), abs=ATOL) and data["kl"] > 1e-6
+    data = patching.patch(m, clean, corrupted, answer, other, "resid", attribution=False, sanity=False)
+    good, bad = data["answer"]["id"], data["other"]["id"]
+    last = len(iv.blocks(m.model)) - 1
+    cells = [(0, 1), (layer, c.at), (last, c.at), (last, 1)]
+    for (l, t), value in zip(cells, ref_patch_cells(ref, c.ids, k.ids, "resid_pre", good, bad, cells, c.at)):
+        assert data["exact"]["raw"][l][t] == pytest.approx(value, abs=ATOL), (l, t)
+    assert max(abs(v) for row in data["exact"]["raw"] for v in row) > 1e-2
+    if family != "masked":
+        assert_steering_equals_transformers(m, ref, STEER_LAYER[family])
+
+
+def assert_steering_equals_transformers(m, ref, layer: int) -> None:
+    """The contrast direction (each line read after the model's document start, when it has one, and averaged over
+    its own tokens) from transformers' hidden states, and the logit of a word with it added at `layer` (a pre-hook on
+    transformers' block) at strength 2."""
+    from playground.analysis import steering
+    from playground.analysis.induction import DOCUMENT_START
+
+    start = DOCUMENT_START.get(m.family)
+    first = [m.tokenizer.token_to_id(start)] if start else []
+
+    def mean(line: str) -> torch.Tensor:
+        s = iv.read(m, line, [])
+        with torch.no_grad():
+            states = ref(torch.tensor([first + s.ids]), output_hidden_states=True).hidden_states[layer]
+        return states[0, len(first):].mean(0)
+
+    prompt = "ROMEO:\nI" if m.family == "gpt" else "I think the weather today is"
+    data = steering.steer(m, prompt, "Love\nI love thee", "Hate", layer, 2.0, "l" if m.family == "gpt" else "lovely",
+                          1, 0)
+    d = (mean("Love") + mean("I love thee")) / 2 - mean("Hate")
+    assert data["direction_norm"] == pytest.approx(float(d.norm()), rel=1e-4, abs=ATOL)
+    s = iv.read(m, prompt, [])
+    handle = ref_blocks(ref)[layer].register_forward_pre_hook(
+        lambda _m, args, kwargs: ((args[0] + 2.0 * d, *args[1:]), kwargs) if args
+        else (args, {**kwargs, "hidden_states": kwargs["hidden_states"] + 2.0 * d}), with_kwargs=True)
+    try:
+        with torch.no_grad():
+            pushed = ref(torch.tensor([s.ids])).logits[0, -1]
+    finally:
+        handle.remove()
+    shift = data["shifts"][0]
+    assert shift["logit_with"] == pytest.approx(float(pushed[shift["id"]]), abs=ATOL)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from playground.analysis import batched, generation
+from playground.analysis import batched, generation, models
 from playground.analysis.batched import (Edit, InterventionError, blocks, cache, edit_hooks, hook_point,  # noqa: F401
                                          hooked)
 from playground.nets import bert
@@ -58,12 +58,16 @@ class Subject:
         return torch.tensor([self.ids] * n)
 
     def logits(self, model=None, n: int = 1) -> torch.Tensor:
-        """The logits (n, T, V) of n copies of the text (each row may carry its own edits)."""
+        """The logits (n, T, V) of n copies of the text (each row may carry its own edits). Every product in fp32
+        (`fp32_products`): a half-stored model (SmolLM2 in the app) would otherwise multiply a text of a few
+        positions in fp16 (1e-2 off in the logits) and a longer one in fp32, so the lab's numbers would depend on the
+        text's length; in fp32 they are those of the weights as stored, whatever the length or the batch."""
         model = self.m.model if model is None else model
-        if not self.masked:
-            return model(self.batch(n))[0].float()
-        segments = torch.tensor([self.segments] * n)
-        return model(self.batch(n), segments)[0].float()
+        with fp32_products():
+            if not self.masked:
+                return model(self.batch(n))[0].float()
+            segments = torch.tensor([self.segments] * n)
+            return model(self.batch(n), segments)[0].float()
 
     def predict(self, model=None, n: int = 1, hooks: dict | None = None) -> torch.Tensor:
         """The logits (n, V) at the predicting position only, under `hooks`. The last block's output is cut to that
@@ -85,7 +89,16 @@ class Subject:
 
 
 def masked_lm(m) -> bool:
-    return m.family == "bert"
+    """Whether `m` reads as a BERT ([CLS] A [SEP], the prediction at its [MASK]): every masked-LM family the
+    registry offers (our BERT, MiniLM + LoRA)."""
+    return m.family in models.MASKED
+
+
+def offered(masked: bool = True) -> list[str]:
+    """The ids of the registry's models the lab runs on: the causal LMs (our GPT, SmolLM2 when installed), then, with
+    `masked`, the masked LMs with an MLM head (MiniLM + LoRA, our BERT; MiniLM itself is an encoder without one)."""
+    causal = models.ids("gpt", "llama")
+    return causal + [name for name in models.ids(*models.MASKED) if name != models.MINILM] if masked else causal
 
 
 def labels(m, ids: list[int]) -> list[str]:
@@ -215,11 +228,20 @@ def compare(s: Subject, before: torch.Tensor, after: torch.Tensor) -> dict:
 # Ablation
 
 
+def n_heads(m) -> int:
+    """The heads per layer the registry records for `m`; a message, never a head clamped to −1, when it records
+    none (a model without attention heads the lab can name)."""
+    if m.shape.heads < 1:
+        raise InterventionError(f"{m.name} has no attention heads recorded in its registry shape: knock out a layer's "
+                                "attention or MLP instead, or choose another model")
+    return m.shape.heads
+
+
 def _layer_head(m, layer, head, target: str, notices: list[str]) -> tuple[int, int | None]:
     layer = clamp(layer, 0, len(blocks(m.model)) - 1, "layer", notices)
     if target != "head":
         return layer, None
-    return layer, clamp(head, 0, m.shape.heads - 1, "head", notices)
+    return layer, clamp(head, 0, n_heads(m) - 1, "head", notices)
 
 
 def _reference(m, s: Subject, how: str, reference: str, notices: list[str]) -> Subject | None:
@@ -327,7 +349,7 @@ def sweep(m, text: str, how: str = "zero", reference: str = "", sanity: bool = T
     notices: list[str] = []
     _checked("head", how)
     s = read(m, text, notices)
-    n_layer, n_head = len(blocks(m.model)), m.shape.heads
+    n_layer, n_head = len(blocks(m.model)), n_heads(m)
     with torch.inference_mode():
         ref = _reference(m, s, how, reference, notices)
         effects = head_effects(m.model, s, ref, how, n_layer, n_head, progress)

@@ -36,6 +36,9 @@ MINILM_ST = "minilm-sentence-transformers"  # the same weights in the library's 
 CAUSAL = ("gpt", "lstm", "gru", "rnn", "ngram")  # the shipped causal LM kinds (with `step`), the GPT first
 KINDS = (*CAUSAL, *(kind for kind in checkpoints.KINDS if kind not in CAUSAL))  # the order `ids` lists them in
 LIBRARY = "sentence-transformers"  # the family of MINILM_ST
+# the families read as a BERT reads ([CLS] A [SEP]): a masked LM where the model has an MLM head (MiniLM + LoRA, the
+# default fill-in model, first; our BERT); MiniLM itself, a `bert`, is an encoder without one
+MASKED = ("minilm-mlm", "bert")
 # the short ids of old API calls and links, and the Embeddings tab's name of the library's MiniLM: a computation
 # given it is one on a LARGE model, computed in the slow lane where the library is imported once (ui/compute.py)
 ALIASES = {"gpt": "gpt-shakespeare", "bert": "bert-english", "smollm2": SMOLLM2, LIBRARY: MINILM_ST}
@@ -100,8 +103,10 @@ def _shape_of(config) -> Shape:
 
 def _record(key: str, c: checkpoints.Checkpoint) -> Model:
     label = LABELS.get(c.kind, f"our {c.kind.upper()}")
-    return Model(key, f"{label} ({c.name})", c.kind, c.kind, c.model, c.tokenizer, c.config, c.card, None,
-                 _shape_of(c.config))
+    # the shape from the network's own config: an adapted checkpoint's (minilm-mlm, lora-adapter) names its base and
+    # its adapters, not the layers and heads the base has
+    shape = _shape_of(getattr(c.model, "config", c.config))
+    return Model(key, f"{label} ({c.name})", c.kind, c.kind, c.model, c.tokenizer, c.config, c.card, None, shape)
 
 
 def _checkpoint(name: str) -> Model:

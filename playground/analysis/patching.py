@@ -43,9 +43,10 @@ DEMOS = {
                                     "KING HENRY:\nMy lord, the thin", "n", "g"),
     "My lov·e or My lor·d? (our GPT)": ("gpt-shakespeare", "O, speak again, bright angel! My lov",
                                         "O, speak again, bright angel! My lor", "e", "d"),
-    # a masked LM's grid: where does the number of "dog(s)" reach the [MASK]? (every position is read both ways)
-    "The dog wagged its / The dogs wagged their (MiniLM, masked)": (
-        "minilm-mlm", "The dog wagged [MASK] tail.", "The dogs wagged [MASK] tail.", "its", "their"),
+    # a masked LM's grid: where does he / she reach the [MASK]? (every position is read both ways; the pronoun stays
+    # at its own position through every block, and layer 5's attention carries it to the [MASK])
+    "He lost his / She lost her (MiniLM, masked)": (
+        "minilm-mlm", "He lost [MASK] keys yesterday.", "She lost [MASK] keys yesterday.", "his", "her"),
 }
 TINY = 1e-6         # |m(clean) − m(corrupted)| below this: the normalisation is 0/0
 

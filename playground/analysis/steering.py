@@ -32,8 +32,9 @@ MAX_LINES = 16          # contrast prompts per side (each is one forward pass)
 RULE = {"temperature": 0.8, "top_k": 0, "top_p": 0.95}  # how both continuations are sampled
 # (model, prompt, positive, negative, layer, strength, words): contrasts that visibly steer each model. SmolLM2 at
 # block 12, strength 1 (seed 0, 20 tokens): "quite ominous. I've heard the local news..." becomes "quite
-# wonderful. I'm planning to bring the beautiful planet...", and "terrible" loses 3.6 in logit; at strength -1 the
-# text stays ominous and "terrible" gains 0.9 (tests/test_causal_lab.py). Strength 2 already frays the text.
+# wonderful. I'm planning to bring the beautiful planet...", and "terrible" loses 1.71 nats of log-probability (a
+# random push of the same norm: 0.04); at strength -1 the text stays ominous and "terrible" gains
+# (tests/test_causal_lab.py). Strength 2 already frays the text.
 PRESETS = {
     "Love − Hate (our GPT)": ("gpt-shakespeare", "ROMEO:\nI", "Love\nI love thee", "Hate\nI hate thee", 2, 2.0,
                               "l, h"),
@@ -102,9 +103,10 @@ def _continue(m, ids: list[int], n: int, seed: int) -> tuple[str, list[int]]:
 def steer(m, prompt: str, positive: str, negative: str, layer=None, strength=4.0, words: str = "",
           max_new_tokens: int = 30, seed: int = 0) -> dict:
     """The prompt continued with and without `strength` × direction added at block `layer` (`direction`), with the
-    same seed, and each of `words` (comma-separated) with its logit and probability at the prompt's last position,
-    with and without; beside them the sanity check, the same strength along a random direction of the same norm
-    (`random_direction`), and each one's KL at the next token. `layer` None: the middle block."""
+    same seed, and each of `words` (comma-separated) with its logit, probability and the shift of its
+    log-probability at the prompt's last position, with and without; beside them the sanity check, the same strength
+    along a random direction of the same norm (`random_direction`), and each one's KL at the next token. `layer`
+    None: the middle block."""
     notices: list[str] = []
     if masked_lm(m):
         raise InterventionError(f"{m.name} is a masked LM: steering writes text, choose a causal LM (GPT, SmolLM2)")
@@ -122,10 +124,13 @@ def steer(m, prompt: str, positive: str, negative: str, layer=None, strength=4.0
         steered_logits, steered_text, steered_ids = _steered(m, s, layer, strength * d, n, seed)
         r = random_direction(d, seed)
         random_logits, random_text, random_ids = _steered(m, s, layer, strength * r, n, seed)
-    p, q = F.softmax(plain_logits, -1), F.softmax(steered_logits, -1)
+    # a logit's shift alone can mislead: every logit moves, and a word whose logit falls less than the others' gains
+    # probability. Its log-probability's shift, log p_with − log p_without, has the sign of what it gains
+    logp, logq, logr = (F.log_softmax(logits, -1) for logits in (plain_logits, steered_logits, random_logits))
     shifts = [{"word": w, "id": i, "logit_without": float(plain_logits[i]), "logit_with": float(steered_logits[i]),
-               "shift": float(steered_logits[i] - plain_logits[i]), "prob_without": float(p[i]),
-               "prob_with": float(q[i]), "shift_random": float(random_logits[i] - plain_logits[i])}
+               "shift": float(steered_logits[i] - plain_logits[i]), "prob_without": float(logp[i].exp()),
+               "prob_with": float(logq[i].exp()), "shift_random": float(random_logits[i] - plain_logits[i]),
+               "logp_shift": float(logq[i] - logp[i]), "logp_shift_random": float(logr[i] - logp[i])}
               for w, i in zip(chosen, word_ids)]
     return {"model": m.name, "prompt_tokens": s.tokens, "layer": layer, "strength": strength, "seed": seed,
             "sampling": RULE, "direction_norm": float(d.norm()),

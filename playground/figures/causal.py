@@ -37,19 +37,33 @@ def _grid(part: dict) -> tuple[list, bool]:
 # Patching
 
 
+def _reinit_scaled(data: dict) -> list | None:
+    """The re-initialised model's raw changes over the trained model's clean − corrupted margin, so that its grid is
+    drawn on the trained one's scale: normalised by its own margin (-0.51 vs -0.47: a gap of 0.04) its noise looked
+    as vivid as a real effect. None when the trained margin is 0/0 (the raw changes are drawn then)."""
+    if "sanity" not in data or data["exact"]["normalised"] is None:
+        return None
+    gap = data["metric_clean"] - data["metric_corrupted"]
+    return [[v / gap for v in row] for row in data["sanity"]["reinit"]["raw"]]
+
+
 def patch_figure(data: dict) -> go.Figure:
-    """The exact grid, the attribution grid and the re-initialised model's grid, layers × positions, side by side."""
-    panels = [("Exact patching", data["exact"])]
+    """The exact grid, the attribution grid and the re-initialised model's grid, layers × positions, side by side,
+    on one colour scale: the share of the trained model's margin restored (the re-initialised model's too), or,
+    when that is 0/0, the raw change of the metric up to the largest of the trained model's grids."""
+    normalised = data["exact"]["normalised"] is not None
+    panels = [("Exact patching", _grid(data["exact"])[0])]
     if "attribution" in data:
-        panels.append(("Attribution patching", data["attribution"]))
+        panels.append(("Attribution patching", _grid(data["attribution"])[0]))
+    limit = 1.0 if normalised else max([1e-9] + [abs(v) for _, z in panels for row in z for v in row])
     if "sanity" in data:
-        panels.append(("Sanity: re-initialised model", data["sanity"]["reinit"]))
+        reinit = _reinit_scaled(data)
+        panels.append(("Sanity: re-initialised" + ("<br>on the trained scale" if normalised else " model"),
+                       reinit if normalised else data["sanity"]["reinit"]["raw"]))
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[0] for p in panels], shared_yaxes=True,
                         horizontal_spacing=0.04)
     x, y = _positions(data), [f"layer {l}" for l in range(data["layers"])]
-    for i, (title, part) in enumerate(panels, start=1):
-        z, normalised = _grid(part)
-        limit = 1.0 if normalised else max(1e-9, max(abs(v) for row in z for v in row))
+    for i, (title, z) in enumerate(panels, start=1):
         fig.add_trace(go.Heatmap(z=z, x=x, y=y, colorscale=DIVERGING, zmid=0, zmin=-limit, zmax=limit,
                                  showscale=i == 1, name=title,
                                  colorbar=dict(title="restored" if normalised else "Δ metric", len=0.8),
@@ -92,9 +106,13 @@ def patch_markdown(data: dict) -> str:
     if "sanity" in data:
         s = data["sanity"]
         re = s["reinit"]
+        reinit = _reinit_scaled(data)
+        scaled = "" if reinit is None else (
+            f"; on the trained model's scale its largest cell is {max(abs(v) for row in reinit for v in row):.3f} "
+            f"(the trained model's: {max(abs(v) for row in z for v in row):.3f})")
         lines.append(f"**Sanity:** two clean prompts change the metric by at most {s['clean_clean_max_abs']:.1e} "
                      f"(nothing to restore); the re-initialised model's margin is {fixed(re['metric_clean'])} vs "
-                     f"{fixed(re['metric_corrupted'])}: any pattern it shows is not knowledge.")
+                     f"{fixed(re['metric_corrupted'])}{scaled}: any pattern it shows is not knowledge.")
     lines += ["", "| layer | " + " | ".join(md(p) for p in x) + " |", "|---" * (len(x) + 1) + "|"]
     lines += [f"| {l} | " + " | ".join(fixed(v) for v in row) + " |" for l, row in enumerate(z)]
     return "\n".join(lines)
@@ -173,20 +191,22 @@ def sweep_markdown(data: dict, n: int = 10) -> str:
 
 
 def steer_figure(data: dict) -> go.Figure:
-    """The logit shift of each chosen word at the prompt's last position: by the contrast's direction, and by the
-    sanity check's random direction of the same norm beside it (grey)."""
+    """What each chosen word gains or loses at the prompt's last position: the shift of its log-probability,
+    log p_with − log p_without (its sign is the probability's; a logit's own shift is not, every logit moving), by
+    the contrast's direction, and by the sanity check's random direction of the same norm beside it (grey)."""
     words = [token_label(s["word"]) for s in data["shifts"]]
-    shifts = [s["shift"] for s in data["shifts"]]
-    fig = go.Figure(go.Bar(x=words, y=shifts, name="the contrast's direction",
+    shifts = [s["logp_shift"] for s in data["shifts"]]
+    ratios = [[s["prob_without"], s["prob_with"]] for s in data["shifts"]]
+    fig = go.Figure(go.Bar(x=words, y=shifts, name="the contrast's direction", customdata=ratios,
                            marker_color=[ACCENT if v < 0 else "#3b7dd8" for v in shifts],
-                           hovertemplate="%{x}: %{y:+.3f}<extra>the contrast's direction</extra>"))
-    if data["shifts"] and "shift_random" in data["shifts"][0]:
-        fig.add_trace(go.Bar(x=words, y=[s["shift_random"] for s in data["shifts"]], marker_color="#8a8f98",
-                             name="a random direction, same norm (sanity check)",
-                             hovertemplate="%{x}: %{y:+.3f}<extra>random direction</extra>"))
-    fig.update_layout(**layout(title=dict(text=f"Logit shift, strength {data['strength']:g} at layer {data['layer']}",
-                                          font=dict(size=15)), height=320, yaxis=dict(title="Δ logit"),
-                               barmode="group"))
+                           hovertemplate="%{x}: %{y:+.3f} nats, p %{customdata[0]:.4f} → %{customdata[1]:.4f}"
+                                         "<extra>the contrast's direction</extra>"))
+    fig.add_trace(go.Bar(x=words, y=[s["logp_shift_random"] for s in data["shifts"]], marker_color="#8a8f98",
+                         name="a random direction, same norm (sanity check)",
+                         hovertemplate="%{x}: %{y:+.3f} nats<extra>random direction</extra>"))
+    fig.update_layout(**layout(title=dict(text=f"What each word gains (up) or loses (down), strength "
+                                               f"{data['strength']:g} at layer {data['layer']}", font=dict(size=15)),
+                               height=320, yaxis=dict(title="Δ log p (nats)"), barmode="group"))
     return distinguish(fig)
 
 
@@ -202,9 +222,11 @@ def steer_markdown(data: dict) -> str:
                   f"**{sanity['kl']:.4f} nats** by the random one. Only what the contrast's direction does beyond "
                   "the random one's can be credited to the direction; a push of that size alone did the rest.", ""]
     if data["shifts"]:
-        lines += ["| word | logit without | logit with | shift | p without | p with | shift, random direction |",
+        lines += ["What each word gains or loses is the shift of its log-probability, Δ log p = log p with − log p "
+                  "without (the bars); its logit's own shift can have the other sign, every logit moving.", "",
+                  "| word | p without | p with | Δ log p | Δ log p, random direction | logit without | logit with |",
                   "|---|---|---|---|---|---|---|"]
-        lines += [f"| {md(s['word'])} | {fixed(s['logit_without'])} | {fixed(s['logit_with'])} | {s['shift']:+.3f} | "
-                  f"{s['prob_without']:.4f} | {s['prob_with']:.4f} | {s.get('shift_random', float('nan')):+.3f} |"
+        lines += [f"| {md(s['word'])} | {s['prob_without']:.4f} | {s['prob_with']:.4f} | {s['logp_shift']:+.3f} | "
+                  f"{s['logp_shift_random']:+.3f} | {fixed(s['logit_without'])} | {fixed(s['logit_with'])} |"
                   for s in data["shifts"]]
     return "\n".join(lines)

@@ -7,6 +7,7 @@ with every piece of user text escaped; the CSS classes live in assets/style.css.
 from __future__ import annotations
 
 import html
+import json
 import math
 import unicodedata
 
@@ -185,3 +186,30 @@ def scrolls(name: str) -> str:
     """The attributes of a table that may scroll sideways: a focusable region, so a keyboard can scroll it
     (WCAG 2.1.1; axe's scrollable-region-focusable)."""
     return f'tabindex="0" role="region" aria-label="{html.escape(name, quote=True)}"'
+
+
+def plot_stale_js(elem_id: str, what: str, button: str) -> str:
+    """A figure that carries no inputs (a plotly plot): when one of its inputs changes, dim it under a note (if it
+    shows anything yet); `plot_fresh_js` clears that when the figure is drawn again."""
+    return f"""() => {{
+  const box = document.getElementById({json.dumps(elem_id)}), plot = box && box.querySelector('.plot-container');
+  if (!plot) return [];
+  plot.style.opacity = '0.45';
+  if (!box.querySelector(':scope > .plot-stale')) {{
+    const note = document.createElement('div');
+    note.className = 'notice plot-stale';
+    note.textContent = {json.dumps(f"Out of date: {what} changed since this was drawn; press {button}.")};
+    box.prepend(note);
+  }}
+  return [];
+}}"""
+
+
+def plot_fresh_js(elem_id: str) -> str:
+    return f"""() => {{
+  const box = document.getElementById({json.dumps(elem_id)});
+  box?.querySelector(':scope > .plot-stale')?.remove();
+  const plot = box && box.querySelector('.plot-container');
+  if (plot) plot.style.opacity = '';
+  return [];
+}}"""

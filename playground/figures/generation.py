@@ -88,33 +88,6 @@ STALE_JS = """
 """
 
 
-def plot_stale_js(elem_id: str, what: str, button: str) -> str:
-    """A figure that carries no inputs (a plotly plot): when one of its inputs changes, dim it under a note (if it
-    shows anything yet); `plot_fresh_js` clears that when the figure is drawn again."""
-    return f"""() => {{
-  const box = document.getElementById({json.dumps(elem_id)}), plot = box && box.querySelector('.plot-container');
-  if (!plot) return [];
-  plot.style.opacity = '0.45';
-  if (!box.querySelector(':scope > .gen-stale')) {{
-    const note = document.createElement('div');
-    note.className = 'notice gen-stale';
-    note.textContent = {json.dumps(f"Out of date: {what} changed since this was drawn; press {button}.")};
-    box.prepend(note);
-  }}
-  return [];
-}}"""
-
-
-def plot_fresh_js(elem_id: str) -> str:
-    return f"""() => {{
-  const box = document.getElementById({json.dumps(elem_id)});
-  box?.querySelector(':scope > .gen-stale')?.remove();
-  const plot = box && box.querySelector('.plot-container');
-  if (plot) plot.style.opacity = '';
-  return [];
-}}"""
-
-
 def generated_html(prompt: str, steps: list[dict], selected: int | None = None, notices: list[str] = (),
                    title: str = "", running: bool = False, inputs: dict | None = None, rerun: str = "Generate") -> str:
     """The prompt (grey) then each generated token, shaded by the probability it was drawn with;

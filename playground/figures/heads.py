@@ -21,6 +21,7 @@ from playground.figures.common import ACCENT, MUTED, distinguish, layout
 
 SHORT = {"entropy": "entropy", "distance": "distance", "previous": "previous", "first": "first",
          "duplicate": "duplicate", "induction": "induction"}
+WEIGHTS = ("previous", "first", "duplicate", "induction")   # shares of a query's attention: coloured from 0 to 1
 
 
 def _cell(value) -> str:
@@ -31,8 +32,13 @@ def finder_figure(data: dict, top: int) -> go.Figure:
     """The chosen statistic of every head as a heatmap; the `top` first heads of the ranking outlined and numbered."""
     stat, table = data["stat"], np.array(data["stats"][data["stat"]], dtype=float)
     L, H = table.shape
+    # a fixed scale, said on the colour bar: a share of attention from 0 to 1 (a head at 0.04 is pale, whatever the
+    # largest is), entropy and distance from 0 to their largest here
+    zmax = 1.0 if stat in WEIGHTS else max(float(np.nanmax(table)), 1e-9)
+    scale = "0 to 1" if stat in WEIGHTS else f"0 to the largest, {zmax:.2f}"
     fig = go.Figure(go.Heatmap(z=table, x=[f"h{h}" for h in range(H)], y=[f"layer {l}" for l in range(L)],
-                               colorscale="Blues", colorbar=dict(title=SHORT[stat], thickness=12),
+                               colorscale="Blues", zmin=0, zmax=zmax,
+                               colorbar=dict(title=f"{SHORT[stat]}<br>({scale})", thickness=12),
                                hovertemplate=f"%{{y}}, %{{x}}: {stat} %{{z:.3f}}<extra></extra>"))
     ranked = data["ranking"][:top]
     fig.add_trace(go.Scatter(x=[f"h{r['head']}" for r in ranked], y=[f"layer {r['layer']}" for r in ranked],

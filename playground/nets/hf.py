@@ -232,7 +232,8 @@ def bert_to_hf(model: BertEncoder | BertForPreTraining, with_nsp: bool = False):
     hf_model = hf_cls(hf_config)
     theirs_of = bert_key_map(c, heads)
     ours = model.state_dict()
-    state = {theirs: ours[name] for name, theirs in theirs_of.items()}
+    # a model without an NSP head (MiniLM + its MLM head) has no pooler or NSP weights: BertForMaskedLM needs none
+    state = {theirs: ours[name] for name, theirs in theirs_of.items() if name in ours}
     if heads:
         state["cls.predictions.decoder.weight"] = ours["bert.embeddings.tok.weight"]  # tied
         state["cls.predictions.decoder.bias"] = ours["mlm.bias"]

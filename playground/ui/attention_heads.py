@@ -21,7 +21,8 @@ from playground.analysis import heads, models
 from playground.analysis import induction as ind
 from playground.figures import heads as fh
 from playground.ui import causal_tab
-from playground.ui.common import LATEX, Shared, as_int, json_file, refuse_missing_smollm2, text_input, warn
+from playground.ui.common import (LATEX, Shared, as_int, json_file, mark_when_changed, refuse_missing_smollm2,
+                                  text_input, warn)
 
 HEAD_VIEW_TAB = "head-view"                                 # the id of the head view's sub-tab (attention_tab)
 CAUSAL = models.ids("gpt", "llama")                    # the models induction runs on: our GPT, SmolLM2
@@ -44,7 +45,7 @@ def _choice(value, allowed, what: str) -> str:
     return value
 
 
-def head_finder(text, model_key="minilm", source="corpus", stat="induction", order="largest"):
+def head_finder(text, model_key="minilm", source="corpus", stat="previous", order="largest"):
     """Every head of the model ranked by one statistic over the corpus sample or the text: the figure, its table,
     the ranked heads to open, the JSON."""
     notices: list[str] = []
@@ -65,6 +66,12 @@ def head_finder(text, model_key="minilm", source="corpus", stat="induction", ord
            for i, r in enumerate(data["ranking"][:hf.TOP])]
     return (fh.finder_figure(data, hf.TOP), fh.finder_md(data, hf.TOP, heads.STATS),
             gr.update(choices=top, value=top[0][1]), json_file(data, "head_finder"), data)
+
+
+def fitting_stat(model_key):
+    """The statistic the finder ranks by when the model changes: the one that fits its family (hf.first_stat)."""
+    key = models.resolve(model_key)
+    return hf.first_stat(models.family(key)) if key else gr.skip()
 
 
 def open_head(choice, model_key):
@@ -98,14 +105,31 @@ def induction(model_key=DEFAULT_CAUSAL, n_tokens=ind.DEFAULT_N, seed=ind.DEFAULT
     return fh.copy_loss_figure(data), fh.scores_figure(data), text, json_file(data, "induction"), data
 
 
+# MiniLM, the tab's default, is a sentence encoder without an LM head: its heads are knocked out in MiniLM + LoRA's
+# masked LM, the same encoder with rank-8 adapters merged into its weights and an MLM head (nets/minilm_mlm.py)
+WITH_LM_HEAD = {models.MINILM: "minilm-mlm"}
+
+
+def _knockable(key: str | None) -> str:
+    """The model whose prediction the knockout changes for the tab's model `key`: the model itself, or MiniLM's
+    masked LM; a message naming the tab's own models when there is none."""
+    if key in causal_tab.ALL:
+        return key
+    if WITH_LM_HEAD.get(key) in causal_tab.ALL:
+        return WITH_LM_HEAD[key]
+    listed = [name for name in models.ids("bert", "gpt", "llama") if name in causal_tab.ALL]
+    raise gr.Error(f"{att.label(key) if key else 'This model'} has no prediction to change (a sentence encoder "
+                   f"without an LM head): choose {' or '.join(att.label(name) for name in listed) or 'another model'}"
+                   " above to knock out one of its heads.")
+
+
 def knock_out(text, model_key, layer=0, head="mean", how="zero"):
     """The head view's head (a number) or, for an aggregate ("mean", "max"), the layer's attention, knocked out on
     the sentence: the prediction before and after, as the Causal lab's `ablate` computes it. A masked LM predicts at
-    a [MASK]: when the sentence has none, its last word is masked, with a notice."""
-    key = models.resolve(model_key)
-    if key not in causal_tab.ALL:
-        raise gr.Error(f"{att.label(key) if key else 'This model'} has no prediction to change (a sentence encoder "
-                       f"without an LM head): knock out a head of {', '.join(causal_tab.ALL)}.")
+    a [MASK]: when the sentence has none, its last word is masked, with a notice. MiniLM's head is knocked out in its
+    masked LM (WITH_LM_HEAD), said above the text."""
+    shown = models.resolve(model_key)
+    key = _knockable(shown)
     text = str(text or "")
     if key in causal_tab.MASKED and "[mask]" not in text.lower():
         words = list(re.finditer(r"\w+", text))
@@ -115,7 +139,15 @@ def knock_out(text, model_key, layer=0, head="mean", how="zero"):
         text = text[:last.start()] + "[MASK]" + text[last.end():]
         gr.Info(f"No [MASK] in the sentence: its last word, {last.group()!r}, is masked and predicted.")
     one = str(head).isdigit()
-    return causal_tab.ablate(key, text, "head" if one else "attn", layer, int(head) if one else 0, how, "", True)
+    figure, markdown, data = causal_tab.ablate(key, text, "head" if one else "attn", layer, int(head) if one else 0,
+                                               how, "", True)
+    if key != shown:
+        what = f"head {data['head']} of layer {data['layer']}" if one else f"layer {data['layer']}'s attention"
+        markdown = (f"*{att.label(shown).split(' (')[0]} has no LM head: its {what} is knocked out in "
+                    f"{models.get(key).label}, the same "
+                    "encoder with small LoRA adapters merged into its weights and an MLM head, whose attention is "
+                    f"close to the view's, not the same.*\n\n{markdown}")
+    return figure, markdown, data
 
 
 FINDER_MD = r"""**Find a head by what it does.** Each head is described by six numbers, averaged over the queries
@@ -136,7 +168,8 @@ into it. Same model, seed and length: the same sequence and the same numbers."""
 
 KNOCK_OUT_MD = """Change the model and see what follows. **Knock out** the head chosen above (or, with *mean* or
 *max* chosen, the layer's whole attention) on the sentence above, and compare the next-token prediction (GPT,
-SmolLM2; a masked LM's at its [MASK]) before and after, with the loss at every position. The sanity check beside it
+SmolLM2; a masked LM's at its [MASK]; MiniLM, an encoder without an LM head, through its masked-LM version) before
+and after, with the loss at every position. The sanity check beside it
 is the same knockout on the model with its weights re-initialised: a trained model's effect should dwarf it. The
 Causal lab does the same for any text and ranks every head."""
 
@@ -155,8 +188,10 @@ def build_knock_out(shared: Shared, model: gr.Dropdown, layer: gr.Slider, head: 
                 text = gr.Markdown(elem_id="attn-knockout-text", elem_classes=["figure-text"])
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             data = gr.JSON(label="ablate")
-    go.click(knock_out, inputs=[shared.text, model, layer, head, how], outputs=[plot, text, data],
-             api_visibility="private", show_progress="minimal")
+    asked = [shared.text, model, layer, head, how]
+    go.click(knock_out, inputs=asked, outputs=[plot, text, data], api_visibility="private", show_progress="minimal")
+    mark_when_changed(plot, "attn-knockout", asked, "the sentence, the model, the layer, the head or the ablation",
+                      "Knock it out")
 
 
 def build(shared: Shared, model: gr.Dropdown, layer: gr.Slider, head: gr.Dropdown, views: gr.Tabs):
@@ -176,7 +211,8 @@ def _build_finder(shared: Shared, model: gr.Dropdown) -> tuple[gr.Dropdown, gr.B
         with gr.Row():
             source = gr.Radio([("the corpus sample", "corpus"), ("the text above", "text")], value="corpus",
                               label="Statistics over")
-            stat = gr.Dropdown([(d, k) for k, d in heads.STATS.items()], value="induction", label="Rank by")
+            stat = gr.Dropdown([(d, k) for k, d in heads.STATS.items()], label="Rank by",
+                               value=hf.first_stat(models.family(model.value)))
             order = gr.Radio([("largest first", "largest"), ("smallest first", "smallest")], value="largest",
                              label="Order")
         plot = gr.Plot(label="Every head by the chosen statistic", elem_id="attn-finder")
@@ -187,6 +223,7 @@ def _build_finder(shared: Shared, model: gr.Dropdown) -> tuple[gr.Dropdown, gr.B
         with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
             file = gr.DownloadButton("Download JSON", size="sm")
             data = gr.JSON(label="head_finder")
+    model.change(fitting_stat, model, stat, api_visibility="private", queue=False)   # ranked by what fits it
     gr.on([tab.select, shared.changed("text"), model.change, source.change, stat.change, order.change], head_finder,
           inputs=[shared.text, model, source, stat, order], outputs=[plot, table, chosen, file, data],
           api_name="head_finder", trigger_mode="always_last", show_progress="minimal")

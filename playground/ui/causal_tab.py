@@ -25,9 +25,9 @@ from playground.figures import causal as fc
 from playground.ui.common import (LATEX, Shared, as_int, checked, model_ids, refuse_missing_smollm2, text_input,
                                   warn)
 
-CAUSAL = models.ids("gpt", "llama")                                   # our GPT, SmolLM2 when installed
-MASKED = [name for name in models.ids("bert", "minilm-mlm") if name != models.MINILM]  # with an MLM head
-ALL = CAUSAL + MASKED
+ALL = iv.offered()                                    # every model the lab runs on (tests/test_interventions.py
+CAUSAL = iv.offered(masked=False)                     # checks each against transformers): our GPT, SmolLM2 when
+MASKED = [name for name in ALL if name not in CAUSAL]  # installed; the masked LMs with an MLM head
 DEMOS = {name: demo for name, demo in patching.DEMOS.items() if demo[0] in ALL}
 # the view opens on our GPT's first pair (instant); SmolLM2's pairs are one click away in the demo list
 FIRST_DEMO = next((name for name, d in DEMOS.items() if d[0] == "gpt-shakespeare"), next(iter(DEMOS), None))
@@ -259,7 +259,7 @@ def _steer_view(shared: Shared) -> None:
         n = gr.Slider(1, steering.MAX_NEW, value=30, step=1, label="New tokens")
         seed = gr.Number(0, label="Seed", precision=0)
         steer_button = gr.Button("Steer", variant="primary", scale=0)
-    outputs = _outputs("Logit shift", "steer")
+    outputs = _outputs("What each word gains or loses", "steer")
     shared.remember("causal_steer", model=model, prompt=prompt, positive=positive, negative=negative, layer=layer,
                     strength=strength, words=words)
     shared.limit("causal_steer.model", model_ids(CAUSAL))

@@ -20,6 +20,7 @@ import orjson
 
 from playground import checkpoints
 from playground.analysis import models
+from playground.figures.common import plot_fresh_js, plot_stale_js
 from playground.text import MAX_CHARS, clean_text
 
 @dataclass
@@ -352,3 +353,11 @@ def _keep(path: str) -> str:
     for old in stale:
         Path(old).unlink(missing_ok=True)
     return path
+
+
+def mark_when_changed(plot: gr.Plot, elem_id: str, inputs: list, what: str, button: str) -> None:
+    """A figure dimmed under an out-of-date note in the browser when one of its inputs changes, until it is drawn
+    again (figures.common.plot_stale_js)."""
+    gr.on([c.change for c in inputs], None, js=plot_stale_js(elem_id, what, button), queue=False,
+          api_visibility="private", show_progress="hidden")
+    plot.change(None, js=plot_fresh_js(elem_id), queue=False, api_visibility="private", show_progress="hidden")

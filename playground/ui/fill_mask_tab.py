@@ -27,7 +27,7 @@ MASKING_MAX = 64       # the masking demo reads at most 64 tokens
 MAX_SEED = 2**31 - 1
 
 
-MASKED = ("minilm-mlm", "bert")  # the registry's families of masked LMs (MiniLM itself, a `bert`, has no MLM head)
+MASKED = models.MASKED  # the registry's families of masked LMs (MiniLM itself, a `bert`, has no MLM head)
 
 
 def names() -> list[str]:

@@ -12,8 +12,8 @@ import orjson
 from playground.figures import generation as fgen
 from playground.analysis import focus, generation, models
 from playground.ui import causal_tab, generation_reasoning, smollm2_card
-from playground.ui.common import (FIGURE, FOLLOW, Shared, as_int, as_number, json_file, model_ids,
-                                  refuse_missing_smollm2, text_input, things_to_try, warn)
+from playground.ui.common import (FIGURE, FOLLOW, Shared, as_int, as_number, json_file, mark_when_changed,
+                                  model_ids, refuse_missing_smollm2, text_input, things_to_try, warn)
 
 LM_KINDS = ("gpt", "lstm", "gru", "rnn", "ngram")   # every causal LM kind with `step`; the GPT first
 MAX_NEW_TOKENS = 1_000                     # longer requests are clamped, with a notice
@@ -312,14 +312,6 @@ ATTENTION_MD = """Each row is a token attending to the tokens before it (a GPT c
 triangle is exactly 0). Uses the text of the last generation, or any text typed here."""
 
 
-def _mark_when_changed(plot: gr.Plot, elem_id: str, inputs: list, what: str, button: str) -> None:
-    """A figure dimmed under an out-of-date note in the browser when one of its inputs changes, until it is drawn
-    again (figures.generation.plot_stale_js)."""
-    gr.on([c.change for c in inputs], None, js=fgen.plot_stale_js(elem_id, what, button), queue=False,
-          api_visibility="private", show_progress="hidden")
-    plot.change(None, js=fgen.plot_fresh_js(elem_id), queue=False, api_visibility="private", show_progress="hidden")
-
-
 def _logit_lens_panel() -> None:
     """The accordion of the logit lens, for the Transformer LMs (our GPT, SmolLM2), and its event."""
     # SmolLM2 (a Llama: it has the lens) is listed without loading it to ask; the shipped models are loaded already
@@ -339,7 +331,7 @@ def _logit_lens_panel() -> None:
     gr.on([lens_run.click, lens_text.submit], logit_lens, inputs=[lens_text, lens_model],
           outputs=[lens_plot, lens_json],
           api_name="logit_lens", trigger_mode="always_last")
-    _mark_when_changed(lens_plot, "gen-lens", [lens_text, lens_model], "the text or the model", "Show the logit lens")
+    mark_when_changed(lens_plot, "gen-lens", [lens_text, lens_model], "the text or the model", "Show the logit lens")
 
 
 def _causal_attention_panel(gpts: list[tuple[str, str]]) -> gr.Textbox:
@@ -360,7 +352,7 @@ def _causal_attention_panel(gpts: list[tuple[str, str]]) -> gr.Textbox:
             att_json = gr.JSON(label="generation_attention")
     gr.on([att_run.click, layer.release, head.release], attention, inputs=[att_text, att_model, layer, head],
           outputs=[att_plot, att_json], api_name="generation_attention", trigger_mode="always_last")
-    _mark_when_changed(att_plot, "gen-att-plot", [att_text, att_model, layer, head], "the text, the model, the layer "
+    mark_when_changed(att_plot, "gen-att-plot", [att_text, att_model, layer, head], "the text, the model, the layer "
                        "or the head", "Show attention")  # the text is replaced by each new generation
     return att_text
 
