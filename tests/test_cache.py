@@ -381,3 +381,19 @@ def test_a_generator_asked_again_while_the_same_is_computing_says_so_then_shows_
     release.set()
     assert list(again) == ["same step 2"] and done.wait(5)  # then the first one's answer, not computed again
     assert first == ["same step 1", "same step 2"]
+
+
+def test_generating_events_take_the_batched_pool_together_in_the_slow_lane():
+    """A generating event (ui/demo.GENERATING) waits on the generation engine, which steps every generation at once:
+    its computations take the batched pool, as many together as it has places, and are computed in the slow lane
+    (meter.slow); the slow pool's two places stay for the other slow events."""
+    workers = Workers(2, 2, batched=8)
+    workers.expect_batched("generate")
+    assert workers.pool("generate") == "batched" and workers.pool("tokenize") == "quick"
+    meters = [workers.take("generate") for _ in range(8)]
+    entered = [m.__enter__() for m in meters]
+    assert all(meter.slow for meter in entered)
+    assert workers.ahead("generate") == 1 and workers.beside("generate") == 8 and workers.ahead("other") == 0
+    for m in meters:
+        m.__exit__(None, None, None)
+    assert workers.ahead("generate") == 0

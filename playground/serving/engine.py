@@ -238,8 +238,9 @@ SERVED_KINDS = ("llama",)  # the kinds an engine serves (their nets have row_cac
 
 
 def for_model(m) -> Engine:
-    """The engine serving `m` (a registry record of a served kind), made on its first use: over `m`'s int8 twin
-    (nets/int8.py; 134 MB for SmolLM2, built in about 2 s), which a server builds before it forks (`warm`)."""
+    """The engine serving `m` (a registry record of a served kind), made on its first use in this process: over `m`'s
+    int8 twin (nets/int8.py; SmolLM2's, 270 MB in two planes), built by the process that generates (a server's slow
+    compute process) when its first generation asks, and kept there."""
     with _engines_lock:
         engine = _engines.get(id(m.model))
         if engine is None:
@@ -252,8 +253,3 @@ def install() -> None:
     for kind in SERVED_KINDS:
         generation.ENGINES[kind] = for_model
 
-
-def warm(m) -> None:
-    """Build `m`'s engine now (a server, before it forks its compute processes, so they share the twin)."""
-    if m.kind in SERVED_KINDS:
-        for_model(m)

@@ -154,8 +154,7 @@ class AnswerCache:
         for a generator, the outputs it shows first when its computation has to wait for a worker (ahead of it: how
         many) or will share the cores with others of its pool (beside it: how many), or (0, 0) when another caller
         is computing the same inputs and it waits for that answer, so the page says so at once. `slow`: its
-        computations take seconds, in the slow pool from the first (Workers.expect_slow). `batched`: it generates, and
-        its computations wait on a generation engine together (Workers.expect_batched)."""
+        computations take seconds, in the slow pool from the first (Workers.expect_slow); `batched`: it generates."""
         handler = f"{fn.__module__}.{fn.__qualname__}@{id(fn)}"  # events that share a handler share its answers
         self.functions[handler] = fn  # what the compute process may run, by this name
         self.workers[id(workers)] = workers

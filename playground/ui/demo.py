@@ -254,8 +254,7 @@ def preload() -> None:
     its first use, and so is SmolLM2 unless its file is on this machine (analysis/models.preload)."""
     from playground.figures import common as figures
 
-    for name in models.preload():
-        engine.warm(models.get(name))  # the int8 twin a generation engine serves, shared by the compute processes
+    models.preload()
     for key in tokenization_tab.TOKENIZERS:
         tokenization_tab.TOKENIZERS[key]  # noqa: B018 - loaded on first use
     figures.warm()

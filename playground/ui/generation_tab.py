@@ -175,17 +175,18 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
 
 
 def waiting(ahead: int, beside: int = 0) -> tuple:
-    """What Generation shows before its first step: how many generations are ahead of it (it waits for a model worker)
-    or running beside it (it starts at once, sharing the cores with them); neither: the same generation is being
-    computed for another caller, and this one waits for its answer."""
+    """What Generation shows before its first step: how many generations are ahead of it (every row of the batch is
+    taken) or decoding beside it (SmolLM2's join the class's batch at the next step: playground/serving/engine.py;
+    a model no engine serves shares the cores with them); neither: the same generation is being computed for another
+    caller, and this one waits for its answer."""
     if ahead:
-        notice = (f"Waiting for a free model: {ahead} generation{'s' if ahead != 1 else ''} ahead of yours (a class's "
+        notice = (f"Waiting for a place: {ahead} generation{'s' if ahead != 1 else ''} ahead of yours (a class's "
                   "new prompts take turns)…")
     elif not beside:
         notice = "The same generation was asked for a moment ago: it is computed once and shown here when it ends…"
     else:
-        notice = (f"Starting: {beside} other generation{'s' if beside != 1 else ''} running beside yours share the "
-                  "cores, so its first tokens may take a few seconds…")
+        notice = (f"Starting beside {beside} other generation{'s' if beside != 1 else ''}: SmolLM2 decodes them all in "
+                  "one batch, a step for everyone at once; its first tokens come after its prompt is read…")
     return fgen.generated_html("", [], notices=[notice], running=True), gr.skip(), gr.skip(), gr.skip(), gr.skip()
 
 

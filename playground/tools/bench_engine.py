@@ -1,0 +1,100 @@
+"""The generation engine's rows (playground/serving/engine.py): a class's SmolLM2 generations at once.
+
+In this process: the engine over SmolLM2's int8 twin (two weight planes, as served, and one), N students' own chat
+questions streamed at once (N = 1, 4, 16, 32, 64), each its own seed; the class's tokens a second, each student's,
+and the first token's wait. Beside them the model decoding alone as before the engine (fp16, `sampling.stream`).
+Through a served app: N students' `/generate` calls at once over HTTP, the path a page takes.
+`python -m playground.bench --engine-only`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from playground.tools.bench import percentiles
+
+STREAMS = (1, 4, 16, 32, 64)
+TOKENS = 64
+QUESTIONS = ("What is the capital of Peru?", "Write a haiku about the sea.", "Why is the sky blue?",
+             "Explain photosynthesis to a child.", "Give me three tips for learning to code.",
+             "What does a transformer's attention do?", "Name a famous painting and its painter.",
+             "How do vaccines work?", "Tell me a joke about cats.", "What is 17 times 23?",
+             "Summarise Romeo and Juliet in two sentences.", "Suggest a name for a bakery.",
+             "What causes the seasons?", "Translate 'good morning' into French.",
+             "Write a limerick about a robot.", "What is the difference between weather and climate?")
+RULE = dict(temperature=0.8, top_k=10, top_p=1.0)   # the Generation tab's defaults
+
+
+def _class(engine, prompts: list[list[int]], tokens: int) -> dict:
+    """Every prompt streamed at once, one thread a student: tokens a second for the class, each student's,
+    and the first token's wait."""
+    first, speed, made = [], [], []
+    lock = threading.Lock()
+    start = threading.Barrier(len(prompts) + 1)
+
+    def student(i: int, ids: list[int]) -> None:
+        start.wait()
+        asked = time.perf_counter()
+        got, shown = 0, None
+        for _ in engine.stream(ids, tokens, RULE, i):
+            got += 1
+            shown = shown or time.perf_counter()
+        with lock:
+            first.append(shown - asked)
+            speed.append(got / (time.perf_counter() - shown) if got > 1 else 0.0)
+            made.append(got)
+
+    threads = [threading.Thread(target=student, args=(i, ids)) for i, ids in enumerate(prompts)]
+    for thread in threads:
+        thread.start()
+    start.wait()
+    began = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    wall = time.perf_counter() - began
+    return {"class": sum(made) / wall, "first_p95": percentiles(first)[1], "each_p50": percentiles(speed)[0]}
+
+
+def engine_rows(tokens: int = TOKENS) -> list[tuple]:
+    import torch
+
+    from playground.analysis import models, sampling
+    from playground.serving.engine import Engine
+
+    if models.resolve(models.SMOLLM2) is None:
+        return [("generation engine (SmolLM2)", "not installed", "", "", None)]
+    lm = models.get(models.SMOLLM2)
+    prompts = [lm.tokenizer.encode(lm.chat([{"role": "user", "content": q}])).ids for q in QUESTIONS]
+    threads = torch.get_num_threads()
+    rows = [(f"generation engine: SmolLM2, students' own chat questions, {tokens} tokens each, top-k 10, "
+             f"{threads} torch thread(s)", "", "", "", None)]
+    with torch.inference_mode():
+        ids = torch.tensor([prompts[0]])
+        list(sampling.stream(lm.model, ids, 4, seed=0, **RULE))
+        started = time.perf_counter()
+        n = len(list(sampling.stream(lm.model, ids, tokens, seed=0, **RULE)))
+        rows.append(("  before the engine: one generation alone (fp16, sampling.stream)",
+                     f"{n / (time.perf_counter() - started):.1f} tokens/s", "", "", None))
+    for planes in (2, 1):
+        started = time.perf_counter()
+        twin = lm.model.int8(planes)
+        built = time.perf_counter() - started
+        engine = Engine(twin, lm.config.n_positions)
+        list(engine.stream(prompts[0], 4, RULE, 0))                               # warm up
+        label = "14-bit weights (as served)" if planes == 2 else "8-bit weights"
+        rows.append((f"  engine, {label}: the twin built", f"{built:.1f} s", "", "", None))
+        for streams in STREAMS:
+            result = _class(engine, [prompts[i % len(prompts)] for i in range(streams)], tokens)
+            budget = {1: "≥ 44 tokens/s", 32: "≥ 400 tokens/s"}.get(streams, "") if planes == 2 else ""
+            ok = {1: result["class"] >= 44, 32: result["class"] >= 400}.get(streams) if planes == 2 else None
+            rows.append((f"    {streams} stream(s): the class's tokens/s (each student's p50; first token p95)",
+                         f"{result['class']:.0f} tokens/s", f"{result['each_p50']:.1f}/s; {result['first_p95']:.2f} s",
+                         budget, ok))
+        alone = lm.tokenizer.encode(" ".join(["word"] * 50)).ids[:50]
+        started = time.perf_counter()
+        next(iter(engine.stream(alone, 1, RULE, 0)))
+        first = time.perf_counter() - started
+        rows.append((f"    first token of a 50-token prompt, alone", f"{first:.2f} s", "",
+                     "≤ 0.5 s" if planes == 2 else "", first <= 0.5 if planes == 2 else None))
+    return rows
