@@ -29,6 +29,17 @@ def total(x: torch.Tensor) -> torch.Tensor:
     return torch.cumsum(x, dim=0)[-1]
 
 
+def top_order(p: torch.Tensor, k: int) -> torch.Tensor:
+    """The k most probable ids, most probable first, ties the lower id first: the first k of
+    `torch.argsort(p, descending=True, stable=True)` without sorting the whole vocabulary (49,152 values took 3 ms
+    a step; a class's batch of 32 rows, a tenth of a second)."""
+    if k >= p.numel():
+        return torch.argsort(p, descending=True, stable=True)
+    kth = torch.topk(p, k, sorted=False).values.min()       # the k-th largest value
+    candidates = (p >= kth).nonzero().squeeze(1)            # every id at or above it, ascending: ties included
+    return candidates[torch.argsort(p[candidates], descending=True, stable=True)][:k]
+
+
 @dataclass
 class Distribution:
     """One step's next-token distribution, before and after the decoding rule."""
@@ -63,10 +74,9 @@ def distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
     # In float64 with z_max subtracted first (softmax does not change): a tiny tau (1e-215 is 0 in float32) then
     # sends the other tokens to -inf and the best to 0, never z / tau to inf / nan
     probs = F.softmax((logits.double() - logits.max()) / temperature, dim=-1).float()
-    order = torch.argsort(probs, descending=True, stable=True)  # ties: the lower id first, reproducibly
-    sorted_p = probs[order]
     k = V if top_k <= 0 or top_k >= V else top_k
-    sorted_p = torch.cat([sorted_p[:k], torch.zeros(V - k)])
+    order = top_order(probs, k)                                # ties: the lower id first, reproducibly
+    sorted_p = probs[order]                                    # the k kept by top-k (all V without it)
     n_p = k
     if top_p < 1.0:
         renormed = sorted_p / total(sorted_p)
@@ -104,16 +114,15 @@ def step_record(d: Distribution, token: int, cutoffs: bool = True) -> dict:
     distribution it was drawn from, `p_model` in the proposed one; `rank` its place in the proposed one (1: the
     most probable); `top` lists the proposed distribution's most probable tokens; the cut-offs are the smallest
     probability still kept by top-k and by top-p (0 with `cutoffs` False: nothing was cut, e.g. a beam)."""
-    order = torch.argsort(d.probs, descending=True, stable=True)  # ties: the lower id first, as `distribution`
-    ranked = d.probs[order]
-    top_ids = order[:TOP_SHOWN]
+    probs, p = d.probs, d.probs[token]
+    rank = int((probs > p).sum()) + int((probs[:token] == p).sum()) + 1  # ties: the lower id first, as `distribution`
+    nth = lambda n: float(torch.topk(probs, n, sorted=False).values.min())  # noqa: E731 - the n-th largest
     return {
-        "token": token, "prob": float(d.kept[token]), "p_model": float(d.probs[token]),
-        "rank": int((order == token).nonzero()[0, 0]) + 1,
-        "top": [[int(i), float(d.probs[i])] for i in top_ids],
+        "token": token, "prob": float(d.kept[token]), "p_model": float(p), "rank": rank,
+        "top": [[int(i), float(probs[i])] for i in top_order(probs, TOP_SHOWN)],
         "entropy": d.entropy, "n_top_k": d.n_top_k, "n_top_p": d.n_top_p,
-        "top_k_cutoff": float(ranked[d.n_top_k - 1]) if cutoffs else 0.0,
-        "top_p_cutoff": float(ranked[d.n_top_p - 1]) if cutoffs else 0.0,
+        "top_k_cutoff": nth(d.n_top_k) if cutoffs else 0.0,
+        "top_p_cutoff": nth(d.n_top_p) if cutoffs else 0.0,
     }
 
 
