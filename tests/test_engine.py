@@ -70,8 +70,8 @@ def test_an_int8_product_is_the_integer_product_and_a_row_ignores_its_neighbours
     y = linear(x)
     rows, s_x = quantize_rows(x)
     X = (rows[:7].long() - 64) * 128 + (rows[7:].long() - 64)              # the rows as integers, exactly
-    W = torch.round(w / linear.scale[:, None]).long()
-    exact = (X @ W.t()).double() * s_x.double() * linear.scale.double()
+    W = torch.round(w / linear.scale[:300, None]).long()
+    exact = (X @ W.t()).double() * s_x.double() * linear.scale[:300].double()
     assert (y.double() - exact).abs().max() / exact.abs().max() < 1e-6   # float32's rounding of exact sums
     assert (y - x @ w.t()).abs().max() / (x @ w.t()).abs().max() < (2e-2 if planes == 1 else 5e-4)
     for i in range(7):  # each row alone, and among huge ones: the same bits

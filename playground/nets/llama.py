@@ -131,6 +131,14 @@ class Attention(nn.Module):
         self.v_proj = Linear(config.n_embd, config.n_kv_head * config.head_dim, bias=False)  # W^V, per group
         self.o_proj = Linear(config.n_head * config.head_dim, config.n_embd, bias=False)     # W^O
         self.hook_z = HookPoint()                                                            # each head, before W^O
+        self.qkv_proj = None    # the serving twin's W^Q, W^K, W^V as one product (Llama.int8)
+
+    def project(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """x W^Q, x W^K, x W^V: three products, or one where they are fused (the serving twin)."""
+        if self.qkv_proj is None:
+            return self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        kv = self.n_kv_head * self.head_dim
+        return self.qkv_proj(x).split([self.n_head * self.head_dim, kv, kv], dim=-1)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, past=None,
                 return_internals: bool = False):
@@ -141,9 +149,10 @@ class Attention(nn.Module):
             return self.ragged(x, cos, sin, past), None, None
         B, T, _ = x.shape
         nh, nkv, hs = self.n_head, self.n_kv_head, self.head_dim
-        q = self.q_proj(x).view(B, T, nh, hs).transpose(1, 2)   # (B, nh, T, hs)
-        k = self.k_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
-        v = self.v_proj(x).view(B, T, nkv, hs).transpose(1, 2)  # (B, nkv, T, hs)
+        q, k, v = self.project(x)
+        q = q.view(B, T, nh, hs).transpose(1, 2)                # (B, nh, T, hs)
+        k = k.view(B, T, nkv, hs).transpose(1, 2)               # (B, nkv, T, hs)
+        v = v.view(B, T, nkv, hs).transpose(1, 2)               # (B, nkv, T, hs)
         q, k = rotate(q, cos, sin), rotate(k, cos, sin)         # positions enter here, and only here
         if past is not None:
             k = torch.cat([past[0], k], dim=2)                  # (B, nkv, T_past + T, hs)
@@ -175,34 +184,38 @@ class Attention(nn.Module):
         over its own cache, so a row's numbers never depend on the others (nets/int8.py makes the products so)."""
         N = x.size(1)
         nh, nkv, hs = self.n_head, self.n_kv_head, self.head_dim
-        q = self.q_proj(x)[0].view(N, nh, hs).transpose(0, 1)    # (nh, N, hs)
-        k = self.k_proj(x)[0].view(N, nkv, hs).transpose(0, 1)   # (nkv, N, hs)
-        v = self.v_proj(x)[0].view(N, nkv, hs).transpose(0, 1)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        out, start = [], 0
+        cos, sin = cos[:, None], sin[:, None]                       # (N, 1, hs): one angle per position
+        q, k, v = self.project(x[0])
+        q = rotate(q.view(N, nh, hs), cos, sin) * (1 / math.sqrt(hs))   # (N, nh, hs), divided by sqrt(d_k) once
+        k = rotate(k.view(N, nkv, hs), cos, sin)                         # (N, nkv, hs)
+        v = v.view(N, nkv, hs)
+        out, start = [], 0          # each row over its own cache: a Python loop, so no row's sums depend on another's
         for cache, t0, n in zip(rows.caches, rows.starts, rows.lengths):
             keys, values = cache.k[rows.layer], cache.v[rows.layer]   # (nkv, capacity, hs)
-            keys[:, t0:t0 + n], values[:, t0:t0 + n] = k[:, start:start + n], v[:, start:start + n]
-            out.append(grouped_attention(q[:, start:start + n], keys[:, :t0 + n], values[:, :t0 + n], t0))
+            keys[:, t0:t0 + n] = k[start:start + n].transpose(0, 1)    # written in place: (nkv, n, hs)
+            values[:, t0:t0 + n] = v[start:start + n].transpose(0, 1)
+            out.append(grouped_attention(q[start:start + n], keys[:, :t0 + n], values[:, :t0 + n], t0))
             start += n
-        y = torch.cat(out, dim=1).transpose(0, 1).reshape(1, N, nh * hs)   # Concat(heads): (1, N, nh hs)
-        return self.o_proj(y)
+        return self.o_proj(torch.cat(out)[None])                    # Concat(heads): (1, N, nh hs), then W^O
 
 
 def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, t0: int) -> torch.Tensor:
-    """One sequence's attention, q (nh, n, hs) at positions t0 .. t0+n-1 over k, v (nkv, t0+n, hs), written out
-    as `attend` writes a generation step (one order of summation per row, whatever the threads). GQA without
-    copying the keys: the n_head / n_kv_head query heads of a group read their kv head as one matrix of queries
-    (nkv, group n, hs), which is the same arithmetic as repeating the keys for every query head."""
-    nh, n, hs = q.shape
+    """One sequence's attention, q (n, nh, hs) at positions t0 .. t0+n-1, already divided by sqrt(d_k), over k, v
+    (nkv, t0+n, hs); returns the heads side by side, (n, nh hs). Written out as `attend` writes a generation step
+    (one order of summation per row, whatever the threads). GQA without copying the keys: the n_head / n_kv_head
+    query heads of a group read their kv head as one matrix of queries (nkv, group n, hs), the same arithmetic as
+    repeating the keys for every query head (a generation step's one position needs no copy at all)."""
+    n, nh, hs = q.shape
     nkv, T = k.size(0), k.size(1)
-    queries = q.reshape(nkv, nh // nkv * n, hs)                              # (nkv, group n, hs)
-    scores = queries @ k.transpose(-2, -1) / math.sqrt(hs)                   # (nkv, group n, T)
+    group = nh // nkv
+    queries = q.view(nkv, group, hs) if n == 1 else q.transpose(0, 1).reshape(nkv, group * n, hs)
+    scores = queries @ k.transpose(-2, -1)                                   # (nkv, group n, T)
     if n > 1:                                                                # query i sees keys 0 .. t0 + i
-        position = t0 + torch.arange(n, device=q.device).repeat(nh // nkv)   # each query's position, (group n,)
+        position = t0 + torch.arange(n, device=q.device).repeat(group)       # each query's position, (group n,)
         allowed = torch.arange(T, device=q.device)[None, :] <= position[:, None]
         scores = scores.masked_fill(~allowed, float("-inf"))
-    return (F.softmax(scores, dim=-1) @ v).view(nh, n, hs)                   # (nh, n, hs)
+    heads = F.softmax(scores, dim=-1) @ v                                    # (nkv, group n, hs)
+    return heads.view(1, nh * hs) if n == 1 else heads.view(nh, n, hs).transpose(0, 1).reshape(n, nh * hs)
 
 
 @dataclass
@@ -241,9 +254,14 @@ class SwiGLU(nn.Module):
         self.gate_proj = Linear(config.n_embd, config.n_inner, bias=False)
         self.up_proj = Linear(config.n_embd, config.n_inner, bias=False)
         self.down_proj = Linear(config.n_inner, config.n_embd, bias=False)
+        self.gate_up_proj = None    # the serving twin's W_gate and W_up as one product (Llama.int8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.gate_up_proj is None:
+            gate, up = self.gate_proj(x), self.up_proj(x)
+        else:
+            gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
 
 
 class Block(nn.Module):
@@ -327,10 +345,15 @@ class Llama(nn.Module):
         for mine, theirs in zip(twin.model.layers, self.model.layers):
             mine.input_layernorm = theirs.input_layernorm
             mine.post_attention_layernorm = theirs.post_attention_layernorm
-            for part in ("self_attn", "mlp"):
-                for name, linear in getattr(theirs, part).named_children():
-                    if isinstance(linear, nn.Linear):
-                        setattr(getattr(mine, part), name, Int8Linear(linear.weight, planes))
+            attn, mlp = theirs.self_attn, theirs.mlp     # the products of one input as one: one read of x's rows
+            mine.self_attn.qkv_proj = Int8Linear(torch.cat([attn.q_proj.weight, attn.k_proj.weight,
+                                                            attn.v_proj.weight]), planes)
+            mine.self_attn.o_proj = Int8Linear(attn.o_proj.weight, planes)
+            mine.mlp.gate_up_proj = Int8Linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), planes)
+            mine.mlp.down_proj = Int8Linear(mlp.down_proj.weight, planes)
+            for part, names in ((mine.self_attn, ("q_proj", "k_proj", "v_proj")), (mine.mlp, ("gate_proj", "up_proj"))):
+                for name in names:
+                    delattr(part, name)                  # their meta placeholders
         twin.lm_head = Int8Linear(self.model.embed_tokens.weight if self.config.tie_word_embeddings
                                   else self.lm_head.weight, planes)
         return twin.eval().requires_grad_(False)
