@@ -320,7 +320,15 @@ def tool_turns_html(data: dict) -> str:
         if turn["tool_message"]:
             parts.append(f"<div>Sent back to the model as a user turn:</div>"
                          f"<pre>{html.escape(turn['tool_message'])}</pre>")
-    ending = (f"Answer: {data['answer']}" if data["stopped"] == "answer"
-              else "No answer in words: the loop stopped at its turn limit.")
-    parts.append(f'<div class="gen-title">{html.escape(ending)}</div>')
+    parts.append(f'<div class="gen-title">{html.escape(_tool_ending(data))}</div>')
     return "".join(parts)
+
+
+def _tool_ending(data: dict) -> str:
+    """How the loop ended, in words: the answer, or why there is none (an echo of the tool's turn is no answer)."""
+    if data["stopped"] == "answer":
+        return f"Answer: {data['answer']}"
+    if data["stopped"] == "echo":
+        return ("The model did not answer in words: its last reply repeats the tool's response instead (the "
+                "tool's result is above).")
+    return "No answer in words: the loop stopped at its turn limit."
