@@ -45,6 +45,8 @@ class Shared:
     limits: dict[str, Callable[[dict[str, str]], tuple | list]] = field(default_factory=dict)  # see `limit`
     follow: object = None   # follow-me's components (ui/follow.Follow); the Class quiz tab lays out its checkboxes
     cockpit: object = None  # the lecturer's cockpit (ui/cockpit.build(seat)), laid out in the quiz's lecturer panel
+    seat: object = None     # this page's place in the class quiz (a gr.State: ui/quiz_tab._seat), which every check
+    #                         of a quiz question reads (in a room, no answer before the lecturer reveals it)
 
     def changed(self, name: str):
         """The event that follows a real change of `text` or `focus` (name): what the tabs listen to, never the
