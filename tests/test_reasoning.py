@@ -288,7 +288,8 @@ def test_the_figures_say_each_way_and_each_turn_in_text(monkeypatch):
     step = {"token": " 8", "id": 5, "prob": 0.75, "entropy": 1.0}
     way = {"steps": [step], "answer": 8, "correct": True, "n_tokens": 1, "stopped": True}
     html = fgen.way_html({"direct": way, "expected": 8, "prompts": {"direct": "Q?<x>"}}, "direct")
-    assert "Directly: answer: 8 · correct (expected 8)" in html and "Q?&lt;x&gt;" in html and "p = 0.750" in html
+    assert "Directly: answer: 8 · correct (expected 8)" in html and "p = 0.750" in html
+    assert '<span class="gen-prompt">Q?&lt;x&gt;\n</span>' in html   # the reply on its own line, not glued to it
     measured = {"model": "m", "n": 2, "decoding": "greedy", "protocol": "P", "command": "c", "seconds": 3.0,
                 "correct": {"direct": 1, "step_by_step": 0}, "accuracy": {"direct": 0.5, "step_by_step": 0.0},
                 "complete": False, "set_size": 40}
