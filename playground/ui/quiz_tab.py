@@ -167,6 +167,19 @@ def poll_join(room="", seat=None):
             follow, seat, state)
 
 
+def _refused(room):
+    """After a room's event was refused: what is wrong with the room (a mistyped code, a room closed or deleted),
+    said where the student looks and kept there once the toast fades (the event's outputs would otherwise hold
+    Gradio's bare "Error"); nothing when the room is fine (the refusal was about the answer: its toast says so)."""
+    try:
+        polls.status(_text(room, "The room code"))
+    except polls.PollError as err:
+        return f"⚠ {html.escape(str(err), quote=False)}"
+    except gr.Error:
+        pass
+    return gr.skip()
+
+
 def poll_answer(room="", exercise_id="", answer="", seat=None, request: gr.Request = None):
     """Send this browser's guess to a room (answering again replaces it, until the answers are revealed).
     `seat` is not used: reading it keeps the event out of the shared answer cache (the module's docstring)."""
@@ -340,18 +353,26 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     seated = dict(fn=lambda s: (gr.Timer(active=bool(_seat(s).get("room"))),
                                 gr.update(interactive=bool(_seat(s).get("room")))),
                   inputs=seat, outputs=[timer, send], queue=False, api_visibility="private")
-    gr.on([join.click, room.submit], poll_join, [room, seat], [status, question, seat, data],
-          api_name="poll_join").success(**seated)
-    send.click(**pick).then(poll_answer, [room, question, guess, seat], [verdict, data], api_name="poll_answer")
+    # a refusal marks only the line that says why (show_progress_on), never the question: Gradio's "Error" pill stays
+    # on every output it marked until another answer replaces it, and a wrong room is said there (_refused)
+    said = dict(fn=_refused, inputs=room, queue=False, api_visibility="private", show_progress="hidden")
+    joined = gr.on([join.click, room.submit], poll_join, [room, seat], [status, question, seat, data],
+                   api_name="poll_join", show_progress_on=status)
+    joined.success(**seated)
+    joined.failure(**said, outputs=status)
+    sent = send.click(**pick).then(poll_answer, [room, question, guess, seat], [verdict, data], api_name="poll_answer",
+                                   show_progress_on=verdict)
+    sent.failure(**said, outputs=verdict)
     no_key, no_reveal = gr.Textbox("", visible=False), gr.Checkbox(False, visible=False)  # API callers set them
-    show.click(poll_tally, [room, question, no_key, no_reveal, seat], [tally_md, tally_plot, data],
-               api_name="poll_tally")
+    shown = show.click(poll_tally, [room, question, no_key, no_reveal, seat], [tally_md, tally_plot, data],
+                       api_name="poll_tally", show_progress_on=tally_md)
+    shown.failure(**said, outputs=tally_md)
     lead = dict(fn=_lead, inputs=[question, seat], outputs=[tally_md, tally_plot, seat, timer],
                 api_visibility="private")
     open_room.click(poll_open, seat, [opened, room, seat, data], api_name="poll_open").success(**lead)
     question.input(**lead)                                  # the lecturer picks another question: the room follows
     reveal.click(poll_tally, [room, question, no_key, reveal_flag, seat], [tally_md, tally_plot, data],
-                 api_visibility="private")
+                 api_visibility="private", show_progress_on=tally_md).failure(**said, outputs=tally_md)
     timer.tick(_tick, seat, [question, tally_md, tally_plot, seat, timer], queue=False, api_visibility="private",
                show_progress="hidden")
     gr.api(poll_question, api_name="poll_question", queue=False)   # API callers move a room (no button: see _lead)
