@@ -86,6 +86,22 @@ def test_hints_come_one_at_a_time(shared):
     assert "Ġ" in md and "more)" not in md
 
 
+def test_a_title_or_answer_that_ends_a_sentence_gets_no_second_full_stop(shared, tmp_path):
+    """Double punctuation: a step titled "Which bank?" was shown as "Which bank?."."""
+    from playground.ui import workshop_room
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("title: Mine\nsteps:\n  - title: Which bank?\n    view: tab=embeddings\n    text: Look.\n"
+                    "    question: {prompt: \"Which one?\", kind: text, accept: [\"river bank!\"]}\n"
+                    "  - title: Plain\n    view: tab=embeddings\n    text: Look.\n", encoding="utf-8")
+    step_md = outputs(wt.import_file(str(mine), 0), shared)[1][4]
+    assert "**Step 1 of 2: Which bank?**" in step_md and "?." not in step_md
+    workshop = w.load(mine.read_text(encoding="utf-8"), "mine.yaml", lambda p: view.problems(shared, p))
+    assert "Step 2 of 2: Plain.**" in wt._step_md(workshop, 1)
+    revealed = workshop_room.revealed_md(workshop, 0, "")
+    assert "answer: river bank!**" in revealed and "!." not in revealed
+
+
 def test_an_imported_file_is_validated_and_its_html_escaped(shared, tmp_path):
     good = tmp_path / "mine.yaml"
     good.write_text("title: <b>Mine</b>\nsteps:\n  - view: tab=embeddings\n    text: <script>alert(1)</script> "

@@ -197,6 +197,12 @@ def left_out(name: str, what: str) -> gr.Error:
     return gr.Error(f"The {what} is not available: {reason}")
 
 
+def full_stop(text: str) -> str:
+    """A sentence as the page shows it, ended by a full stop unless its author already ended it (a workshop step
+    titled "Which bank?" reads "Which bank?", not "Which bank?.")."""
+    return text if text.rstrip().endswith((".", "?", "!", "…", ":", ";")) else text + "."
+
+
 def text_input(text, notices: list[str], max_chars: int = MAX_CHARS) -> str:
     """Free text from the UI or an API caller: a string, valid Unicode, at most `max_chars`."""
     if text is not None and not isinstance(text, str):

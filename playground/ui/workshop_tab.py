@@ -26,7 +26,7 @@ import gradio as gr
 from playground.analysis import workshops as w
 from playground.rooms import progress
 from playground.ui import view, workshop_form, workshop_room
-from playground.ui.common import Shared
+from playground.ui.common import Shared, full_stop
 
 INTRO_MD = """**Workshops.** A lecturer's path through the tabs: each step opens a view of the app, says what to look at
 and asks a question you answer by using that view. *Check* tells you whether you are right (and why); it never stops
@@ -211,9 +211,9 @@ def _question_updates(q: w.Question | None):
 
 def _step_md(workshop: w.Workshop, i: int) -> str:
     s = workshop.steps[i]
-    title = f": {_escape(s.title)}" if s.title else ""
+    head = full_stop(f"Step {i + 1} of {len(workshop.steps)}" + (f": {_escape(s.title)}" if s.title else ""))
     ask = f"\n\n**Question.** {_escape(s.question.prompt)}" if s.question else ""
-    return f"### {_escape(workshop.title)}\n**Step {i + 1} of {len(workshop.steps)}{title}.** {_escape(s.text)}{ask}"
+    return f"### {_escape(workshop.title)}\n**{head}** {_escape(s.text)}{ask}"
 
 
 def show(workshop: w.Workshop, i: int, restored) -> list:
