@@ -108,8 +108,8 @@ def hidden(seat, exercise_id: str) -> str | None:
     seat = _seat(seat)
     if not seat.get("room") or _room(polls.tally, seat["room"], exercise_id, seat.get("key", ""))["final"]:
         return None
-    return (f"🔒 In room {_shown(seat['room'])} the answer stays hidden until the lecturer reveals it: *Send to the "
-            "room* your guess now, and check it after the reveal.")
+    return (f"🔒 In room {_shown(seat['room'])} the answer stays hidden until the lecturer reveals it: send your "
+            "guess to the room now (the Class quiz tab's *Send to the room*), and check it after the reveal.")
 
 
 def exercise(exercise_id="", answer="", seat=None):
