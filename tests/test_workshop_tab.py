@@ -78,6 +78,24 @@ def test_check_grades_live_and_never_blocks(shared):
     assert outputs(wt.go(walk, +1, 2), shared)[1][3]["step"] == 2         # a wrong answer does not stop Next
 
 
+def test_the_quiz_walked_as_a_workshop_keeps_a_rooms_answer_until_the_reveal(shared):
+    """The Workshops panel offers the class quiz's own file: in a quiz room its Check keeps the quiz's rule."""
+    from playground import polls
+    from playground.analysis import exercises as ex
+    from playground.ui import quiz_tab
+
+    walk = outputs(wt.pick_workshop("quiz", 0), shared)[1][3]
+    question = w.load_shipped("quiz", models_required=False).steps[walk["step"]].question
+    code, key = polls.open_room(question=question.id)
+    seat = {"room": code, "key": "", "question": question.id}
+    truth = ex.solution(question.id)[0]
+    verdict, data = wt.check_answer(walk, None, truth, "", seat)
+    assert "stays hidden until the lecturer reveals it" in verdict and "answer" not in data and data["hidden"]
+    quiz_tab.poll_tally(code, question.id, key, True)
+    assert wt.check_answer(walk, None, truth, "", seat)[1]["correct"]
+    assert wt.check_answer(walk, None, truth, "", {})[1]["correct"]          # outside a room: at once
+
+
 def test_hints_come_one_at_a_time(shared):
     walk = outputs(wt.pick_workshop("tokenization", 0), shared)[1][3]
     md, walk = wt.next_hint(walk)
