@@ -198,6 +198,20 @@ def test_each_shipped_tool_question_is_answered_by_its_own_call():
             assert ran["result"] == q["result"], q
 
 
+def test_the_shipped_tool_figures_are_the_apps_loop_counted_as_the_protocol_says():
+    """assets/reasoning/tool_results.json: measured with the system turn the app sends, its counts its rows' sums, and
+    no echoed <tool_response> counted as an answer in words (the shipped "7 of 15" counted six of them)."""
+    from playground.tools import tool_calls
+
+    results = tool_calling.measured()
+    assert results and results["complete"] and results["system"] == tool_calling.system_prompt()
+    rows = results["rows"]
+    assert len(rows) == results["n"] == len(tool_calls.questions())
+    assert results["counts"] == {c: sum(r[c] for r in rows) for c in tool_calls.COUNTS}
+    assert not any(r["answered"] and tool_calling.ECHO in (r["answer"] or "") for r in rows)
+    assert all(r["answer"] is None for r in rows if r["stopped"] == "echo")
+
+
 def test_the_tool_evaluation_counts_each_step_of_a_call(monkeypatch):
     """parses ⊇ right tool ⊇ right result, and the answer apart: a wrong argument is a right tool and a wrong result;
     a copied placeholder is a parsed call of an unknown tool."""

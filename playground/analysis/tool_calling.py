@@ -12,9 +12,8 @@ The loop (`run`): the model replies; a reply without `<tool_call>` is its answer
 reply stops at its `</tool_call>` (the tool runs before the model writes on: left alone it goes on to guess the
 result, or to write the next example's question); a tool call is parsed and checked (a known tool, the arguments its
 schema names, with the right types), our tool runs, and its result (or the error) goes back; at most MAX_TURNS model
-turns. A reply whose call cannot be parsed is kept as it is, with the parse
-error, and the error goes back to the model like a result. Each turn keeps every token with its probability and
-the top candidates (generation.named).
+turns. A reply whose call cannot be parsed is kept as it is, with the parse error, and the error goes back to the
+model like a result. Each turn keeps every token with its probability and the top candidates (generation.named).
 
 The tools: `calculator` (analysis/calculator.py: its own grammar, never `eval`), `capital` (a lookup in the shipped
 table assets/reasoning/capitals.json) and `count_tokens` (the number of SmolLM2 tokens of a text, by the app's own
@@ -203,7 +202,7 @@ _SYSTEM_CACHES: dict = {}   # (model name, its module's id) -> the step cache of
 
 def _system_cache(m) -> dict | None:
     """The step cache of SYSTEM's turn as the chat template writes it, computed once per loaded model: every run
-    begins with these 449 tokens (19.7 MB of float32 keys and values), half of a run's time when each turn ran them
+    begins with these 464 tokens (20.4 MB of float32 keys and values), half of a run's time when each turn ran them
     again (measured: 7.5 s a question, one thread). Every run reuses it, so a run's first turn is always computed in
     the same two pieces."""
     if getattr(m, "chat", None) is None or not hasattr(m.model, "crop_cache"):
