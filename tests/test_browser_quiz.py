@@ -116,6 +116,27 @@ def test_a_lecturer_opens_a_room_three_students_answer_and_the_reveal_shows_them
         assert "The answer" not in student.locator("#quiz-tally").inner_text()
 
 
+def test_in_a_room_check_my_guess_keeps_the_answer_until_the_reveal(app_url, new_page):
+    """Before, a student's check said "✗ Not quite… the answer is 2" beside "the lecturer has not revealed it", and
+    the student then sent 2."""
+    lecturer = new_page(1400, 1000)
+    _quiz(lecturer, app_url)
+    code = _open_room(lecturer)
+    truth = ex.solution("tokens-bpe")[0]
+    student = new_page(400, 850)
+    _quiz(student, app_url)
+    _join(student, code)
+    _shows(student, "#quiz-status", "Joined")
+    student.locator("#quiz-number textarea, #quiz-number input").first.fill(str(int(truth) + 1))
+    student.locator("#quiz-check").click()
+    _shows(student, "#quiz-verdict", "stays hidden until the lecturer reveals it")
+    assert "the answer is" not in student.locator("#quiz-verdict").inner_text()
+    lecturer.locator("#quiz-reveal").click()
+    _shows(student, "#quiz-tally", "The answer: " + truth, timeout=10_000)
+    student.locator("#quiz-check").click()
+    _shows(student, "#quiz-verdict", f"the answer is {truth}")
+
+
 def test_students_see_the_lecturers_question_and_follow_it(app_url, new_page):
     lecturer = new_page(1400, 1000)
     _quiz(lecturer, app_url)
@@ -140,8 +161,12 @@ def test_bad_input_is_said_where_the_student_looks_and_no_stale_sent_stays(app_u
     _quiz(student, app_url)
     _join(student, "ABC123")
     _toast(student, "No room ABC123: check the code your lecturer shows")
+    _shows(student, "#quiz-status", "No room ABC123: check the code")   # kept in place once the toast fades
+    _no_error_pill(student)
     _join(student, closed)
     _toast(student, f"Room {closed} has closed")
+    _shows(student, "#quiz-status", f"Room {closed} has closed")
+    _no_error_pill(student)
     code, _ = polls.open_room(question="tokens-bpe")
     _join(student, code)
     _shows(student, "#quiz-status", "Joined")
@@ -153,6 +178,32 @@ def test_bad_input_is_said_where_the_student_looks_and_no_stale_sent_stays(app_u
                               timeout=10_000)
     _send(student, "")
     _toast(student, "Your answer is empty")
+    _no_error_pill(student)
+
+
+def _no_error_pill(page) -> None:
+    """No red "Error" pill left in place of the question, the room's line or the verdict (Gradio marks each output
+    of a refused event with one until another answer replaces it)."""
+    page.wait_for_function("() => !document.querySelector('#quiz-question .error, #quiz-status .error, "
+                           "#quiz-verdict .error, #quiz-tally .error')", timeout=10_000)
+    assert page.locator("#quiz-question input").is_visible()
+
+
+def test_a_deleted_room_is_said_in_place_not_as_error_pills(app_url, new_page):
+    from playground.rooms import progress
+
+    code, key = polls.open_room(question="tokens-bpe")
+    student = new_page(400, 850)
+    _quiz(student, app_url)
+    _join(student, code)
+    _shows(student, "#quiz-status", "Joined")
+    progress.delete(code, key)                   # the lecturer deletes the room's data
+    _shows(student, "#quiz-tally", f"No room {code}", timeout=10_000)   # the page's next look at the room says so
+    _send(student, "4")
+    _shows(student, "#quiz-verdict", f"No room {code}")
+    student.locator("#quiz-show").click()
+    _shows(student, "#quiz-tally", f"No room {code}")
+    _no_error_pill(student)
 
 
 def test_the_room_code_is_large_in_lecture_mode(app_url, new_page):

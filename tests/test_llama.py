@@ -213,13 +213,15 @@ def test_a_missing_package_is_named_with_its_install_command(monkeypatch):
 def test_the_generation_tab_answers_a_chat_turn_and_stops_at_its_end(smol):
     from playground.ui import generation_tab
 
-    *_, data = list(generation_tab.generate("What is the capital of France?", generation_tab.SMOLLM2, 40, "greedy",
-                                            0.8, 10, 0.9, 0, 4, True))[-1]
+    html, *_, data = list(generation_tab.generate("What is the capital of France?", generation_tab.SMOLLM2, 40,
+                                                  "greedy", 0.8, 10, 0.9, 0, 4, True))[-1]
     assert data["chat"] and data["prompt"].endswith("<|im_start|>assistant\n")
+    assert "often invents facts" in html and "gen-caveat" in html        # beside the answer: a 135M model invents
     assert "Paris" in data["text"] and data["steps"][-1]["token"] == "<|im_end|>" and len(data["steps"]) < 40
     assert all(abs(sum(p for _, p in s["top"]) - 1) < 1 for s in data["steps"])  # a distribution at every step
-    *_, plain = list(generation_tab.generate("Hello", "gpt-shakespeare", 5, "greedy", 0.8, 10, 0.9, 0, 4, True))[-1]
-    assert "no chat template" in plain["notices"][0] and len(plain["steps"]) == 5
+    html, *_, plain = list(generation_tab.generate("Hello", "gpt-shakespeare", 5, "greedy", 0.8, 10, 0.9, 0, 4,
+                                                   True))[-1]
+    assert "no chat template" in plain["notices"][0] and len(plain["steps"]) == 5 and "gen-caveat" not in html
 
 
 def test_half_storage_changes_the_logits_little_and_the_greedy_choices_not(smol):

@@ -120,6 +120,10 @@ def test_exports_give_a_row_per_student_and_per_question(db):
     assert [(q["step"], q["reached"], q["answered"], q["correct"]) for q in questions] == [
         ("1", "3", "0", "0"), ("2", "3", "3", "2"), ("3", "1", "0", "0")]
     assert questions[1]["answers"] == "4: 2; 3: 1" and questions[1]["hints"] == "Cy"
+    assert questions[0]["answers"] == questions[0]["hints"] == ""           # an empty cell, not a lone "'"
+    assert "'" not in progress.questions_csv(data).replace("'=HYPERLINK", "")
+    cells = list(csv.reader(io.StringIO(progress._csv(["a", "b"], [{"a": "\tcmd", "b": "-1"}]))))[1]
+    assert cells == ["'\tcmd", "'-1"]                                     # OWASP's other formula starts too
     assert data["answers"] == [
         {"nickname": "Ana", "workshop": "bpe", "step": 2, "answer": "4", "correct": True},
         {"nickname": "Ben", "workshop": "bpe", "step": 2, "answer": "4", "correct": True},

@@ -61,6 +61,25 @@ def test_the_quiz_handlers_run_a_round():
     assert "final" in md and dict(zip(fig.data[0].x, fig.data[0].y)) == data["counts"]
 
 
+def test_in_a_room_a_check_keeps_the_answer_until_the_reveal():
+    """Predict, then reveal: a page in a room (a student's, or the lecturer's projected one) checks a question only
+    once the lecturer has revealed it there; the tab's panels keep the same rule. Before, the check said "the answer
+    is 2" while the page said it was not revealed, and the student sent 2."""
+    _, code, lecturer, _ = quiz_tab.poll_open()
+    quiz_tab._lead("tokens-bpe", lecturer)
+    _, _, seat, _ = quiz_tab.poll_join(code, {})
+    truth = ex.solution("tokens-bpe")[0]
+    for page in (seat, lecturer):
+        verdict, data = quiz_tab.exercise("tokens-bpe", truth, page)
+        assert "stays hidden until the lecturer reveals it" in verdict and "answer" not in data and data["hidden"]
+        assert "Right" not in verdict and "why" not in data
+    assert "stays hidden" in quiz_tab.exercise("blank", "capital", seat)[0]      # a question the room has not asked
+    quiz_tab.poll_tally(code, "tokens-bpe", "", True, lecturer)                  # the reveal
+    verdict, data = quiz_tab.exercise("tokens-bpe", truth, seat)
+    assert verdict.startswith("**✓ Right") and data["answer"] == truth
+    assert quiz_tab.exercise("tokens-bpe", truth, {})[1]["correct"]               # outside a room: at once
+
+
 def student(i: int) -> SimpleNamespace:
     return SimpleNamespace(session_hash=f"follow-{i}")
 
@@ -156,6 +175,25 @@ def test_the_rooms_events_are_queued_and_never_served_from_the_shared_cache():
         assert fns[name].queue and fns[name].fn.cacheable is False, name
     room = [fn for fn in app.demo.fns.values() if (fn.name or "").startswith("poll_") or fn.name in ("_lead", "_tick")]
     assert len(room) == 9 and not any(getattr(fn.fn, "cacheable", False) for fn in room)   # the reveal and the moves too
+
+
+def test_over_the_api_a_session_in_a_room_checks_only_after_the_reveal(client, app_url):
+    """/exercise reads the session's place in the quiz: a client that joined a room gets no answer before the
+    lecturer reveals the question (a client in no room, as a student alone, gets it at once)."""
+    from playground.tools.client import session
+
+    lecturer = session(app_url, timeout=None)
+    room = lecturer.predict(api_name="/poll_open")[-1]
+    lecturer.predict(room["room"], "tokens-wordpiece", room["key"], api_name="/poll_question")
+    truth = ex.solution("tokens-wordpiece")[0]
+    student = session(app_url, timeout=None)
+    assert student.predict(room["room"], api_name="/poll_join")[-1]["question"] == "tokens-wordpiece"
+    verdict, data = student.predict("tokens-wordpiece", truth, api_name="/exercise")
+    assert "stays hidden" in verdict and "the answer is" not in verdict and "answer" not in data
+    assert client.predict("tokens-wordpiece", truth, api_name="/exercise")[-1]["correct"]   # no room: at once
+    lecturer.predict(room["room"], "tokens-wordpiece", room["key"], True, api_name="/poll_tally")
+    verdict, data = student.predict("tokens-wordpiece", truth, api_name="/exercise")
+    assert data["correct"] and data["answer"] == truth
 
 
 def test_the_api_says_what_is_wrong(client):

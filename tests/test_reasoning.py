@@ -5,6 +5,7 @@ driven by scripted replies, and the loop and both ways once on the real model (s
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -26,6 +27,24 @@ GREEDY = {"temperature": 0.0, "top_k": 0, "top_p": 1.0}
     ("2 * 3 + 4", 10), ("2 + 3 * 4", 14), ("100 / 10 / 2", 5)])
 def test_the_calculator_follows_its_grammar(expression, value):
     assert calculator.evaluate(expression) == value
+
+
+@pytest.mark.parametrize("expression, value", [
+    ("999999999999 + 2", 1000000000001), ("123456789 * 1000003", 123457159370367), ("999999999999999 - 1",
+    999999999999998), ("2 ^ 49 + 1", 562949953421313), ("246913578000002 / 2", 123456789000001),
+    ("999999999999.0 + 2", 1000000000001)])
+def test_whole_numbers_are_exact_up_to_the_limit(expression, value):
+    """As the docstring promises: no rounding to 12 digits of a whole number below 1e15 (it gave 1000000000000)."""
+    got = calculator.evaluate(expression)
+    assert got == value and isinstance(got, int)
+
+
+@pytest.mark.parametrize("expression, value", [("-3^2", -9), ("-3 ** 2", -9), ("(-3)^2", 9), ("2^-1", 0.5),
+                                               ("2 * -3^2", -18), ("-2^2^3", -256)])
+def test_a_sign_applies_after_the_power_as_the_tool_tells_the_model(expression, value):
+    assert calculator.evaluate(expression) == value
+    description = next(t for t in tool_calling.TOOLS if t["name"] == "calculator")["description"]
+    assert "-3^2 is -9" in description and "-3^2 is -9" in tool_calling.system_prompt()
 
 
 @pytest.mark.parametrize("expression, message", [
@@ -109,6 +128,53 @@ def test_the_loop_runs_the_call_sends_the_result_back_and_stops_at_the_answer(mo
     assert "<tools>" in shown[0][0]["content"] and "count_tokens" in shown[0][0]["content"]
 
 
+def test_an_echoed_tool_response_is_no_answer_in_words(monkeypatch):
+    """The 135M model often repeats the <tool_response> turn (with a broken brace) as its last reply: no answer."""
+    from playground.figures import generation as fgen
+
+    _scripted(monkeypatch, ['<tool_call>[{"name": "calculator", "arguments": {"expression": "17 * 23 + 4"}}]'
+                            "</tool_call>", '<tool_response>\n[{"name": "calculator", "result": 395}}\n'
+                                            "</tool_response>"])
+    data = tool_calling.run(_Model(), "What is 17 times 23 plus 4?", GREEDY, 0, [])
+    assert data["stopped"] == "echo" and data["answer"] is None and len(data["turns"]) == 2
+    shown = fgen.tool_turns_html(data)
+    assert "did not answer in words" in shown and "Answer:" not in shown
+
+
+def test_a_reply_stops_at_the_end_of_its_call(monkeypatch):
+    """The tool runs before the model writes on: the tokens after </tool_call> (a made-up result) are never made."""
+    made = []
+
+    def sampled(m, prompt, n, rule, seed, past=None, last=None):
+        steps = []
+        for token in ['{"name": "calculator", "arguments": {"expression": "17 * 23 + 4"}}]', "</tool_call",
+                      ">\n", "\nThe answer is 17 * 23 + 4 = 349.", "<|im_end|>"]:
+            made.append(token)
+            steps.append({"token": token, "id": 7, "prob": 0.5, "entropy": 1.0})
+            yield steps
+
+    monkeypatch.setattr(generation, "sampled", sampled)
+    monkeypatch.setattr(generation, "encode_prompt", lambda m, text, notices: (text, [1, 2, 3]))
+
+    class Chat(_Model):
+        kind, model = "llama", None
+        card = {"eos_id": 2}
+        chat = staticmethod(lambda messages: "chat:")
+
+    Chat.tokenizer = type("T", (), {"token_to_id": staticmethod(lambda t: 0)})()
+    _, steps = tool_calling._reply(Chat(), [], tool_calling.FORCED, GREEDY, 0, [], {})
+    reply = tool_calling.FORCED + "".join(s["token"] for s in steps)
+    assert reply.endswith("</tool_call>\n") and "349" not in "".join(made)
+
+
+def test_the_system_prompt_examples_are_answerable():
+    """Each worked example in the system turn, run by our tools, gives a result (Peru was not in the table)."""
+    calls = [json.loads(c)[0] for c in re.findall(r"<tool_call>(\[.*?\])</tool_call>", tool_calling.system_prompt())]
+    assert {c["name"] for c in calls} == set(tool_calling.NAMES)
+    for call in calls:
+        assert "result" in tool_calling.run_tool(call, len), call
+
+
 def test_a_malformed_call_is_shown_with_its_error_and_the_loop_is_bounded(monkeypatch):
     _scripted(monkeypatch, ['<tool_call>[{"name": "calculator", "arguments": {"expression": 1+}']
               + ["<tool_call>[{oops}]</tool_call>"] * 5)
@@ -130,6 +196,20 @@ def test_each_shipped_tool_question_is_answered_by_its_own_call():
         assert "error" not in ran, (q, ran)
         if q["tool"] != "count_tokens":
             assert ran["result"] == q["result"], q
+
+
+def test_the_shipped_tool_figures_are_the_apps_loop_counted_as_the_protocol_says():
+    """assets/reasoning/tool_results.json: measured with the system turn the app sends, its counts its rows' sums, and
+    no echoed <tool_response> counted as an answer in words (the shipped "7 of 15" counted six of them)."""
+    from playground.tools import tool_calls
+
+    results = tool_calling.measured()
+    assert results and results["complete"] and results["system"] == tool_calling.system_prompt()
+    rows = results["rows"]
+    assert len(rows) == results["n"] == len(tool_calls.questions())
+    assert results["counts"] == {c: sum(r[c] for r in rows) for c in tool_calls.COUNTS}
+    assert not any(r["answered"] and tool_calling.ECHO in (r["answer"] or "") for r in rows)
+    assert all(r["answer"] is None for r in rows if r["stopped"] == "echo")
 
 
 def test_the_tool_evaluation_counts_each_step_of_a_call(monkeypatch):
@@ -222,7 +302,8 @@ def test_the_figures_say_each_way_and_each_turn_in_text(monkeypatch):
     step = {"token": " 8", "id": 5, "prob": 0.75, "entropy": 1.0}
     way = {"steps": [step], "answer": 8, "correct": True, "n_tokens": 1, "stopped": True}
     html = fgen.way_html({"direct": way, "expected": 8, "prompts": {"direct": "Q?<x>"}}, "direct")
-    assert "Directly: answer: 8 · correct (expected 8)" in html and "Q?&lt;x&gt;" in html and "p = 0.750" in html
+    assert "Directly: answer: 8 · correct (expected 8)" in html and "p = 0.750" in html
+    assert '<span class="gen-prompt">Q?&lt;x&gt;\n</span>' in html   # the reply on its own line, not glued to it
     measured = {"model": "m", "n": 2, "decoding": "greedy", "protocol": "P", "command": "c", "seconds": 3.0,
                 "correct": {"direct": 1, "step_by_step": 0}, "accuracy": {"direct": 0.5, "step_by_step": 0.0},
                 "complete": False, "set_size": 40}

@@ -78,12 +78,46 @@ def test_check_grades_live_and_never_blocks(shared):
     assert outputs(wt.go(walk, +1, 2), shared)[1][3]["step"] == 2         # a wrong answer does not stop Next
 
 
+def test_the_quiz_walked_as_a_workshop_keeps_a_rooms_answer_until_the_reveal(shared):
+    """The Workshops panel offers the class quiz's own file: in a quiz room its Check keeps the quiz's rule."""
+    from playground import polls
+    from playground.analysis import exercises as ex
+    from playground.ui import quiz_tab
+
+    walk = outputs(wt.pick_workshop("quiz", 0), shared)[1][3]
+    question = w.load_shipped("quiz", models_required=False).steps[walk["step"]].question
+    code, key = polls.open_room(question=question.id)
+    seat = {"room": code, "key": "", "question": question.id}
+    truth = ex.solution(question.id)[0]
+    verdict, data = wt.check_answer(walk, None, truth, "", seat)
+    assert "stays hidden until the lecturer reveals it" in verdict and "answer" not in data and data["hidden"]
+    quiz_tab.poll_tally(code, question.id, key, True)
+    assert wt.check_answer(walk, None, truth, "", seat)[1]["correct"]
+    assert wt.check_answer(walk, None, truth, "", {})[1]["correct"]          # outside a room: at once
+
+
 def test_hints_come_one_at_a_time(shared):
     walk = outputs(wt.pick_workshop("tokenization", 0), shared)[1][3]
     md, walk = wt.next_hint(walk)
     assert "Only the tokens of the byte-level BPE row" in md and "(1 more)" in md and walk["hints"] == 1
     md, walk = wt.next_hint(walk)
     assert "Ġ" in md and "more)" not in md
+
+
+def test_a_title_or_answer_that_ends_a_sentence_gets_no_second_full_stop(shared, tmp_path):
+    """Double punctuation: a step titled "Which bank?" was shown as "Which bank?."."""
+    from playground.ui import workshop_room
+
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("title: Mine\nsteps:\n  - title: Which bank?\n    view: tab=embeddings\n    text: Look.\n"
+                    "    question: {prompt: \"Which one?\", kind: text, accept: [\"river bank!\"]}\n"
+                    "  - title: Plain\n    view: tab=embeddings\n    text: Look.\n", encoding="utf-8")
+    step_md = outputs(wt.import_file(str(mine), 0), shared)[1][4]
+    assert "**Step 1 of 2: Which bank?**" in step_md and "?." not in step_md
+    workshop = w.load(mine.read_text(encoding="utf-8"), "mine.yaml", lambda p: view.problems(shared, p))
+    assert "Step 2 of 2: Plain.**" in wt._step_md(workshop, 1)
+    revealed = workshop_room.revealed_md(workshop, 0, "")
+    assert "answer: river bank!**" in revealed and "!." not in revealed
 
 
 def test_an_imported_file_is_validated_and_its_html_escaped(shared, tmp_path):

@@ -4,11 +4,16 @@ A model's tool call is untrusted text, so the calculator reads only this grammar
 function per rule) and computes the value as it parses:
 
     expression := term (("+" | "-") term)*
-    term       := power (("*" | "/") power)*
-    power      := unary (("^" | "**") power)?        right-associative: 2^3^2 = 2^9
-    unary      := ("-" | "+") unary | primary
+    term       := unary (("*" | "/") unary)*
+    unary      := ("-" | "+") unary | power           a sign applies after the power: -3^2 = -(3^2) = -9
+    power      := primary (("^" | "**") unary)?      right-associative: 2^3^2 = 2^9; 2^-1 = 0.5
     primary    := number | "(" expression ")" | ("sqrt" | "abs") "(" expression ")"
     number     := digits ["." digits]  (commas between digit groups allowed: 1,234)
+
+The sign's place is mathematics' and Python's (where -3**2 is -9), not a spreadsheet's (Excel's -3^2 is 9): a model
+writes the expressions, and it learned them from code and textbooks. The tool's description says so (TOOLS in
+analysis/tool_calling.py). Whole numbers stay Python ints through + - * ^ and a division that comes out whole, so a
+whole result is exact up to MAX_MAGNITUDE (999999999999 + 2 is 1000000000001); the rest are floats.
 
 Anything else is a CalculatorError that says what was found where. Limits keep one call cheap: at most
 MAX_CHARS characters, MAX_DEPTH nested parentheses, and no value beyond MAX_MAGNITUDE (2^10000 is refused, not
@@ -81,37 +86,38 @@ class _Parser:
                 return value
 
     def term(self) -> float:
-        value = self.power()
+        value = self.unary()
         while True:
             if self.take("*"):
-                value = _checked(value * self.power())
+                value = _checked(value * self.unary())
             elif self.take("/"):
-                divisor = self.power()
+                divisor = self.unary()
                 if divisor == 0:
                     raise CalculatorError("division by zero")
-                value = _checked(value / divisor)
+                whole = isinstance(value, int) and isinstance(divisor, int) and value % divisor == 0
+                value = _checked(value // divisor if whole else value / divisor)   # 10/2 stays the int 5
             else:
                 return value
-
-    def power(self) -> float:
-        base = self.unary()
-        if self.take("^") or self.take("**"):
-            exponent = self.power()
-            if base == 0 and exponent < 0:
-                raise CalculatorError("division by zero (0 to a negative power)")
-            if base < 0 and not float(exponent).is_integer():
-                raise CalculatorError("a negative number to a fractional power is not a real number")
-            if abs(base) > 1 and exponent * math.log10(abs(base)) > math.log10(MAX_MAGNITUDE):
-                raise CalculatorError(f"the result is too large (beyond {MAX_MAGNITUDE:.0e})")
-            return _checked(base ** exponent)
-        return base
 
     def unary(self) -> float:
         if self.take("-"):
             return -self.unary()
         if self.take("+"):
             return self.unary()
-        return self.primary()
+        return self.power()
+
+    def power(self) -> float:
+        base = self.primary()
+        if self.take("^") or self.take("**"):
+            exponent = self.unary()
+            if base == 0 and exponent < 0:
+                raise CalculatorError("division by zero (0 to a negative power)")
+            if base < 0 and not float(exponent).is_integer():
+                raise CalculatorError("a negative number to a fractional power is not a real number")
+            if abs(base) > 1 and exponent * math.log10(abs(base)) > math.log10(MAX_MAGNITUDE):
+                raise CalculatorError(f"the result is too large (beyond {MAX_MAGNITUDE:.0e})")
+            return _checked(base ** exponent)   # an int to a non-negative int power stays an exact int
+        return base
 
     def primary(self) -> float:
         token = self.peek()
@@ -120,7 +126,8 @@ class _Parser:
         kind, text, pos = token
         if kind == "num":
             self.i += 1
-            return _checked(float(text.replace(",", "")))
+            text = text.replace(",", "")
+            return _checked(float(text) if "." in text else int(text))
         if kind == "name":
             if text not in FUNCTIONS:
                 raise CalculatorError(f"unknown function {text!r} at position {pos + 1}; known: "
@@ -152,8 +159,9 @@ def _checked(value: float) -> float:
 
 
 def evaluate(expression) -> int | float:
-    """The value of `expression` under the grammar above: an int when it is a whole number, else a float rounded to
-    12 significant digits (so 0.1 + 0.2 is 0.3). Any refusal is a CalculatorError."""
+    """The value of `expression` under the grammar above: an int when it is a whole number (exact: the module's
+    docstring), else a float rounded to 12 significant digits (so 0.1 + 0.2 is 0.3). Any refusal is a
+    CalculatorError."""
     if not isinstance(expression, str):
         raise CalculatorError(f"the expression must be text, not {type(expression).__name__}")
     if len(expression) > MAX_CHARS:
@@ -166,5 +174,7 @@ def evaluate(expression) -> int | float:
     if parser.peek() is not None:
         _, text, pos = parser.peek()
         raise CalculatorError(f"unexpected {text!r} at position {pos + 1}")
-    value = float(f"{value:.12g}")
+    if isinstance(value, int):
+        return value
+    value = value if value.is_integer() else float(f"{value:.12g}")   # 0.30000000000000004 -> 0.3
     return int(value) if value.is_integer() else value

@@ -7,11 +7,13 @@ file (nets/smollm2.py reads it) has system, user and assistant turns and no tool
 go in the system turn (SYSTEM) and each result goes back as a user turn holding `<tool_response>` JSON
 `</tool_response>`, the way SmolLM2's function-calling examples return them.
 
-The loop (`run`): the model replies; a reply without `<tool_call>` is its answer; a tool call is parsed and checked
-(a known tool, the arguments its schema names, with the right types), our tool runs, and its result (or the error)
-goes back; at most MAX_TURNS model turns. A reply whose call cannot be parsed is kept as it is, with the parse
-error, and the error goes back to the model like a result. Each turn keeps every token with its probability and
-the top candidates (generation.named).
+The loop (`run`): the model replies; a reply without `<tool_call>` is its answer, unless it only repeats a
+`<tool_response>` (the 135M model often echoes the tool's turn instead of answering: that is no answer in words); a
+reply stops at its `</tool_call>` (the tool runs before the model writes on: left alone it goes on to guess the
+result, or to write the next example's question); a tool call is parsed and checked (a known tool, the arguments its
+schema names, with the right types), our tool runs, and its result (or the error) goes back; at most MAX_TURNS model
+turns. A reply whose call cannot be parsed is kept as it is, with the parse error, and the error goes back to the
+model like a result. Each turn keeps every token with its probability and the top candidates (generation.named).
 
 The tools: `calculator` (analysis/calculator.py: its own grammar, never `eval`), `capital` (a lookup in the shipped
 table assets/reasoning/capitals.json) and `count_tokens` (the number of SmolLM2 tokens of a text, by the app's own
@@ -37,7 +39,8 @@ MAX_TOOL_TEXT = 2_000  # characters of text a tool takes (count_tokens' text)
 
 TOOLS = [
     {"name": "calculator", "description": "Evaluate an arithmetic expression: numbers, + - * / ^, parentheses, "
-                                          "sqrt() and abs(). Returns the number.",
+                                          "sqrt() and abs(); a minus sign applies after the power (-3^2 is -9). "
+                                          "Returns the number.",
      "parameters": {"type": "object", "properties": {"expression": {
          "type": "string", "description": "The expression, for example \"(3 + 4) * 2\"."}},
          "required": ["expression"]}},
@@ -67,6 +70,8 @@ SYSTEM = ("You compose function calls. Given a question and the functions below,
           '<tool_call>[{{"name": "capital", "arguments": {{"country": "Peru"}}}}]</tool_call>\n'
           "Question: How many tokens is 'good morning'?\n"
           '<tool_call>[{{"name": "count_tokens", "arguments": {{"text": "good morning"}}}}]</tool_call>')
+CALL_END = "</tool_call>"   # where a reply stops: the tool answers next
+ECHO = "<tool_response>"     # a reply holding this repeats the tool's turn: it is not an answer
 _CALL = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
 _TYPES = {"string": str, "number": (int, float), "integer": int, "boolean": bool}
 
@@ -165,15 +170,18 @@ def run_tool(call: dict, count_tokens) -> dict:
 def _reply(m, messages: list[dict], prefix: str, rule: dict, seed: int, notices: list[str],
            known: dict) -> tuple[generation.Prompt, list]:
     """One model turn: the conversation through the chat template (and `prefix`, the start of the reply when the
-    app forces a call), decoded to the end of turn or MAX_REPLY new tokens. `known["cache"]`: the step cache of the
-    conversation so far (the system turn's to begin with), from which only the new tokens are run; replaced by
-    this turn's."""
+    app forces a call), decoded to the end of turn, to the token that closes a call (CALL_END) or to MAX_REPLY new
+    tokens. `known["cache"]`: the step cache of the conversation so far (the system turn's to begin with), from
+    which only the new tokens are run; replaced by this turn's."""
     text, ids = generation.encode_prompt(m, m.chat(messages) + prefix, notices)
     prompt = generation.Prompt(text, ids, generation.stops(m))
     steps: list[dict] = []
+    written = prefix
     for steps in generation.sampled(m, prompt, MAX_REPLY, rule, seed, past=_shared(m, known.get("cache"), ids),
                                     last=known):
-        pass
+        written += steps[-1]["token"]
+        if CALL_END in written:
+            break
     return prompt, steps
 
 
@@ -194,7 +202,7 @@ _SYSTEM_CACHES: dict = {}   # (model name, its module's id) -> the step cache of
 
 def _system_cache(m) -> dict | None:
     """The step cache of SYSTEM's turn as the chat template writes it, computed once per loaded model: every run
-    begins with these 449 tokens (19.7 MB of float32 keys and values), half of a run's time when each turn ran them
+    begins with these 464 tokens (20.4 MB of float32 keys and values), half of a run's time when each turn ran them
     again (measured: 7.5 s a question, one thread). Every run reuses it, so a run's first turn is always computed in
     the same two pieces."""
     if getattr(m, "chat", None) is None or not hasattr(m.model, "crop_cache"):
@@ -214,7 +222,8 @@ def run(m, question: str, rule: dict, seed: int, notices: list[str], force_call:
     """The `chat_tools` endpoint's JSON: {model, question, tools, system, force_call, temperature, top_k, top_p, seed,
     turns, answer, stopped, notices}. Each turn: {turn, prompt_tokens, forced (the reply's start the app wrote, or
     ""), reply (forced start included), steps (the model's tokens), tool_calls (parsed, or None), parse_error,
-    results, tool_message}. `stopped`: "answer", or "turns" when MAX_TURNS ran out. With `force_call` the first reply
+    results, tool_message}. `stopped`: "answer"; "echo" when the last reply repeats a `<tool_response>` instead of
+    answering (`answer` None: no answer in words); or "turns" when MAX_TURNS ran out. With `force_call` the first reply
     starts with FORCED, so the model must write a call (the 135M model, asked freely, mostly answers by itself)."""
     messages = [{"role": "system", "content": system_prompt()}, {"role": "user", "content": question}]
     count = token_counter(m)
@@ -229,7 +238,7 @@ def run(m, question: str, rule: dict, seed: int, notices: list[str], force_call:
                 "tool_calls": calls, "parse_error": error, "results": [], "tool_message": None}
         turns.append(turn)
         if calls is None and error is None or calls == []:   # no call (or an empty list): the model's answer
-            answer, stopped = reply, "answer"
+            answer, stopped = (None, "echo") if ECHO in reply else (reply, "answer")
             break
         if error is None:
             turn["results"] = [run_tool(call, count) for call in calls]

@@ -58,19 +58,22 @@ def attributions_figure(data: dict) -> go.Figure:
     a = data["attribution"]
     tokens = [token_label(t) for t in a["tokens"]]
     x = [f"{i}: {t}" for i, t in enumerate(tokens)]   # positions keep repeated tokens apart
-    rows = [("gradient × input", _scaled(a["grad_x_input"]), a["grad_x_input"])]
+    signed = dict(zmin=-1, zmax=1, colorscale="RdBu_r")
+    rows = [("gradient × input", a["grad_x_input"], signed, "%{customdata:.4f}")]
     if a["integrated_gradients"] is not None:   # None when asked for no steps
-        rows.append(("integrated gradients", _scaled(a["integrated_gradients"]), a["integrated_gradients"]))
+        rows.append(("integrated gradients", a["integrated_gradients"], signed, "%{customdata:.4f}"))
+    rows.append(("attention from [CLS] (not an explanation)", a["attention_from_cls"],
+                 dict(zmin=0, zmax=1, colorscale="Greys"), "weight %{customdata:.3f}"))
     fig = go.Figure()
-    for name, z, raw in rows:
-        fig.add_trace(go.Heatmap(z=[z], x=x, y=[name], zmin=-1, zmax=1, colorscale="RdBu_r", showscale=False,
-                                 customdata=[raw], hovertemplate="%{x}: %{customdata:.4f}<extra>" + name + "</extra>"))
-    attn = a["attention_from_cls"]
-    fig.add_trace(go.Heatmap(z=[_scaled(attn)], x=x, y=["attention from [CLS] (not an explanation)"], zmin=0, zmax=1,
-                             colorscale="Greys", showscale=False, customdata=[attn],
-                             hovertemplate="%{x}: weight %{customdata:.3f}<extra>attention</extra>"))
+    for k, (name, raw, scale, shown) in enumerate(rows):
+        # row k at y = k (y0, not a category name: one-row heatmaps on a category axis drew each row a row or two
+        # away from its label, in a range of five rows for three)
+        fig.add_trace(go.Heatmap(z=[_scaled(raw)], x=x, y0=k, dy=1, **scale, showscale=False, customdata=[raw],
+                                 name=name, hovertemplate=f"%{{x}}: {shown}<extra>{name}</extra>"))
     fig.update_layout(**layout(title=f"Why '{a['target']}'? Per-token attributions ({html.escape(a['model'])})",
-                               xaxis=dict(tickangle=-45), height=300, margin=dict(l=230, b=90)))
+                               xaxis=dict(tickangle=-45), height=300, margin=dict(l=230, b=90),
+                               yaxis=dict(tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
+                                          range=[len(rows) - 0.5, -0.5], showgrid=False)))   # the first row on top
     return fig
 
 

@@ -89,10 +89,12 @@ STALE_JS = """
 
 
 def generated_html(prompt: str, steps: list[dict], selected: int | None = None, notices: list[str] = (),
-                   title: str = "", running: bool = False, inputs: dict | None = None, rerun: str = "Generate") -> str:
+                   title: str = "", running: bool = False, inputs: dict | None = None, rerun: str = "Generate",
+                   caveat: str = "") -> str:
     """The prompt (grey) then each generated token, shaded by the probability it was drawn with;
     a click on a token selects its step (GEN_CLICK_JS). `inputs`: the tab's inputs this text was computed from,
-    by STALE_JS's names, so the page can mark it out of date when one changes (and `rerun` names the button)."""
+    by STALE_JS's names, so the page can mark it out of date when one changes (and `rerun` names the button).
+    `caveat`: a line under the text (what a reader should not take the text for)."""
     parts = [f'<div class="notice">{html.escape(n)}</div>' for n in notices]
     if title:
         parts.append(f'<div class="gen-title">{html.escape(title)}</div>')
@@ -110,6 +112,8 @@ def generated_html(prompt: str, steps: list[dict], selected: int | None = None, 
                                        f'data-rerun="{html.escape(rerun, quote=True)}"')
     parts.append(f'<div class="gen-text"{state}><span class="gen-prompt">{html.escape(prompt)}</span>'
                  f'{"".join(tokens)}{cursor}</div>')
+    if caveat:
+        parts.append(f'<p class="gen-caveat">{html.escape(caveat)}</p>')
     return "".join(parts)
 
 
@@ -229,7 +233,8 @@ def way_html(data: dict, way: str) -> str:
         verdict += f" · {'correct' if got['correct'] else 'wrong'} (expected {data['expected']})"
     verdict += f" · {got['n_tokens']} tokens" + ("" if got.get("stopped") else " (stopped at the token budget)")
     title = f"{WAY_TITLES[way]}: {verdict}"
-    return generated_html(data.get("prompts", {}).get(way, ""), got["steps"], title=title)
+    prompt = data.get("prompts", {}).get(way, "")   # the user's turn; the reply starts on a line of its own, as the
+    return generated_html(prompt and prompt + "\n", got["steps"], title=title)   # chat template has it
 
 
 def measured_html(results: dict | None) -> str:
@@ -293,7 +298,15 @@ def tool_turns_html(data: dict) -> str:
         if turn["tool_message"]:
             parts.append(f"<div>Sent back to the model as a user turn:</div>"
                          f"<pre>{html.escape(turn['tool_message'])}</pre>")
-    ending = (f"Answer: {data['answer']}" if data["stopped"] == "answer"
-              else "No answer in words: the loop stopped at its turn limit.")
-    parts.append(f'<div class="gen-title">{html.escape(ending)}</div>')
+    parts.append(f'<div class="gen-title">{html.escape(_tool_ending(data))}</div>')
     return "".join(parts)
+
+
+def _tool_ending(data: dict) -> str:
+    """How the loop ended, in words: the answer, or why there is none (an echo of the tool's turn is no answer)."""
+    if data["stopped"] == "answer":
+        return f"Answer: {data['answer']}"
+    if data["stopped"] == "echo":
+        return ("The model did not answer in words: its last reply repeats the tool's response instead (the "
+                "tool's result is above).")
+    return "No answer in words: the loop stopped at its turn limit."

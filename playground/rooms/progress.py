@@ -305,12 +305,15 @@ def questions_csv(data: dict) -> str:
     return _csv(fields, rows)
 
 
+FORMULA = ("=", "+", "-", "@", "\t", "\r")   # OWASP's list of a cell's formula starts (an empty cell is none)
+
+
 def _csv(fields: list[str], rows: list[dict]) -> str:
     out = io.StringIO()
     writer = csv.DictWriter(out, fields, lineterminator="\n")
     writer.writeheader()
-    for row in rows:   # a spreadsheet runs a cell that starts with = + - @ as a formula: quoted as text instead
-        writer.writerow({k: "'" + v if isinstance(v, str) and v[:1] in "=+-@" else v for k, v in row.items()})
+    for row in rows:   # a spreadsheet runs a cell that starts with one of FORMULA as a formula: quoted as text instead
+        writer.writerow({k: "'" + v if isinstance(v, str) and v.startswith(FORMULA) else v for k, v in row.items()})
     return out.getvalue()
 
 

@@ -7,7 +7,8 @@ greedy decoding, at most MAX_TURNS model turns. Counted per question, each a sub
 - `parses`: the first reply's call is well-formed (JSON, a list of {name, arguments});
 - `right_tool`: it calls the question's tool;
 - `right_result`: that tool, run on the model's arguments, gives the question's result (the arguments were right);
-and, apart, `answered`: the loop's final answer in words holds the question's result.
+and, apart, `answered`: the loop's final answer in words holds the question's result (a last reply that only
+repeats the `<tool_response>` is no answer: `stopped` is "echo").
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ def score(q: dict, data: dict, want) -> dict:
     calls = first["tool_calls"] or []
     results = first["results"]
     row = {"id": q["id"], "question": q["question"], "tool": q["tool"], "expected": want,
-           "first_reply": first["reply"], "parse_error": first["parse_error"], "answer": data["answer"]}
+           "first_reply": first["reply"], "parse_error": first["parse_error"], "answer": data["answer"],
+           "stopped": data["stopped"], "last_reply": data["turns"][-1]["reply"]}
     row["parses"] = first["parse_error"] is None and bool(calls)
     row["right_tool"] = row["parses"] and calls[0]["name"] == q["tool"]
     row["right_result"] = row["right_tool"] and bool(results) and "result" in results[0] and \

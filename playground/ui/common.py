@@ -47,6 +47,8 @@ class Shared:
     limits: dict[str, Callable[[dict[str, str]], tuple | list]] = field(default_factory=dict)  # see `limit`
     follow: object = None   # follow-me's components (ui/follow.Follow); the Class quiz tab lays out its checkboxes
     cockpit: object = None  # the lecturer's cockpit (ui/cockpit.build(seat)), laid out in the quiz's lecturer panel
+    seat: object = None     # this page's place in the class quiz (a gr.State: ui/quiz_tab._seat), which every check
+    #                         of a quiz question reads (in a room, no answer before the lecturer reveals it)
 
     def changed(self, name: str):
         """The event that follows a real change of `text` or `focus` (name): what the tabs listen to, never the
@@ -252,6 +254,12 @@ def left_out(name: str, what: str) -> gr.Error:
     """The error for a view whose model is not shipped whole: why (checkpoints.damaged) and how to rebuild it."""
     reason = checkpoints.damaged().get(name, f"models/{name} is not shipped")
     return gr.Error(f"The {what} is not available: {reason}")
+
+
+def full_stop(text: str) -> str:
+    """A sentence as the page shows it, ended by a full stop unless its author already ended it (a workshop step
+    titled "Which bank?" reads "Which bank?", not "Which bank?.")."""
+    return text if text.rstrip().endswith((".", "?", "!", "…", ":", ";")) else text + "."
 
 
 def text_input(text, notices: list[str], max_chars: int = MAX_CHARS) -> str:

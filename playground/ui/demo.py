@@ -73,6 +73,7 @@ def build_demo() -> gr.Blocks:
         link_notice = gr.HTML("", elem_id="link-notice", visible=False)   # shown when a link asks the impossible
         shared.follow = follow.layout()     # the bar saying whom this page follows (a student's in a room)
         shared.cockpit = cockpit.build      # the Class quiz tab's lecturer panel lays it out (ui/cockpit.py)
+        shared.seat = gr.State({})          # this page's place in the class quiz: its tab and each tab's questions
         left_out = [f"Left out: {message}" for message in checkpoints.damaged().values()]
         left_out += [models.missing()] if models.resolve(models.SMOLLM2) is None else []  # its views are left out
         gr.HTML(view.notice_html(left_out, "Some models are missing or damaged; the rest of the app works:"),
@@ -85,7 +86,7 @@ def build_demo() -> gr.Blocks:
             for title, module in TABS:
                 with gr.Tab(title, id=tab_id(title)):
                     module.build(demo, shared)
-                    quiz_tab.panel(title)  # the tab's own questions: predict, then reveal
+                    quiz_tab.panel(title, shared.seat)  # the tab's own questions: predict, then reveal
         for block in demo.blocks.values():  # the tabs' own sub-tabs too (on a phone, not behind a "⋯" menu)
             if isinstance(block, gr.Tabs):
                 block.overflow_behavior = "wrap"

@@ -68,8 +68,10 @@ TOOLS_MD = """**Tool calling**: the tools are offered to SmolLM2 in its function
 `<tools>` tags in the system turn, with one worked example per tool); when it replies with
 `<tool_call>[...]</tool_call>`, the call is parsed and shown as JSON, our tool runs (a calculator with its own
 grammar, never `eval`; a table of capitals; SmolLM2's token count), and its result goes back as a `<tool_response>`
-turn; the model then answers. At most {turns} model turns; a call that does not parse is shown as it is, with the
-error (which also goes back). Asked freely, the 135M model mostly answers by itself (and gets 1234 × 5678 wrong), so
+turn; the model then answers. A reply stops at its `</tool_call>`: the tool runs before the model writes on (left
+alone, it goes on to guess the result). The 135M model mostly repeats the `<tool_response>` instead of answering:
+that is shown as no answer in words. At most {turns} model turns; a call that does not parse is shown as it is, with
+the error (which also goes back). Asked freely, the 135M model mostly answers by itself (and gets 1234 × 5678 wrong), so
 by default the app starts its first reply with `<tool_call>[` (what an API's `tool_choice="required"` does), shown in
 grey as part of the prompt. Below the loop: how often its calls were right on the shipped questions, measured by the
 included script."""

@@ -126,6 +126,12 @@ def _cutoffs(strategy: str) -> tuple[str, ...]:
     return {"top-k": ("top-k",), "top-p": ("top-p",)}.get(strategy, ())
 
 
+# Under an assistant's reply: a 135M model answers in the tone of a fact it does not know ("The City of Ember by
+# Christopher Marlowe, set in medieval London")
+CHAT_CAVEAT = ("SmolLM2-135M-Instruct is a very small model: it writes fluent, confident answers and often invents "
+               "facts (names, books, dates, places). Check anything it states elsewhere.")
+
+
 def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, top_p, seed, beam_width=4, chat=False):
     """Continue the prompt, streaming the text; every step's distribution is kept for the chart. `chat`: the prompt
     is the user's turn of SmolLM2's chat template, and the answer stops at its end of turn."""
@@ -158,19 +164,20 @@ def generate(prompt, model_name, max_new_tokens, strategy, temperature, top_k, t
             n = MAX_BEAM_TOKENS
             warn(notices[-1:])
     cutoffs = _cutoffs(strategy)
+    caveat = CHAT_CAVEAT if chat and ckpt.chat is not None else ""
     shown = time.perf_counter()
     for steps, data in generation.generate(ckpt, prepared, strategy, rule, seed, n, notices, chat, width):
         last = len(steps) - 1
         if data is not None:
             html = fgen.generated_html(prepared.text, steps, selected=last, notices=notices, running=False,
-                                       inputs=shown_for)
+                                       inputs=shown_for, caveat=caveat)
             chart = fgen.next_token_figure(steps[-1], last, cutoffs) if steps else None
             yield html, chart, kept(steps), json_file(data, "generate"), data
         elif time.perf_counter() - shown > STREAM_EVERY and len(steps) < n:
             # the text (and the steps, kept on the server for a click after Stop); redrawing the chart and the JSON
             # each time slows the browser
             yield (fgen.generated_html(prepared.text, steps, selected=None, notices=notices, running=True,
-                                       inputs=shown_for), gr.skip(), kept(steps), gr.skip(), gr.skip())
+                                       inputs=shown_for, caveat=caveat), gr.skip(), kept(steps), gr.skip(), gr.skip())
             shown = time.perf_counter()
 
 

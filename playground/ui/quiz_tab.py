@@ -12,9 +12,10 @@ Two things about the room's events that are easy to undo by accident:
 - They are queued. A refused input (a wrong code, a word where a number goes) is a gr.Error; through the queue the
   page shows its message and ui/demo.clear_on_failure replaces the event's last result ("Sent 4 to room ...") with a
   note. A non-queued event's error reaches Gradio 6.31's page without its text: a bare "Error".
-- They read `seat`, this page's place in the quiz (a gr.State). An event that reads per-session state is never
-  answered from the shared answer cache (ui/cache.py) or replayed by ui/fastpath.py, and a room's events must not
-  be: the same call gives another answer once a student has answered.
+- They read `seat`, this page's place in the quiz (a gr.State, Shared.seat). So does every check of a question (this
+  tab's and each tab's panel: `hidden`), which in a room waits for the lecturer's reveal. An event that reads
+  per-session state is never answered from the shared answer cache (ui/cache.py) or replayed by ui/fastpath.py, and
+  a room's events must not be: the same call gives another answer once a student has answered.
 The timer's ticks are not queued (every open page sends one every TICK_SECONDS) and never raise.
 
 Follow me (ui/follow.py) lays its two checkboxes out here, the student's beside the room code and the lecturer's in
@@ -38,8 +39,8 @@ INTRO_MD = """**Predict, then reveal.** Pick a question, commit your guess, then
 same code as the tab it is about, from the models in front of you. **In class:** the lecturer opens a room and
 projects its code; students type the code and *Join*: the lecturer's question appears and follows the lecturer. Send
 your guess; when the lecturer reveals the answers, everyone sees the histogram beside the true one, and the question
-takes no more answers (the histogram is final). No login: one answer per browser per question (a new one replaces
-it until the reveal); rooms close after 3 hours."""
+takes no more answers (the histogram is final). In a room, *Check my guess* waits for the reveal too. No login: one
+answer per browser per question (a new one replaces it until the reveal); rooms close after 3 hours."""
 
 LECTURER_MD = """Open a room and project its code. The room asks the question above; pick another and the students'
 pages follow within seconds. The count of answers updates live; the histogram stays hidden until you reveal it (so
@@ -100,16 +101,32 @@ def _shown(code: str) -> str:
     return f"{code[:3]} {code[3:]}"   # as projected: two groups of three are read aloud more easily
 
 
-def exercise(exercise_id="", answer=""):
+def hidden(seat, exercise_id: str) -> str | None:
+    """Why a page in a room may not check a question yet, or None: in a room a question's answer stays hidden until
+    the lecturer reveals it there (a check would give it away, and the student would send it: predict-then-reveal
+    defeated). Outside a room, or once revealed, a check answers at once. A room that has closed or gone refuses."""
+    seat = _seat(seat)
+    if not seat.get("room") or _room(polls.tally, seat["room"], exercise_id, seat.get("key", ""))["final"]:
+        return None
+    return (f"🔒 In room {_shown(seat['room'])} the answer stays hidden until the lecturer reveals it: send your "
+            "guess to the room now (the Class quiz tab's *Send to the room*), and check it after the reveal.")
+
+
+def exercise(exercise_id="", answer="", seat=None):
     """Without an exercise: the list of exercises. With one and no answer: the question (the answer stays hidden until
-    a guess is committed). With one and an answer: whether it is right, the answer and why."""
+    a guess is committed). With one and an answer: whether it is right, the answer and why; in a room (`seat`, this
+    page's or this API session's) not before the lecturer reveals it (`hidden`)."""
     if not exercise_id:
         return "", {"exercises": ex.listing()}
     e = _exercise(exercise_id)
+    question = next(q for q in ex.listing() if q["id"] == e.id)
     if not _text(answer, "The answer").strip():
-        question = next(q for q in ex.listing() if q["id"] == e.id)
         return f"**{e.question}** Commit a guess, then check it: the answer stays hidden until then.", question
-    result = ex.check(e.id, _answer(e, answer))
+    given = _answer(e, answer)
+    why_not = hidden(seat, e.id)
+    if why_not:
+        return why_not, {**question, "hidden": why_not}
+    result = ex.check(e.id, given)
     verdict = "✓ Right" if result["correct"] else "✗ Not quite"
     return (f"**{verdict}.** You said **{result['given']}**; the answer is **{result['answer']}**. "
             f"{result['why']}"), result
@@ -148,6 +165,19 @@ def poll_join(room="", seat=None):
     follow = gr.skip() if key else gr.update(value=question, interactive=False)   # the lecturer picks it freely
     return (f"Joined room {_shown(state['room'])}: answer the lecturer's question above, then *Send to the room*.",
             follow, seat, state)
+
+
+def _refused(room):
+    """After a room's event was refused: what is wrong with the room (a mistyped code, a room closed or deleted),
+    said where the student looks and kept there once the toast fades (the event's outputs would otherwise hold
+    Gradio's bare "Error"); nothing when the room is fine (the refusal was about the answer: its toast says so)."""
+    try:
+        polls.status(_text(room, "The room code"))
+    except polls.PollError as err:
+        return f"⚠ {html.escape(str(err), quote=False)}"
+    except gr.Error:
+        pass
+    return gr.skip()
 
 
 def poll_answer(room="", exercise_id="", answer="", seat=None, request: gr.Request = None):
@@ -255,8 +285,9 @@ def _hint(exercise_id):
     return {"label": f"Your guess ({what}): commit it, then check", "value": ""}
 
 
-def panel(tab: str) -> None:
-    """This tab's questions, at its foot: guess, then check (the same answers as the Class quiz tab)."""
+def panel(tab: str, seat: gr.State) -> None:
+    """This tab's questions, at its foot: guess, then check (the same answers as the Class quiz tab, and the same
+    rule in a room: `seat`, the page's place in the quiz)."""
     mine = [e for e in ex.EXERCISES if e.tab == tab]
     if not mine:
         return
@@ -267,13 +298,13 @@ def panel(tab: str) -> None:
         check = gr.Button("Check my guess", size="sm")
         verdict = gr.Markdown()
     question.change(lambda i: gr.update(**_hint(i)), question, guess, queue=False, api_visibility="private")
-    check.click(lambda i, g: exercise(i, g)[0], [question, guess], verdict, api_visibility="private")
+    check.click(lambda i, g, s: exercise(i, g, s)[0], [question, guess, seat], verdict, api_visibility="private")
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     gr.Markdown(INTRO_MD)
     first = ex.EXERCISES[0]
-    seat = gr.State({})                                     # this page's place in the quiz (_seat)
+    seat = shared.seat                                      # this page's place in the quiz (_seat)
     patches.keep_sessions_holding(seat)                     # never the first dropped from a full session store
     timer = gr.Timer(TICK_SECONDS, active=False)            # runs while this page is in a room
     question = gr.Dropdown(CHOICES, value=first.id, label="Question", elem_id="quiz-question")
@@ -316,24 +347,32 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                     api_visibility="private", show_progress="hidden")
     pick = dict(fn=lambda c, n: c if c is not None else n, inputs=[choice, number], outputs=guess, queue=False,
                 api_visibility="private")
-    check.click(**pick).then(exercise, [question, guess], [verdict, data], api_name="exercise")
+    check.click(**pick).then(exercise, [question, guess, seat], [verdict, data], api_name="exercise")
 
     # The room's events: queued and reading `seat` (the module's docstring says why)
     seated = dict(fn=lambda s: (gr.Timer(active=bool(_seat(s).get("room"))),
                                 gr.update(interactive=bool(_seat(s).get("room")))),
                   inputs=seat, outputs=[timer, send], queue=False, api_visibility="private")
-    gr.on([join.click, room.submit], poll_join, [room, seat], [status, question, seat, data],
-          api_name="poll_join").success(**seated)
-    send.click(**pick).then(poll_answer, [room, question, guess, seat], [verdict, data], api_name="poll_answer")
+    # a refusal marks only the line that says why (show_progress_on), never the question: Gradio's "Error" pill stays
+    # on every output it marked until another answer replaces it, and a wrong room is said there (_refused)
+    said = dict(fn=_refused, inputs=room, queue=False, api_visibility="private", show_progress="hidden")
+    joined = gr.on([join.click, room.submit], poll_join, [room, seat], [status, question, seat, data],
+                   api_name="poll_join", show_progress_on=status)
+    joined.success(**seated)
+    joined.failure(**said, outputs=status)
+    sent = send.click(**pick).then(poll_answer, [room, question, guess, seat], [verdict, data], api_name="poll_answer",
+                                   show_progress_on=verdict)
+    sent.failure(**said, outputs=verdict)
     no_key, no_reveal = gr.Textbox("", visible=False), gr.Checkbox(False, visible=False)  # API callers set them
-    show.click(poll_tally, [room, question, no_key, no_reveal, seat], [tally_md, tally_plot, data],
-               api_name="poll_tally")
+    shown = show.click(poll_tally, [room, question, no_key, no_reveal, seat], [tally_md, tally_plot, data],
+                       api_name="poll_tally", show_progress_on=tally_md)
+    shown.failure(**said, outputs=tally_md)
     lead = dict(fn=_lead, inputs=[question, seat], outputs=[tally_md, tally_plot, seat, timer],
                 api_visibility="private")
     open_room.click(poll_open, seat, [opened, room, seat, data], api_name="poll_open").success(**lead)
     question.input(**lead)                                  # the lecturer picks another question: the room follows
     reveal.click(poll_tally, [room, question, no_key, reveal_flag, seat], [tally_md, tally_plot, data],
-                 api_visibility="private")
+                 api_visibility="private", show_progress_on=tally_md).failure(**said, outputs=tally_md)
     timer.tick(_tick, seat, [question, tally_md, tally_plot, seat, timer], queue=False, api_visibility="private",
                show_progress="hidden")
     gr.api(poll_question, api_name="poll_question", queue=False)   # API callers move a room (no button: see _lead)

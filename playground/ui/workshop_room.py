@@ -20,6 +20,7 @@ import gradio as gr
 from playground.analysis import workshops as w
 from playground.rooms import progress
 from playground.ui import patches, quiz_tab
+from playground.ui.common import full_stop
 
 REVEAL_SECONDS = 3.0   # how soon a student's page shows a step the lecturer revealed (200 pages: 67 reads a second)
 JOINED = ("In room {room} as **{name}**: your lecturer's cockpit shows your nickname, the steps you open, your checked "
@@ -51,7 +52,8 @@ def revealed_md(workshop: w.Workshop, i: int, own) -> str:
     except ValueError as err:
         return f"**The lecturer revealed this step's answer.** {_said(err)}"
     why = f" {html.escape(why, quote=False)}" if why else ""
-    return f"**The lecturer revealed this step's answer: {html.escape(str(answer), quote=False)}.**{why}"
+    shown = full_stop(f"The lecturer revealed this step's answer: {html.escape(str(answer), quote=False)}")
+    return f"**{shown}**{why}"
 
 
 def join(room, name, walk, own, request: gr.Request = None):

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import gradio as gr
 
+from playground.analysis import exercises
 from playground.analysis import workshops as w
 from playground.rooms import progress
-from playground.ui import view, workshop_form, workshop_room
-from playground.ui.common import Shared
+from playground.ui import quiz_tab, view, workshop_form, workshop_room
+from playground.ui.common import Shared, full_stop
 
 INTRO_MD = """**Workshops.** A lecturer's path through the tabs: each step opens a view of the app, says what to look at
 and asks a question you answer by using that view. *Check* tells you whether you are right (and why); it never stops
@@ -211,9 +212,9 @@ def _question_updates(q: w.Question | None):
 
 def _step_md(workshop: w.Workshop, i: int) -> str:
     s = workshop.steps[i]
-    title = f": {_escape(s.title)}" if s.title else ""
+    head = full_stop(f"Step {i + 1} of {len(workshop.steps)}" + (f": {_escape(s.title)}" if s.title else ""))
     ask = f"\n\n**Question.** {_escape(s.question.prompt)}" if s.question else ""
-    return f"### {_escape(workshop.title)}\n**Step {i + 1} of {len(workshop.steps)}{title}.** {_escape(s.text)}{ask}"
+    return f"### {_escape(workshop.title)}\n**{head}** {_escape(s.text)}{ask}"
 
 
 def show(workshop: w.Workshop, i: int, restored) -> list:
@@ -324,15 +325,18 @@ def go(state, delta: int, restored=0):
     return show(workshop, j, restored)
 
 
-def check_answer(state, choice, answer, own):
+def check_answer(state, choice, answer, own, seat=None):
     """Check: the verdict, the answer and why. A refused answer (too long, not a number) is said, not raised, so the
-    student can go on."""
+    student can go on. The class quiz's own workshop keeps the quiz's rule (`seat`: the page's place in the quiz):
+    in a quiz room, no answer before the lecturer reveals it there."""
     workshop, i = _walk(state)
     if workshop is None:
         return START, gr.skip()
     q = workshop.steps[i].question
     if q is None:
         return "This step asks no question: read it, then *Next*.", gr.skip()
+    if workshop.id == exercises.QUIZ and q.id in exercises.BY_ID and (why_not := quiz_tab.hidden(seat, q.id)):
+        return why_not, {"workshop": workshop.id, "step": i + 1, "hidden": why_not}   # no verdict to record
     given = choice if q.kind == "choice" else answer
     try:
         verdict = w.grade(q, given, own)
@@ -380,7 +384,7 @@ def _wire(demo: gr.Blocks, c: dict, outputs: list, later: list, more: list) -> N
         if later:
             event = event.success(_focus, c["walk"], [component for _, component in later], **hidden)
         event.then(None, inputs=c["tab_path"], js="(t) => window.playgroundView.open(t)")
-    checked = c["check"].click(check_answer, [c["walk"], c["choice"], c["answer"], c["own"]],
+    checked = c["check"].click(check_answer, [c["walk"], c["choice"], c["answer"], c["own"], _shared.seat],
                                [c["verdict"], c["data"]], **hidden)
     hinted = c["hint"].click(next_hint, c["walk"], [c["hints"], c["walk"]], **hidden)
     workshop_room.wire(c["room"], c["walk"], c["own"], c["data"], opened, checked, hinted)   # in a room: recorded
