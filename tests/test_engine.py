@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 
 import pytest
 import torch
@@ -137,8 +138,11 @@ def test_a_reader_who_leaves_frees_the_row_and_bad_requests_never_enter():
     steps = engine.stream([1, 2, 3], 400, SAMPLED, 0)
     next(steps)
     steps.close()                                        # the page was closed
-    list(engine.stream([4, 5], 2, GREEDY, 0))            # a step later the batch is only the new request
-    assert engine.running == [] and engine.stats["tokens"] < 10
+    time.sleep(0.3)
+    idle = engine.stats["busy_seconds"]
+    time.sleep(0.3)                                      # its row is gone and the engine waits, not spinning
+    assert engine.running == [] and engine.stats["busy_seconds"] == idle and engine.stats["tokens"] < 10
+    list(engine.stream([4, 5], 2, GREEDY, 0))
     for ids, n, message in (([], 5, "no tokens"), ([1], 0, "at least one"), ([1] * 500, 20, "exceed")):
         with pytest.raises(Refused, match=message):
             engine.submit(ids, n, GREEDY, 0, frozenset())

@@ -169,10 +169,9 @@ class Engine:
 
     def _step(self) -> None:
         """One step: every generating row's last token and the next prompt chunks, through the model at once."""
+        self._finish([r for r in self.running if r.cancelled])     # their readers left: their rows go first
         new, caches, rows, budget = [], [], [], PREFILL
         for request in self.running:
-            if request.cancelled:
-                continue
             if not request.prefilling:
                 new.append(torch.tensor([request.last]))
                 caches.append(request.cache)
