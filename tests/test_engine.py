@@ -200,3 +200,21 @@ def test_smollm2s_greedy_answers_through_the_engine_are_the_app_models(smol, twi
         ours = [s["token"] for s in engine.stream(ids, 32, GREEDY, 0, stop)]
         theirs = [s["token"] for s in sampling.stream(smol.model, torch.tensor([ids]), 32, temperature=0, stop=stop)]
         assert ours == theirs, question
+
+
+def test_the_engines_cost_is_measured_live_and_shown_with_its_protocol(smol):
+    """The Generation tab's card measures the served twin against the model itself now (smollm2_engine_cost): the
+    numbers in the text are the JSON's, and on SmolLM2 every greedy answer of the protocol is the model's own."""
+    from playground.ui import smollm2_card
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        text, _, result = smollm2_card.measure_engine_cost()
+    finally:
+        torch.set_num_threads(threads)
+    assert result["identical_answers"] == result["questions"] == 6 and result["kl"] < 1e-3
+    assert f"{result['identical_answers']} of {result['questions']} identical" in text and result["date"] in text
+    assert "corpus_sample.txt" in result["protocol"]
+    with pytest.raises(Exception, match="Only SmolLM2"):
+        smollm2_card.measure_engine_cost("gpt-shakespeare")

@@ -234,6 +234,16 @@ class Engine:
 _engines: dict[int, Engine] = {}
 _engines_lock = threading.Lock()
 SERVED_KINDS = ("llama",)  # the kinds an engine serves (their nets have row_cache, step_rows and int8)
+# A class's own questions: the engine's cost is measured on them (`cost`) and its speed by the bench
+QUESTIONS = ("What is the capital of Peru?", "Write a haiku about the sea.", "Why is the sky blue?",
+             "Explain photosynthesis to a child.", "Give me three tips for learning to code.",
+             "What does a transformer's attention do?", "Name a famous painting and its painter.",
+             "How do vaccines work?", "Tell me a joke about cats.", "What is 17 times 23?",
+             "Summarise Romeo and Juliet in two sentences.", "Suggest a name for a bakery.",
+             "What causes the seasons?", "Translate 'good morning' into French.",
+             "Write a limerick about a robot.", "What is the difference between weather and climate?")
+COST_TEXT_TOKENS = 192   # of the shipped corpus sample, for the next-token distributions
+COST_TOKENS = 24         # greedy tokens of each question
 
 
 def for_model(m) -> Engine:
@@ -252,3 +262,46 @@ def install() -> None:
     for kind in SERVED_KINDS:
         generation.ENGINES[kind] = for_model
 
+
+
+def cost(m, questions: int = 6) -> dict:
+    """What serving `m` through its engine costs against the model the other views read (fp16 storage), measured
+    now: the next-token distributions on the first COST_TEXT_TOKENS tokens of the shipped corpus sample (mean KL,
+    top-1 agreement, the largest logit difference), and greedy answers to the first `questions` of QUESTIONS,
+    COST_TOKENS tokens each (how many are identical, and the share of tokens before the first difference)."""
+    import datetime
+
+    from playground.analysis import sampling
+    from playground.checkpoints import ROOT
+
+    started = time.perf_counter()
+    engine = for_model(m)
+    text = (ROOT / "assets" / "corpus_sample.txt").read_text(encoding="utf-8")
+    ids = torch.tensor([m.tokenizer.encode(text).ids[:COST_TEXT_TOKENS]])
+    with torch.inference_mode():
+        exact, served = m.model(ids)[0][0].float(), engine.model(ids)[0][0].float()
+    p, q = exact.log_softmax(-1), served.log_softmax(-1)
+    prompts = [m.tokenizer.encode(m.chat([{"role": "user", "content": x}])).ids for x in QUESTIONS[:questions]]
+    stop = generation.stops(m)
+    greedy = dict(temperature=0, top_k=0, top_p=1.0)
+    requests = [engine.submit(ids_, COST_TOKENS, greedy, 0, stop) for ids_ in prompts]   # decoded as one batch
+    same, agreed, total = 0, 0, 0
+    for request, prompt in zip(requests, prompts):
+        ours = [step["token"] for step in iter(request.steps.get, _END)]
+        with torch.inference_mode():
+            theirs = [s["token"] for s in sampling.stream(m.model, torch.tensor([prompt]), COST_TOKENS, temperature=0,
+                                                          stop=stop)]
+        first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        same += ours == theirs
+        agreed, total = agreed + first, total + len(theirs)
+    return {"date": datetime.date.today().isoformat(), "weights": "14-bit integer planes (nets/int8.py)",
+            "kl": float(f"{float((p.exp() * (p - q)).sum(-1).mean()):.3g}"),
+            "top1_agreement": round(float((exact.argmax(-1) == served.argmax(-1)).float().mean()), 4),
+            "max_logit_diff": round(float((exact - served).abs().max()), 4), "text_tokens": ids.size(1),
+            "questions": len(prompts), "identical_answers": same,
+            "tokens_before_a_difference": round(agreed / total, 4),
+            "seconds": round(time.perf_counter() - started, 1),
+            "protocol": (f"the fp16 model (the other views') against the engine's twin: next-token distributions at "
+                         f"each of the first {ids.size(1)} tokens of assets/corpus_sample.txt (mean KL(fp16 ‖ "
+                         f"served) in nats); greedy answers of {COST_TOKENS} tokens to {len(prompts)} chat questions "
+                         "(serving/engine.QUESTIONS), the engine's in one batch, the fp16 model's one by one")}

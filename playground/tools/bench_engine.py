@@ -12,17 +12,11 @@ from __future__ import annotations
 import threading
 import time
 
+from playground.serving.engine import QUESTIONS
 from playground.tools.bench import percentiles
 
 STREAMS = (1, 4, 16, 32, 64)
 TOKENS = 64
-QUESTIONS = ("What is the capital of Peru?", "Write a haiku about the sea.", "Why is the sky blue?",
-             "Explain photosynthesis to a child.", "Give me three tips for learning to code.",
-             "What does a transformer's attention do?", "Name a famous painting and its painter.",
-             "How do vaccines work?", "Tell me a joke about cats.", "What is 17 times 23?",
-             "Summarise Romeo and Juliet in two sentences.", "Suggest a name for a bakery.",
-             "What causes the seasons?", "Translate 'good morning' into French.",
-             "Write a limerick about a robot.", "What is the difference between weather and climate?")
 RULE = dict(temperature=0.8, top_k=10, top_p=1.0)   # the Generation tab's defaults
 
 

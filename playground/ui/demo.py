@@ -197,8 +197,8 @@ SLOW_AT_FIRST = {"classify_probe", "chat_tools", "chain_of_thought"}
 # against 1,045 MB without, docs/performance.md).
 NOT_AT_START = LONG_RUNNING | SLOW_AT_FIRST
 # the events that generate: their computations wait together on the generation engine, up to its rows at once
-# (Workers.expect_batched; a model no engine serves decodes alone on the same worker)
-GENERATING = {"generate", "compare_generate", "chat_tools", "chain_of_thought"}
+# (Workers.expect_batched; a model no engine serves decodes alone on the same worker), and the engine's cost
+GENERATING = {"generate", "compare_generate", "chat_tools", "chain_of_thought", "smollm2_engine_cost"}
 # What an event shows while its computation waits for a model worker (a class's new prompts queue for the slow pool)
 WAITING = {"generate": generation_tab.waiting}
 ANSWER_BYTES = 48 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB): a
