@@ -103,12 +103,15 @@
 
   // Follow me (assets/follow.js, playground/ui/follow.py): the server has set the lecturer's view; the address
   // becomes the lecturer's link, and its sub-tab is opened as a link's is (the first one when it names none).
+  // Lecture mode is the page's own, not the view's (the server leaves it as it is): the address keeps this
+  // page's, never the lecturer's `lecture=1`.
   function follow(query) {
     if (typeof query !== "string" || !query) return;
     const url = new URL(window.location.href);
     const lecture = url.searchParams.get("lecture");
     url.search = query;
-    if (lecture !== null && !url.searchParams.has("lecture")) url.searchParams.set("lecture", lecture);
+    url.searchParams.delete("lecture");
+    if (lecture !== null) url.searchParams.set("lecture", lecture);
     move(url);
     const sub = (url.searchParams.get("tab") || "").split("/")[1];
     setTimeout(() => {
