@@ -361,5 +361,38 @@
     setTimeout(() => { pending = false; observeBoxes(); if (lectureOn) scaleAll(); }, 200);
   }).observe(document.documentElement, { childList: true, subtree: true });
 
-  window.playgroundView = { set, copy, lecture, drop, restored, follow, open };
+  // --- lecture mode: the step walked stays on screen over its view ------------------------------------
+  // On a 1280 x 720 projector the tour's or a workshop's step (its text, Previous, Next) sits above the tabs and the
+  // step's view below the fold: the lecturer scrolled down to show it and back up for Next, at every step. The panel
+  // walked is marked (`walking`); in lecture mode it sticks to the window's top from its step's text on (what is
+  // above the text scrolls away: --stuck-top, style.css), and the window scrolls so that the view (`target`, or the
+  // open tab's innermost panel) starts just under it: again for WALK_MS while the view is laid out, unless the user
+  // scrolls.
+  const WALK_MS = 4000;
+  let walkTimer = null, walkUntil = 0;
+  ["wheel", "touchmove", "keydown"].forEach((type) => window.addEventListener(type, () => { walkUntil = 0; },
+                                                                                 { passive: true }));
+  const innermostPanel = () => [...document.querySelectorAll("#tabs [role='tabpanel']")].filter(visible).pop();
+
+  function walk(step, target) {
+    const text = document.querySelector(step), panel = text && text.closest("#tour, #workshop");
+    if (!panel) return;
+    document.querySelectorAll("#tour, #workshop").forEach((p) => p.classList.toggle("walking", p === panel));
+    clearTimeout(walkTimer);
+    walkUntil = Date.now() + WALK_MS;
+    const place = () => {
+      const view = (target && document.querySelector(target)) || innermostPanel();
+      if (lectureOn && view && visible(view)) {
+        const above = text.getBoundingClientRect().top - panel.getBoundingClientRect().top;
+        panel.style.setProperty("--stuck-top", `${-Math.round(above)}px`);
+        const stuck = panel.getBoundingClientRect().height - above;   // what stays of the panel on screen
+        const y = Math.round(window.scrollY + view.getBoundingClientRect().top - stuck - 8);
+        if (Math.abs(y - window.scrollY) > 2) window.scrollTo(0, y);
+      }
+      if (Date.now() < walkUntil) walkTimer = setTimeout(place, 250);   // the view may still be laid out
+    };
+    place();
+  }
+
+  window.playgroundView = { set, copy, lecture, drop, restored, follow, open, walk };
 })();
