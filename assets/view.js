@@ -367,11 +367,13 @@
   // walked is marked (`walking`); in lecture mode it sticks to the window's top from its step's text on (what is
   // above the text scrolls away: --stuck-top, style.css), and the window scrolls so that the view (`target`, or the
   // open tab's innermost panel) starts just under it: again for WALK_MS while the view is laid out, unless the user
-  // scrolls.
+  // scrolls or clicks meanwhile.
   const WALK_MS = 4000;
   let walkTimer = null, walkUntil = 0;
-  ["wheel", "touchmove", "keydown"].forEach((type) => window.addEventListener(type, () => { walkUntil = 0; },
-                                                                                 { passive: true }));
+  // the user's own scroll or click ends it (the click on Next comes before its step's walk)
+  ["wheel", "touchmove", "keydown", "pointerdown"].forEach((type) => window.addEventListener(type, () => {
+    walkUntil = 0;
+  }, { passive: true }));
   const innermostPanel = () => [...document.querySelectorAll("#tabs [role='tabpanel']")].filter(visible).pop();
 
   function walk(step, target) {
@@ -382,7 +384,7 @@
     walkUntil = Date.now() + WALK_MS;
     const place = () => {
       const view = (target && document.querySelector(target)) || innermostPanel();
-      if (lectureOn && view && visible(view)) {
+      if (lectureOn && view && visible(view) && visible(text)) {
         const above = text.getBoundingClientRect().top - panel.getBoundingClientRect().top;
         panel.style.setProperty("--stuck-top", `${-Math.round(above)}px`);
         const stuck = panel.getBoundingClientRect().height - above;   // what stays of the panel on screen
