@@ -112,6 +112,7 @@ def test_a_bad_links_banner_names_each_key_and_the_address_bar_loses_it():
     assert isinstance(restored_value(outputs, "text"), type(gr.skip())) and outputs[-1] == "text"
     assert "key 'text' is not valid text" in banner(outputs) and "\ufffd" not in banner(outputs)
     assert any(isinstance(o, gr.Tabs) and o.selected == "attention" for o in outputs)   # the rest is followed
+    assert restore_with("text=%EF%BF%BD%25A")[-1] == "text"   # as the browser hands it on, re-encoded
     assert restored_value(restore_with("text=caf%C3%A9+%25A"), "text") == "café %A"
 
 

@@ -231,16 +231,17 @@ def _named(keys) -> str:
 
 
 def link_params(query: str) -> tuple[dict[str, str], list[str]]:
-    """A link's query string as its parameters (the last of a repeated name wins), and the names of those whose
-    %-escapes are not UTF-8 (`%E0%A4%A`, a link cut inside a character), which are left out: decoded with
-    replacement, as the server's own parser does, they were set as '�%A'."""
+    """A link's query string as its parameters (the last of a repeated name wins), and the names of those that are
+    not text: a %-escape that is not UTF-8 (`%E0%A4%A`, a link cut inside a character) decodes to U+FFFD, here as
+    in the browser, which hands the server the page's address re-encoded (`%EF%BF%BD%25A`), so a U+FFFD is all that
+    is left of it. Those are left out: they were set as the sentence '�%A'."""
     params, broken = {}, []
     for pair in filter(None, query.split("&")):
-        key, _, value = pair.partition("=")
-        try:
-            params[unquote_plus(key, errors="strict")] = unquote_plus(value, errors="strict")
-        except UnicodeDecodeError:
-            broken.append(unquote_plus(key, errors="replace"))
+        key, _, value = (unquote_plus(part, errors="replace") for part in pair.partition("="))
+        if "\ufffd" in key + value:
+            broken.append(key)
+        else:
+            params[key] = value
     return params, broken
 
 
