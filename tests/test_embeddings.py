@@ -225,9 +225,10 @@ def test_a_2d_plot_labels_only_points_whose_labels_stay_apart():
     coords = np.array([[0.0, 0.0], [0.001, 0.0], [1.0, 1.0], [0.0, 0.001]], np.float32)
     assert fe.spaced_labels(["alpha", "alpha2", "far", "below"], coords) == [True, False, True, False]
     fig = fe.scatter_figure(["alpha", "alpha2", "far", "below"], coords, ["x"] * 4, "t")
-    assert list(fig.data[0].text) == ["alpha", "", "far", ""] and "alpha2" in fig.data[0].hovertext[1]
+    assert list(fig.data[0].texttemplate) == ["%{text}", "", "%{text}", ""]
+    assert list(fig.data[0].text) == ["alpha", "alpha2", "far", "below"]   # each point keeps its word
     fig3 = fe.scatter_figure(list("abcd"), np.zeros((4, 3), np.float32), ["x"] * 4, "t")
-    assert list(fig3.data[0].text) == list("abcd")
+    assert fig3.data[0].texttemplate is None
 
 
 def test_titles_and_summaries_say_what_the_data_holds():

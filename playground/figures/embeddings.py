@@ -63,14 +63,14 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
     members: dict[str, list[int]] = {}
     for i, group in enumerate(groups):
         members.setdefault(group, []).append(i)
-    shown = spaced_labels(words, coords) if dims == 2 else [True] * n
+    shown = spaced_labels(words, coords) if dims == 2 else None
     traces = []
     for g_i, (group, idx) in enumerate(members.items()):
         colour = COLOURS[g_i % len(COLOURS)]
         hover = [f"<b>{html.escape(words[i])}</b> ({html.escape(group)})<br>"
                  + _hover(vectors, i, html.escape(notes.get(words[i], ""))) for i in idx]
         labelled = n <= (LABEL_MAX_3D if dims == 3 else LABEL_MAX)
-        trace = dict(name=group, text=[words[i] if shown[i] else "" for i in idx], hovertext=hover, hoverinfo="text",
+        trace = dict(name=group, text=[words[i] for i in idx], hovertext=hover, hoverinfo="text",
                      mode="markers+text" if labelled else "markers", textposition="top center",
                      textfont=dict(size=12),
                      x=coords[idx, 0].tolist(), y=coords[idx, 1].tolist())
@@ -78,8 +78,10 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
             traces.append(dict(type="scatter3d", z=coords[idx, 2].tolist(),
                                marker=dict(size=5 if labelled else 4, color=colour), **trace))
         else:
-            # WebGL only where SVG would be slow: each WebGL plot holds a context, and a browser keeps 16 at most
+            # WebGL only where SVG would be slow: each WebGL plot holds a context, and a browser keeps 16 at most.
+            # A label left to the hover is drawn empty; its word stays the point's text (the text alternative's)
             traces.append(dict(type="scattergl" if n > WEBGL_MIN else "scatter",
+                               texttemplate=["%{text}" if shown[i] else "" for i in idx],
                                marker=dict(size=6 if n > LABEL_MAX else 9, color=colour), **trace))
     extra = {}
     if dims == 3:
