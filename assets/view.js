@@ -103,12 +103,15 @@
 
   // Follow me (assets/follow.js, playground/ui/follow.py): the server has set the lecturer's view; the address
   // becomes the lecturer's link, and its sub-tab is opened as a link's is (the first one when it names none).
+  // Lecture mode is the page's own, not the view's (the server leaves it as it is): the address keeps this
+  // page's, never the lecturer's `lecture=1`.
   function follow(query) {
     if (typeof query !== "string" || !query) return;
     const url = new URL(window.location.href);
     const lecture = url.searchParams.get("lecture");
     url.search = query;
-    if (lecture !== null && !url.searchParams.has("lecture")) url.searchParams.set("lecture", lecture);
+    url.searchParams.delete("lecture");
+    if (lecture !== null) url.searchParams.set("lecture", lecture);
     move(url);
     const sub = (url.searchParams.get("tab") || "").split("/")[1];
     setTimeout(() => {
@@ -148,7 +151,8 @@
 
   // --- lecture mode: larger type and thicker lines in every plotly figure ----------------------------
   // sizes in px (font, title, note: the smallest annotation) and factors (line, marker, text: a point's label)
-  const LECTURE = { font: 20, title: 26, note: 16, line: 2.2, marker: 1.6, text: 1.35 };
+  // (tick: the smallest type of a category axis' labels, which are thinned out rather than made smaller)
+  const LECTURE = { font: 20, title: 26, note: 16, tick: 12, line: 2.2, marker: 1.6, text: 1.35 };
   let lectureOn = false;
 
   function scale(gd) {
@@ -170,12 +174,12 @@
           bigger[`annotations[${i}].font.size`] = LECTURE.note;
         }
       });
-      // a legend laid out in a row under the plot would sit on the x axis' title once the type is larger:
-      // it moves to the right of the plot (which makes room for it), and back afterwards
+      // a legend laid out in a row under the plot would sit on the x axis' title once the type is larger: it
+      // moves (legendPlaced), and back afterwards
       if (legend.orientation === "h" && (legend.y ?? 1) < 0) {
-        ["orientation", "x", "y", "xanchor", "yanchor"].forEach((k) => { gd._normal.layout[`legend.${k}`] = legend[k] ?? null; });
-        Object.assign(bigger, { "legend.orientation": "v", "legend.x": 1.02, "legend.y": 1, "legend.xanchor": "left",
-                                "legend.yanchor": "top" });
+        const placed = legendPlaced(gd);
+        Object.keys(placed).forEach((k) => { gd._normal.layout[k] = layoutValue(gd, k) ?? null; });
+        Object.assign(bigger, placed);
       }
       // a 3D scene's tick numbers (PCA or t-SNE coordinates, meaningless on their own) would crowd it at this size
       if (gd._fullLayout && gd._fullLayout.scene) {
@@ -209,12 +213,41 @@
     }
   }
 
+  // Where a legend under the plot goes in lecture mode: to the right of the plot (which makes room for it), or,
+  // when its widest entry would take more than LEGEND_SHARE of the figure's width there (Classify's ten methods,
+  // each with its accuracy, took 60% of it and hid two entries), under everything in columns in the notes' type,
+  // the figure taller by its rows so that the plot keeps its height.
+  const LEGEND_SHARE = 0.3;
+  const measure = document.createElement("canvas").getContext("2d");
+  function legendPlaced(gd, below = false) {
+    const full = gd._fullLayout || {}, width = gd.clientWidth || full.width || 0;
+    const names = gd.data.filter((t) => t.showlegend !== false && t.name).map((t) => String(t.name));
+    const widest = (size) => {  // px of the widest entry: its name, the symbol and the gaps
+      measure.font = `${size}px ${(full.font || {}).family || "sans-serif"}`;
+      return Math.max(0, ...names.map((name) => measure.measureText(name).width)) + 3 * size;
+    };
+    if (!below && widest(LECTURE.font) <= LEGEND_SHARE * width) {
+      return { "legend.orientation": "v", "legend.x": 1.02, "legend.y": 1, "legend.xanchor": "left",
+               "legend.yanchor": "top" };
+    }
+    const plot = (full._size || {}).w || width, columns = Math.max(1, Math.floor(plot / widest(LECTURE.note)));
+    const rows = Math.ceil(names.length / columns);
+    return { "legend.orientation": "h", "legend.x": 0, "legend.xanchor": "left", "legend.yref": "container",
+             "legend.y": 0, "legend.yanchor": "bottom", "legend.entrywidthmode": "fraction",
+             "legend.entrywidth": 1 / columns, "legend.font.size": LECTURE.note,
+             height: (full.height || 450) + Math.ceil(rows * LECTURE.note * 1.6) };
+  }
+
+  // The figure's own value of a layout key ("legend.font.size"), as relayout names it
+  const layoutValue = (gd, key) => key.split(".").reduce((at, part) => (at == null ? undefined : at[part]), gd.layout);
+
   // Fitted to the figure as drawn, once the larger type is in, and again after every redraw (a resize: a
   // projector's window), changing only what differs:
   // - a category axis with one label per row (a heatmap's tokens, a bar chart's words) would lose every other label
   //   to the larger type: each label gets the largest type up to LECTURE.font that its row holds (a line takes 1.25
-  //   times its type; labels at an angle have more room), and every row is labelled. Rows too thin for 8 px keep
-  //   plotly's own choice. Upright labels on x are plotly's to space out.
+  //   times its type; labels at an angle have more room), and every row is labelled. Rows too thin for
+  //   LECTURE.tick are labelled every few rows in that type (Generation's 128 tokens of attention had a label on
+  //   every other row in 8 px type, unreadable from a hall). Upright labels on x are plotly's to space out.
   // - a long title would run past the figure's right edge: its type shrinks to fit (and grows back, up to
   //   LECTURE.title, when the figure widens).
   function fit(gd) {
@@ -232,13 +265,21 @@
       const ax = gd._fullLayout[name], n = (ax._categories || []).length;
       if (ax.type !== "category" || !ax.showticklabels || !ax._length || !n) return;
       const angle = name[0] === "y" ? 90 : (typeof ax.tickangle === "number" ? Math.abs(ax.tickangle) : 0);
-      const size = Math.min(LECTURE.font, Math.floor((ax._length / n) * Math.sin((angle * Math.PI) / 180) / 1.25));
-      if (!angle || size < 8) return;
+      if (!angle) return;
+      const room = (ax._length / n) * Math.sin((angle * Math.PI) / 180);   // px of a row across its label
+      const fits = Math.min(LECTURE.font, Math.floor(room / 1.25));
+      const size = fits >= LECTURE.tick ? fits : LECTURE.tick, every = Math.ceil((1.25 * size) / room);
       const own = gd.layout[name] || {}, was = (own.tickfont || {}).size;
       // a pixel either way is kept: the margins follow the labels' size, and the axes' lengths the margins
       keep(`${name}.tickfont.size`, typeof was === "number" && Math.abs(size - was) <= 1 ? was : size, was);
-      keep(`${name}.dtick`, 1, own.dtick);
+      keep(`${name}.dtick`, every, own.dtick);
     });
+    // - a legend taller than the plot scrolls, its last entries out of sight (Classify's curves, ten of them): it
+    //   goes under the figure in columns (legendPlaced)
+    const legend = gd._fullLayout.legend;
+    if (gd._fullLayout.showlegend && legend && legend._height > legend._effHeight + 1) {
+      Object.entries(legendPlaced(gd, true)).forEach(([key, value]) => keep(key, value, layoutValue(gd, key)));
+    }
     const title = gd.querySelector(".gtitle"), svg = gd.querySelector(".main-svg");
     if (title && svg && title.getBBox().width > 0) {
       const box = title.getBoundingClientRect(), right = svg.getBoundingClientRect().right - 6;
@@ -320,5 +361,40 @@
     setTimeout(() => { pending = false; observeBoxes(); if (lectureOn) scaleAll(); }, 200);
   }).observe(document.documentElement, { childList: true, subtree: true });
 
-  window.playgroundView = { set, copy, lecture, drop, restored, follow, open };
+  // --- lecture mode: the step walked stays on screen over its view ------------------------------------
+  // On a 1280 x 720 projector the tour's or a workshop's step (its text, Previous, Next) sits above the tabs and the
+  // step's view below the fold: the lecturer scrolled down to show it and back up for Next, at every step. The panel
+  // walked is marked (`walking`); in lecture mode it sticks to the window's top from its step's text on (what is
+  // above the text scrolls away: --stuck-top, style.css), and the window scrolls so that the view (`target`, or the
+  // open tab's innermost panel) starts just under it: again for WALK_MS while the view is laid out, unless the user
+  // scrolls or clicks meanwhile.
+  const WALK_MS = 4000;
+  let walkTimer = null, walkUntil = 0;
+  // the user's own scroll or click ends it (the click on Next comes before its step's walk)
+  ["wheel", "touchmove", "keydown", "pointerdown"].forEach((type) => window.addEventListener(type, () => {
+    walkUntil = 0;
+  }, { passive: true }));
+  const innermostPanel = () => [...document.querySelectorAll("#tabs [role='tabpanel']")].filter(visible).pop();
+
+  function walk(step, target) {
+    const text = document.querySelector(step), panel = text && text.closest("#tour, #workshop");
+    if (!panel) return;
+    document.querySelectorAll("#tour, #workshop").forEach((p) => p.classList.toggle("walking", p === panel));
+    clearTimeout(walkTimer);
+    walkUntil = Date.now() + WALK_MS;
+    const place = () => {
+      const view = (target && document.querySelector(target)) || innermostPanel();
+      if (lectureOn && view && visible(view) && visible(text)) {
+        const above = text.getBoundingClientRect().top - panel.getBoundingClientRect().top;
+        panel.style.setProperty("--stuck-top", `${-Math.round(above)}px`);
+        const stuck = panel.getBoundingClientRect().height - above;   // what stays of the panel on screen
+        const y = Math.round(window.scrollY + view.getBoundingClientRect().top - stuck - 8);
+        if (Math.abs(y - window.scrollY) > 2) window.scrollTo(0, y);
+      }
+      if (Date.now() < walkUntil) walkTimer = setTimeout(place, 250);   // the view may still be laid out
+    };
+    place();
+  }
+
+  window.playgroundView = { set, copy, lecture, drop, restored, follow, open, walk };
 })();

@@ -3,10 +3,10 @@ text as a model reads it (its tokens and ids).
 
 A word is a run of letters and digits with their combining marks (accents, Arabic harakat, Hebrew points)
 and inner apostrophes, or an emoji sequence (joiners, variation selectors and skin tones included), so
-"don't", "naïve", "Ελληνικά", "مرحبا" and "👩‍💻" are one word each. Control characters, spaces and
-punctuation separate words. The same words are the sentence's chips, the units a click masks in the
-Masked-LM tab, the words the normaliser and the "why this split" panel read, and the vocabulary of the
-classic bag-of-words and TF-IDF.
+"don't", "naïve", "Ελληνικά", "مرحبا" and "👩‍💻" are one word each; a typed `[MASK]` is one word too (the
+selected word `MASK` in brackets was masked into "[[MASK]]"). Control characters, spaces and punctuation separate
+words. The same words are the sentence's chips, the units a click masks in the Masked-LM tab, the words the
+normaliser and the "why this split" panel read, and the vocabulary of the classic bag-of-words and TF-IDF.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ _LETTER = r"[\w\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u064b-\u065f\u0670]"
 _EMOJI = r"[\U0001F000-\U0001FAFF\u2600-\u27bf\u200d\ufe0f\U0001F3FB-\U0001F3FF]"
 _WORD = rf"(?:{_LETTER}|(?<=\w)['’](?=\w)|{_EMOJI})+"
 _MARK = r"[^\w\s]"                                          # one punctuation mark or symbol
-WORDS = re.compile(_WORD)
-WORDS_AND_MARKS = re.compile(rf"{re.escape(MASK)}|{_WORD}|{_MARK}")  # [MASK] is one unit, never three
+WORDS = re.compile(rf"{re.escape(MASK)}|{_WORD}")                  # [MASK] is one unit, never "MASK" in brackets
+WORDS_AND_MARKS = re.compile(rf"{re.escape(MASK)}|{_WORD}|{_MARK}")
 
 
 def words(text: str | None, marks: bool = False) -> list[tuple[int, int, str]]:
-    """(start, end, word) for every word of the text, in order; with `marks`, every punctuation mark and
-    every [MASK] is a unit of its own too. Offsets are Python string indices (code points)."""
+    """(start, end, word) for every word of the text, in order, every [MASK] one word; with `marks`, every
+    punctuation mark is a unit of its own too. Offsets are Python string indices (code points)."""
     pattern = WORDS_AND_MARKS if marks else WORDS
     return [(m.start(), m.end(), m.group(0)) for m in pattern.finditer(text or "")]
 

@@ -344,3 +344,17 @@ def test_the_kept_attention_is_bounded_by_bytes_and_serves_a_repeat(monkeypatch)
     kept.max_bytes = 1
     att.attention(m, enc["Two words."])
     assert [key[2] for key in kept.keys()] == [tuple(enc["Two words."].ids)]
+
+
+def test_the_intro_describes_the_chosen_model():
+    """It said "MiniLM-L6 has 6 layers × 12 heads ... BERT reads in both directions" whichever model was chosen
+    (issue #54)."""
+    from playground.ui import attention_tab as tab
+
+    assert "MiniLM" not in tab.INTRO_MD
+    for key in tab.LISTED:
+        layers, heads, group = tab._shape(key)
+        about = tab.about_md(key)
+        assert f"{layers} layers × {heads} heads" in about and tab.att.label(key).split(" (")[0] in about
+        assert ("both directions" in about) == (tab._family(key) == "bert") != ("left to right" in about)
+        assert ("grouped-query" in about) == (group > 1)

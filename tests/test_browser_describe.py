@@ -101,14 +101,14 @@ def test_gradient_flow_text_gives_each_cells_decay_per_step(described, client):
 
 @pytest.mark.timeout(300)
 def test_word_space_text_names_each_words_nearest_word_on_the_plot(described, client):
-    """The page opens the word space in 3D (one trace per group of words): each line names a word whose distance on
+    """The page opens the word space in 2D (one trace per group of words): each line names a word whose distance on
     the plot is the smallest from the first word, among every word shown, not only its own group's."""
     page = described
     page.get_by_role("tab", name="Embeddings", exact=True).click()
     text = description(page, "#emb-word-plot")
     data = client.predict(*page_inputs("embed_words"), api_name="/embed_words")[-1]
     at = {p["word"]: [p["x"], p["y"], p.get("z", 0.0)] for p in data["points"]}
-    assert data["dims"] == 3 and len(at) > 2
+    assert data["dims"] == 2 and len(at) > 2
     lines = [m.groups() for m in re.finditer(r"^(.+?) is nearest to (.+?) on the plot\.$", text, re.M)]
     assert len(lines) == min(len(at), 40), f"one line per word: {text[:400]}"
     for word, nearest in lines:

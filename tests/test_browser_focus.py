@@ -99,3 +99,21 @@ def test_masked_lm_and_generation_follow_the_sentence(selected):
     page.wait_for_function("() => document.querySelector('#gen-prompt textarea')?.value === "
                            "'The bank by the river'", timeout=20_000)
     assert prompt.input_value() == "The bank by the river"
+
+
+def test_a_typed_mask_selected_is_masked_as_itself(selected):
+    """Selecting a typed [MASK] gave the chip "MASK": the fill-in read "The [[MASK]] sat" (filled as "[unix]") and the
+    prompt "The [MASK" (issue #54). Runs last: it changes the module's sentence."""
+    page = selected
+    box = page.locator("#sentence textarea")
+    box.fill("The [MASK] sat on the mat.")
+    box.press("Enter")
+    page.locator("#word-chips .chip", has_text="[MASK]").click(timeout=20_000)
+    page.wait_for_selector("#word-chips .chip.on", timeout=10_000)
+    assert page.locator("#word-chips .chip.on").inner_text() == "[MASK]"
+    page.get_by_role("tab", name="Masked-LM fill-in", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#fm-text textarea, #fm-text input')?.value === "
+                           "'The [MASK] sat on the mat.'", timeout=20_000)
+    page.get_by_role("tab", name="Generation", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#gen-prompt textarea')?.value === 'The [MASK]'",
+                           timeout=20_000)

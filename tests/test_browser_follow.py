@@ -43,10 +43,15 @@ def test_a_student_follows_the_lecturer_steps_out_and_back_in(app_url, new_page)
     student.locator("#follow-on input").check()
     _shows(student, "#follow-bar", f"Following room {code[:3]} {code[3:]}")
 
+    lecturer.locator("#lecture-toggle input").check()             # the projector's; never the students'
+    lecturer.wait_for_function("() => new URL(location.href).searchParams.get('lecture') === '1'")
     _sentence(lecturer, "The lecturer typed this sentence.")
     lecturer.get_by_role("tab", name="Tokenization", exact=True).click()
     student.wait_for_function("() => new URL(location.href).searchParams.get('text') === "
                               "'The lecturer typed this sentence.'", timeout=30_000)
+    # the student's address had gained `lecture=1` while its page stayed out of lecture mode (issue #54)
+    assert student.evaluate("() => [new URL(location.href).searchParams.has('lecture'), "
+                            "document.body.classList.contains('lecture')]") == [False, False]
     student.wait_for_function("() => [...document.querySelectorAll('#tabs button[role=tab]')].some("
                               "b => b.getAttribute('aria-selected') === 'true' && b.innerText.trim() === "
                               "'Tokenization')", timeout=30_000)

@@ -1,7 +1,8 @@
 """Lecture mode on a projector, in a real browser: at 1920 x 1080 and at 1280 x 720, every tab and sub-tab that draws
 a plotly figure, each figure checked as it is drawn: as wide as the page's content (side-by-side figures stack),
 no two tick labels on top of each other, no title, axis title, legend or note cut at the figure's edge or on
-another note, no two numbers of a heatmap's cells run together (and none too small to read). One browser, one
+another note, no two numbers of a heatmap's cells run together (and none too small to read), no axis labelled in
+a type too small to read, no legend that scrolls or that takes the plot's width beside it. One browser, one
 page: each view is opened once and the window resized. LECTURE_SHOTS=folder keeps a screenshot of each figure at
 each size there for a person to look at (without it none is taken: 56 of them took 30 s of the run)."""
 
@@ -20,16 +21,20 @@ VIEWS = [("Tokenization", "Compare tokenizers"), ("Tokenization", "Classic BPE, 
          ("Embeddings", "Bias in embeddings"),
          ("RNN gradient flow", "Gradient flow through time"), ("RNN gradient flow", "Memory experiment (live)"),
          ("Attention", "Head view, model view, heatmap"), ("Attention", "Inside one head: Q, K, V, softmax"),
-         ("Attention", "Positional encoding"),
+         ("Attention", "Positional encoding"), ("Attention", "Induction heads"),
          ("Seq2seq attention", None), ("Masked-LM fill-in", None), ("Generation", None),
-         ("Fine-tuning", "LoRA"), ("Fine-tuning", "SFT"), ("Fine-tuning", "DPO")]
+         ("Fine-tuning", "LoRA"), ("Fine-tuning", "SFT"), ("Fine-tuning", "DPO"), ("Fine-tuning", "Classify")]
+# what is clicked in a view to show its other figures: Generation's attention of the generated text (128 tokens)
+CLICKS = {("Generation", None): ("Causal attention of the generated text", "Show attention")}
 WIDTH_SHARE = 0.9   # of the content's width: a figure narrower than this is a side-by-side figure left half width
 SMALLEST = 8        # px: a heatmap's numbers in a smaller type cannot be read from the back of a hall
+TICK_SMALLEST = 12  # px: an axis' labels are thinned out rather than set smaller (assets/view.js, LECTURE.tick)
+LEGEND_SHARE = 0.4  # of a figure's width: a legend beside the plot wider than this leaves the plot too little
 
 # What is wrong with the figures shown, as sentences (an empty list: nothing). Boxes are the text's own box on
 # screen with its rotation (getBBox through getScreenCTM), a little lower than the line it sits on (labels one
 # line apart touch), compared by the separating axis test; titles and notes must keep 4 px apart.
-PROBLEMS_JS = """([share, smallest]) => {
+PROBLEMS_JS = """([share, smallest, tickSmallest, legendShare]) => {
   const problems = [];
   const content = document.querySelector('#tabs').getBoundingClientRect().width;
   const corners = (el, pad) => {  // pad > 0: a little wider (titles must not touch), < 0: a little narrower
@@ -58,9 +63,19 @@ PROBLEMS_JS = """([share, smallest]) => {
       problems.push(`${name}: ${Math.round(box.width)} px wide of the content's ${Math.round(content)}`);
     }
     gd.querySelectorAll('.xaxislayer-above, .yaxislayer-above').forEach((layer) => {
-      const hit = overlaps(layer.querySelectorAll(':scope > .xtick > text, :scope > .ytick > text'));
+      const ticks = layer.querySelectorAll(':scope > .xtick > text, :scope > .ytick > text'), hit = overlaps(ticks);
       if (hit.length) problems.push(`${name}: tick labels overlap: ${hit.slice(0, 3).join(', ')}`);
+      const size = Math.min(...shown(ticks).map((t) => parseFloat(getComputedStyle(t).fontSize)));
+      if (size < tickSmallest) problems.push(`${name}: ${shown(ticks).length} tick labels in ${size} px type`);
     });
+    const legend = gd._fullLayout.legend, drawn = gd.querySelector('.legend'), plot = gd.querySelector('.nsewdrag');
+    if (gd._fullLayout.showlegend && legend && drawn && plot) {
+      if (legend._height > legend._effHeight + 1) problems.push(`${name}: the legend scrolls, entries out of sight`);
+      const l = drawn.getBoundingClientRect(), p = plot.getBoundingClientRect();
+      if (l.top < p.bottom && p.top < l.bottom && l.width > legendShare * box.width) {
+        problems.push(`${name}: the legend beside the plot takes ${Math.round((100 * l.width) / box.width)}% of its width`);
+      }
+    }
     const texts = gd.querySelectorAll('.infolayer g[class$="title"] text, .annotation-text, .legendtext, .colorbar text, '
                                       + '.xtick > text, .ytick > text');
     shown(texts).forEach((t) => {
@@ -99,6 +114,9 @@ def _open(page, tab: str, sub: str | None) -> None:
     if sub:
         page.get_by_role("tab", name=sub, exact=True).click()
     page.traffic.settle(quiet_ms=300)  # the sub-tab's own events are answered
+    for text in CLICKS.get((tab, sub), ()):
+        page.locator("#tabs").get_by_text(text, exact=True).locator("visible=true").first.click()
+        page.traffic.settle(quiet_ms=300)
     page.wait_for_function(SETTLED_JS, timeout=60_000)
 
 
@@ -131,7 +149,7 @@ def test_every_figure_reads_on_a_projector_in_lecture_mode(app_url, browser):
             for width, height in sorted(SIZES, key=lambda size: size != here):   # the current size first
                 if (width, height) != here:
                     _resize(page, width, height)
-                found = page.evaluate(PROBLEMS_JS, [WIDTH_SHARE, SMALLEST])
+                found = page.evaluate(PROBLEMS_JS, [WIDTH_SHARE, SMALLEST, TICK_SMALLEST, LEGEND_SHARE])
                 problems += [f"{width}x{height} {tab} / {sub}: {problem}" for problem in found]
                 slug = re.sub(r"[^a-z0-9]+", "-", f"{tab} {sub or ''}".lower()).strip("-")
                 for i, figure in enumerate(page.locator(".js-plotly-plot").locator("visible=true").all() if shots else []):
@@ -139,3 +157,62 @@ def test_every_figure_reads_on_a_projector_in_lecture_mode(app_url, browser):
     finally:
         context.close()
     assert not problems, "\n".join(problems)
+
+
+# In the window: (the element's top, its bottom) within the part of the window the stuck panel leaves, at least
+# `room` px of the element shown, or the element's whole height when shorter
+IN_SIGHT_JS = """([selector, panel, room]) => {
+  const el = [...document.querySelectorAll(selector)].filter((e) => e.offsetParent).pop();
+  const stuck = document.querySelector(panel).getBoundingClientRect().bottom;
+  if (!el) return false;
+  const r = el.getBoundingClientRect();
+  return r.top >= stuck - 2 && r.top <= window.innerHeight - Math.min(room, r.height);
+}"""
+PROJECTOR = {"width": 1280, "height": 720}
+
+
+def _within_window(page, selector: str) -> bool:
+    return page.evaluate("(s) => { const r = document.querySelector(s).getBoundingClientRect();"
+                         " return r.top >= 0 && r.bottom <= window.innerHeight; }", selector)
+
+
+def test_a_walked_steps_view_is_in_sight_under_it_on_a_projector(browser, app_url):
+    """Lecture mode at 1280 x 720: the tour's view was always below the fold (the lecturer scrolled down to show it
+    and up for Next, nine times), and a workshop's step pushed its view off screen with a second sentence box
+    (issue #54). Each step's view now starts in sight just under the step, whose Next stays on screen; a workshop's
+    answer boxes are off the projector. The sentence box fits the lecture's type and shows a focus ring."""
+    from playground.ui import tour
+
+    context = browser.new_context(viewport=PROJECTOR)
+    try:
+        page = context.new_page()
+        page.traffic = Traffic(page)
+        page.goto(f"{app_url}?lecture=1")
+        page.wait_for_function("() => document.body.classList.contains('lecture')", timeout=30_000)
+        box = page.locator("#sentence textarea")
+        assert box.evaluate("(t) => t.scrollHeight <= t.clientHeight"), "the sentence's descenders are cut"
+        box.focus()
+        assert box.evaluate("(t) => getComputedStyle(t).outlineStyle") == "solid", "no focus ring"
+
+        page.locator("#tour").get_by_text("Guided tour").click()
+        for i, step in enumerate(tour.STEPS):
+            page.locator("#tour-next").click()
+            page.wait_for_function(f"() => document.querySelector('#tour-text')?.innerText.includes('Step {i + 1} of')",
+                                   timeout=15_000)
+            page.wait_for_function(IN_SIGHT_JS, arg=[f"#{step.shows}", "#tour", 150], timeout=15_000)
+            assert _within_window(page, "#tour-next"), f"step {i + 1}: Next is off screen"
+
+        page.locator("#tour").get_by_text("Guided tour").click()   # closed: the workshop is walked next
+        page.get_by_text("Workshops: a lecturer's path through the tabs").click()
+        page.locator("#workshop-pick input").click()
+        page.get_by_role("option", name="Attention, head by head").click()
+        for i in range(1, 4):
+            page.wait_for_function(f"() => document.querySelector('#workshop-step')?.innerText.includes('Step {i} of')",
+                                   timeout=60_000)
+            page.wait_for_function(IN_SIGHT_JS, arg=["#tabs [role=tabpanel]", "#workshop", 150], timeout=15_000)
+            assert _within_window(page, "#workshop-next"), f"workshop step {i}: Next is off screen"
+            shown = page.locator("#workshop-choice, #workshop-answer, #workshop-input").locator("visible=true").count()
+            assert shown == 0, f"workshop step {i}: {shown} answer boxes on the projector"
+            page.locator("#workshop-next").click()
+    finally:
+        context.close()

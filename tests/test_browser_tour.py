@@ -6,10 +6,6 @@ from playground.ui import tour
 from playground.ui.demo import TABS, tab_id
 
 TITLES = {tab_id(title): title for title, _ in TABS}
-# the view each step talks about, which must be on screen with something in it
-VIEWS = {"tokenization": "#tokens-view", "embeddings": "#emb-word-plot", "rnn-gradient-flow": "#gf-plot",
-         "seq2seq-attention": "#s2s-alignment", "attention": "#attn-head-view", "generation": "#gen-text",
-         "masked-lm-fill-in": "#fm-filled"}
 
 
 def test_next_walks_every_step_to_its_tab(page):
@@ -27,7 +23,7 @@ def test_next_walks_every_step_to_its_tab(page):
         page.wait_for_function("(tab) => (new URLSearchParams(location.search).get('tab') || '').split('/')[0] === tab",
                                arg=shown, timeout=10_000)
         assert page.locator("#tour-text .katex").count() >= 1, f"step {i + 1}: the equation is rendered"
-        view = page.locator(VIEWS[step.tab])
+        view = page.locator(f"#{step.shows}")   # the view the step talks about: on screen, with something in it
         page.wait_for_function("(el) => el.offsetParent !== null && (el.innerText.trim().length > 20 ||"
                                " el.querySelector('svg, canvas, img'))", arg=view.element_handle(), timeout=30_000)
     page.locator("#tour-prev").click()

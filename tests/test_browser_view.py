@@ -42,17 +42,22 @@ def test_a_link_restores_tab_text_and_controls(fresh, app_url):
 
 def test_a_bad_link_says_what_it_could_not_follow_and_leaves_the_address_bar(fresh, app_url):
     page = fresh
-    page.goto(f"{app_url}?tab=attention/nope&att.layer=99&att.head=zz&foo=1")
+    # issue #54: a refused `lecture=maybe` stayed in the address bar; `text=%E0%A4%A` (cut inside a character) became
+    # the sentence "�%A"; an empty key was named as nothing ("The link's  are not part of ...")
+    page.goto(f"{app_url}?tab=attention/nope&att.layer=99&att.head=zz&foo=1&lecture=maybe&text=%E0%A4%A&=2")
     notice = page.locator("#link-notice")
     page.wait_for_function("() => document.querySelector('#link-notice')?.innerText.includes('not followed')",
                            timeout=30_000)
     text = notice.inner_text()
-    for said in ("'nope'", "att.layer=99", "att.head='zz'", "foo"):
+    for said in ("'nope'", "att.layer=99", "att.head='zz'", "keys '', 'foo' are not part", "lecture='maybe'",
+                 "key 'text' is not valid text"):
         assert said in text, (said, text)
     assert page.get_by_role("tab", name="Attention", exact=True).get_attribute("aria-selected") == "true"
     page.wait_for_function("() => !new URLSearchParams(location.search).has('foo')", timeout=10_000)
     params = query(page)
     assert "foo" not in params and "att.head" not in params and params.get("att.layer", ["5"]) != ["99"]
+    assert not {"lecture", "text", ""} & set(parse_qs(urlparse(page.url).query, keep_blank_values=True))
+    assert "\ufffd" not in page.locator("#sentence textarea").input_value()
     # 99 is MiniLM's last layer, 5, not SmolLM2's 29, which the page then refused in red (issue #32 item 8)
     assert "using 5 (0 to 5)" in text
     page.wait_for_function("() => document.querySelector('#attn-heatmap')?.innerText.includes('Layer 5')",

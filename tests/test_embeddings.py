@@ -219,6 +219,18 @@ def test_figures_have_one_trace_per_set_and_webgl_only_for_many_points():
     assert len(set(heat.data[0].x)) == 2 and list(heat.layout.yaxis.ticktext) == ["s", "s"]  # equal labels: two rows
 
 
+def test_a_2d_plot_labels_only_points_whose_labels_stay_apart():
+    """63 labels in clusters ran into each other (issue #54): a label that would touch a kept one is left to the
+    hover; a lone point keeps its label, and 3D keeps every one (depth separates them)."""
+    coords = np.array([[0.0, 0.0], [0.001, 0.0], [1.0, 1.0], [0.0, 0.001]], np.float32)
+    assert fe.spaced_labels(["alpha", "alpha2", "far", "below"], coords) == [True, False, True, False]
+    fig = fe.scatter_figure(["alpha", "alpha2", "far", "below"], coords, ["x"] * 4, "t")
+    assert list(fig.data[0].texttemplate) == ["%{text}", "", "%{text}", ""]
+    assert list(fig.data[0].text) == ["alpha", "alpha2", "far", "below"]   # each point keeps its word
+    fig3 = fe.scatter_figure(list("abcd"), np.zeros((4, 3), np.float32), ["x"] * 4, "t")
+    assert fig3.data[0].texttemplate is None
+
+
 def test_titles_and_summaries_say_what_the_data_holds():
     data = {"source": "minilm", "method": "pca", "dims": 3, "projection": {"explained_variance_ratio": [0.5, 0.2, 0.1]},
             "points": [{"word": f"w{i}"} for i in range(25)], "neighbours": {f"w{i}": [] for i in range(20)}}

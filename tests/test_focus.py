@@ -42,6 +42,16 @@ def test_clicking_toggles_and_masks():
     assert 'class="chip on"' in focus.chips_html(TEXT, span) and "chips-empty" in focus.chips_html("", None)
 
 
+def test_a_typed_mask_is_one_word_masked_as_itself():
+    """Selecting a typed [MASK] gave the chip "MASK": masked "The [[MASK]] sat" (filled as "[unix]") and the prompt
+    "The [MASK" (issue #54)."""
+    text = "The [MASK] sat on the [MASK]."
+    assert word_list(text) == ["The", "[MASK]", "sat", "on", "the", "[MASK]"]
+    span = focus.parse(focus.toggle(text, 1, ""), text)
+    assert span == (4, 10) and focus.masked(text, span) == text and focus.prefix(text, span) == "The [MASK]"
+    assert ">[MASK]</span>" in focus.chips_html(text, span)
+
+
 def test_a_long_texts_chips_are_capped_and_the_rest_open_on_the_selected_word():
     """5,000 characters made ~1,000 chips, which pushed the tabs 3,000 px down (issue #32 item 7)."""
     text = " ".join(f"w{i}" for i in range(100))

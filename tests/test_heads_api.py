@@ -128,6 +128,17 @@ def test_the_figures_and_their_text_alternatives():
     assert "**0.50** without 1 other head (0.1)" in md and "undoes much more" in md
 
 
+def test_the_loss_figures_notes_never_share_a_place():
+    """Equal means (a model that does not copy) drew "first copy's mean" and "second copy's mean" on top of each
+    other at the figure's right edge (issue #54): each copy's mean is named at its own copy's end, chance at the
+    start."""
+    ind = {"label": "a model", "n": 3, "seed": 0, "prefix": 0, "losses": [4.0] * 6, "first_copy_loss": 4.0,
+           "second_copy_loss": 4.0, "chance_loss": 4.0, "vocabulary": 55}
+    notes = {a.text: (a.xref, a.x, a.xanchor) for a in fh.copy_loss_figure(ind).layout.annotations if a.yref == "y"}
+    assert notes == {"first copy's mean 4.00": ("x", 2.5, "right"), "second copy's mean 4.00": ("x", 5.5, "right"),
+                     "chance: ln(vocabulary) 4.00": ("x", -0.5, "left")}
+
+
 def test_a_model_without_attention_is_refused_with_the_models_that_have_it():
     import gradio as gr
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import gradio as gr
 import pytest
 
@@ -51,13 +53,18 @@ def test_every_registered_key_is_a_live_input_component():
 
 
 class FakeRequest:
-    def __init__(self, **params):
-        self.query_params = params
+    """What restore reads of a request: the address's query string, as the browser sent it (`raw`: as it is)."""
+
+    def __init__(self, raw: str | None = None, **params):
+        from types import SimpleNamespace
+        from urllib.parse import urlencode
+
+        self.url = SimpleNamespace(query=urlencode(params) if raw is None else raw)
 
 
-def restore_with(**params):
+def restore_with(raw: str | None = None, **params):
     (restore,) = [fn for fn in app.demo.fns.values() if fn.name == "restore"]
-    return restore.fn(FakeRequest(**params))
+    return restore.fn(FakeRequest(raw, **params))
 
 
 def test_a_link_names_a_sub_tab_as_top_slash_sub():
@@ -85,6 +92,28 @@ def test_the_notice_banners_take_no_room_when_there_is_nothing_to_say():
     assert outputs[-2]["visible"] is False
     assert restore_with(foo="1")[-2]["visible"] is True
     assert restore_with(__theme="dark")[-2]["visible"] is False   # Gradio's own key: the page is dark, nothing to say
+
+
+def test_a_bad_links_banner_names_each_key_and_the_address_bar_loses_it():
+    """Issue #54: an empty key's banner read "The link's  are not part of this app's views"; `lecture=maybe` was
+    refused but stayed in the address bar; `text=%E0%A4%A` (a link cut inside a character) became the sentence
+    "�%A"."""
+    def banner(outputs) -> str:
+        return html.unescape(outputs[-2]["value"])
+
+    outputs = restore_with("=1&foo=2")
+    assert "The link's keys '', 'foo' are not part of this app's views" in banner(outputs)
+    assert outputs[-1].split(",") == ["", "foo"]
+    assert "key 'foo' is not part" in banner(restore_with(foo="1"))
+    outputs = restore_with(lecture="maybe")
+    assert "lecture=" in banner(outputs) and outputs[-1] == "lecture"
+    assert restore_with(lecture="1")[-1] == ""
+    outputs = restore_with("text=%E0%A4%A&tab=attention")
+    assert isinstance(restored_value(outputs, "text"), type(gr.skip())) and outputs[-1] == "text"
+    assert "key 'text' is not valid text" in banner(outputs) and "\ufffd" not in banner(outputs)
+    assert any(isinstance(o, gr.Tabs) and o.selected == "attention" for o in outputs)   # the rest is followed
+    assert restore_with("text=%EF%BF%BD%25A")[-1] == "text"   # as the browser hands it on, re-encoded
+    assert restored_value(restore_with("text=caf%C3%A9+%25A"), "text") == "café %A"
 
 
 def restored_value(outputs, key: str):

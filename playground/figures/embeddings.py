@@ -2,7 +2,8 @@
 and the Markdown summaries out. No torch, no gradio.
 
 Scatter plots use WebGL (Scattergl; Scatter3d is WebGL already), so 10,000 labelled points stay
-interactive; labels are drawn as text only up to LABEL_MAX points (beyond that they are in the hover).
+interactive; labels are drawn as text only up to LABEL_MAX points (beyond that they are in the hover), and in 2D
+only where they do not run into each other (the others are in the hover).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from playground.figures.common import distinguish, fixed, layout, scrolls
 
 LABEL_MAX = 300       # text labels on the points up to this many; hover only beyond
 LABEL_MAX_3D = 80     # in 3D labels pile up in depth sooner: up to this many, smaller (hover beyond)
+# A 2D plot's labels are spaced for a plot this wide and high (px) in this type, a projector's at 1280 px in lecture
+# mode: a label that would touch one already placed is left to the hover (63 words' labels ran into each other)
+LABEL_ROOM = (950, 400, 16)
 WEBGL_MIN = 1_000     # a 2D scatter of more points is drawn with WebGL
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22"]
@@ -32,6 +36,24 @@ def _hover(values: np.ndarray | None, i: int, extra: str) -> str:
     return f"{extra}<br>vector: [{shown}{more}]" if extra else f"vector: [{shown}{more}]"
 
 
+def spaced_labels(words: list[str], coords: np.ndarray) -> list[bool]:
+    """Which points of a 2D scatter keep their label (drawn above the point, as scatter_figure does): in the words'
+    order, each whose label would not touch a label kept already, on a plot of LABEL_ROOM."""
+    width, height, size = LABEL_ROOM
+    span = np.ptp(coords[:, :2], axis=0) if len(coords) else np.ones(2)
+    scale = np.array([width, -height]) / np.maximum(span, 1e-9)      # px per unit; y grows downwards on screen
+    kept: list[tuple[float, float, float, float]] = []
+    shown = []
+    for word, (x, y) in zip(words, coords[:, :2] * scale):
+        half = 0.3 * size * len(word)                                   # a character is about 0.6 em wide
+        box = (x - half, y - 1.3 * size - 6, x + half, y - 6)
+        free = all(box[2] <= k[0] or k[2] <= box[0] or box[3] <= k[1] or k[3] <= box[1] for k in kept)
+        shown.append(free)
+        if free:
+            kept.append(box)
+    return shown
+
+
 def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], title: str,
                    vectors: np.ndarray | None = None, notes: dict[str, str] | None = None) -> go.Figure:
     """coords (n, 2|3): one trace per group (its own colour, in the legend), each point labelled by its word
@@ -41,6 +63,7 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
     members: dict[str, list[int]] = {}
     for i, group in enumerate(groups):
         members.setdefault(group, []).append(i)
+    shown = spaced_labels(words, coords) if dims == 2 else None
     traces = []
     for g_i, (group, idx) in enumerate(members.items()):
         colour = COLOURS[g_i % len(COLOURS)]
@@ -55,8 +78,10 @@ def scatter_figure(words: list[str], coords: np.ndarray, groups: list[str], titl
             traces.append(dict(type="scatter3d", z=coords[idx, 2].tolist(),
                                marker=dict(size=5 if labelled else 4, color=colour), **trace))
         else:
-            # WebGL only where SVG would be slow: each WebGL plot holds a context, and a browser keeps 16 at most
+            # WebGL only where SVG would be slow: each WebGL plot holds a context, and a browser keeps 16 at most.
+            # A label left to the hover is drawn empty; its word stays the point's text (the text alternative's)
             traces.append(dict(type="scattergl" if n > WEBGL_MIN else "scatter",
+                               texttemplate=["%{text}" if shown[i] else "" for i in idx],
                                marker=dict(size=6 if n > LABEL_MAX else 9, color=colour), **trace))
     extra = {}
     if dims == 3:

@@ -84,18 +84,25 @@ def copy_loss_figure(data: dict) -> go.Figure:
                                      line=dict(color="#d62728" if style == "solid" else "#7f7f7f", dash=style),
                                      hovertemplate=f"{label}, token %{{x}}: %{{y:.2f}} nats<extra></extra>"))
     shapes, notes = [], []  # written into the layout at once: plotly's add_vrect and add_hline take ~0.1 s each
-    for lo, hi, name, colour in ((p, p + n - 1, "first copy", MUTED), (p + n, p + 2 * n - 1, "second copy", ACCENT)):
+    # Each copy's mean is drawn across its own copy and named at that copy's right end, the chance line across both
+    # and named at the left: two notes at one place were drawn on top of each other whenever the means were close
+    # (a model that does not copy). Within the first copy, the chance note (left) and its mean's (right) sit apart.
+    regions = ((p, p + n - 1, "first copy", MUTED, data["first_copy_loss"]),
+               (p + n, p + 2 * n - 1, "second copy", ACCENT, data["second_copy_loss"]))
+    for lo, hi, name, colour, mean in regions:
         shapes.append(dict(type="rect", xref="x", yref="paper", x0=lo - 0.5, x1=hi + 0.5, y0=0, y1=1, line_width=0,
                            fillcolor=colour, opacity=0.12))
         notes.append(dict(xref="x", yref="paper", x=lo - 0.5, y=1, text=name, showarrow=False, xanchor="left",
                           yanchor="bottom"))
-    for y, name, colour in ((data["first_copy_loss"], "first copy's mean", MUTED),
-                            (data["second_copy_loss"], "second copy's mean", ACCENT),
-                            (data["chance_loss"], "chance: ln(vocabulary)", "#7f7f7f")):
-        shapes.append(dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=y, y1=y,
+        shapes.append(dict(type="line", xref="x", yref="y", x0=lo - 0.5, x1=hi + 0.5, y0=mean, y1=mean,
                            line=dict(dash="dot", color=colour)))
-        notes.append(dict(xref="paper", yref="y", x=1, y=y, text=f"{name} {y:.2f}", showarrow=False,
+        notes.append(dict(xref="x", yref="y", x=hi + 0.5, y=mean, text=f"{name}'s mean {mean:.2f}", showarrow=False,
                           xanchor="right", yanchor="top"))
+    chance = data["chance_loss"]
+    shapes.append(dict(type="line", xref="paper", yref="y", x0=0, x1=1, y0=chance, y1=chance,
+                       line=dict(dash="dot", color="#7f7f7f")))
+    notes.append(dict(xref="x", yref="y", x=p - 0.5, y=chance, text=f"chance: ln(vocabulary) {chance:.2f}",
+                      showarrow=False, xanchor="left", yanchor="top"))
     fig.update_layout(**layout(title=f"{data['label']}: loss on {n} random tokens, then the same {n} again",
                                xaxis=dict(title="position in the sequence"), yaxis=dict(title="loss (nats)"),
                                height=380, showlegend=bool(ablation), shapes=shapes, annotations=notes,

@@ -178,9 +178,22 @@ where row $i$ of the softmax holds the weights token $i$ gives to every token (t
 looking is allowed and $-\infty$ where it is not (padding; and, in a GPT, every later token: causal attention).
 **Multi-head**: $h$ heads each do this in their own $d_k = d_\text{model}/h$-dimensional subspace,
 $\mathrm{MultiHead}(X) = \mathrm{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\,W^O$, so one layer can follow
-several relations at once. MiniLM-L6 has 6 layers × 12 heads of $d_k = 32$; BERT reads in both directions, so a row
-may put weight anywhere in the sentence. Type a second sentence to make a pair `[CLS] A [SEP] B [SEP]`
-(segment ids 0 for A, 1 for B)."""
+several relations at once."""
+
+
+def about_md(key) -> str:
+    """The intro's sentence on the chosen model: its layers and heads, and which way it reads (it described MiniLM
+    whichever model was chosen)."""
+    n_layer, n_head, group = _shape(key)
+    name = att.label(key).split(" (")[0]
+    shared = (f"; every {group} query heads share one key and value head (grouped-query attention)"
+              if group > 1 else "")
+    if _family(key) == "bert":
+        return (f"**{name}** has {n_layer} layers × {n_head} heads{shared}. A BERT reads in both directions, so a row "
+                "may put weight anywhere in the sentence. Type a second sentence to make a pair "
+                "`[CLS] A [SEP] B [SEP]` (segment ids 0 for A, 1 for B).")
+    return (f"**{name}** has {n_layer} layers × {n_head} heads{shared}. It reads left to right (causal attention): "
+            "row $i$ puts weight only on tokens $0$ to $i$, so the upper triangle is 0. It reads one text, no pair.")
 
 PATTERNS_MD = "**Reading the patterns**: measured on the text above, for the chosen model…"  # until it is
 
@@ -301,6 +314,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     m0 = _model(DEFAULT_MODEL)
     deepest = max(_shape(key)[0] for key in LISTED)
     gr.Markdown(INTRO_MD, latex_delimiters=LATEX)
+    about = gr.Markdown(about_md(DEFAULT_MODEL), latex_delimiters=LATEX, elem_id="attn-about")
     with gr.Row():
         text_b = gr.Textbox("", label="Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])", scale=2)
         with gr.Column(scale=3):
@@ -355,6 +369,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
 
     shared.remember("att", text_b=text_b, model=model, layer=layer, head=head, hide=hide, chat=chat)
     _wire_model(demo, shared, model, [layer, head, s_layer, s_head, text_b, hide, chat])
+    model.change(about_md, inputs=model, outputs=about, api_visibility="private", queue=False, show_progress="hidden")
     asked, shown = [sentence, text_b, model, layer, head, hide, detail, chat], [head_view, model_view, heatmap,
                                                                                 summary, attn_file, attn_json]
     gr.on([demo.load, shared.changed("restored"), shared.changed("text"), text_b.submit, model.change, layer.release,

@@ -250,7 +250,9 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
                 source = gr.Dropdown([(SOURCE_LABELS[k], k) for k in keys], value=keys[0], label="Embedding",
                                      elem_id="emb-source")
                 method = gr.Radio(method_choices(), value="pca", label="Projection")
-                dims = gr.Radio([("2D", 2), ("3D", 3)], value=3, label="Dimensions")
+                # the page opens flat: 63 labels in a turning 3D cloud could not be read on a projector (the
+                # API's default stays 3D: its answers are the same)
+                dims = gr.Radio([("2D", 2), ("3D", 3)], value=2, label="Dimensions")
                 with gr.Accordion("t-SNE and UMAP settings", open=False):
                     knobs = SimpleNamespace(
                         seed=gr.Number(0, label="Seed (the same seed, the same picture)", precision=0, minimum=0),

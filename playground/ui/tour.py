@@ -21,6 +21,8 @@ class Step:
     text: str                      # two or three sentences: what to look at
     equation: str                  # LaTeX, displayed
     tab: str                       # a top-level tab id (ui.demo.tab_id)
+    shows: str                     # the elem_id of the view the step talks about: in lecture mode the page scrolls
+    #                                it to just under the step (assets/view.js walk)
     controls: dict = field(default_factory=dict)  # view key -> value
 
 
@@ -28,51 +30,52 @@ STEPS = [
     Step("Tokens", "A model never reads characters or words, only ids from its vocabulary. Byte-level BPE starts "
          "from bytes and merges the most frequent adjacent pair, again and again; compare how many tokens each "
          "tokenizer needs for the sentence, and what becomes `[UNK]`.",
-         r"(a, b) = \arg\max_{(x, y)} \operatorname{count}(x\,y), \qquad x\,y \to xy", "tokenization"),
+         r"(a, b) = \arg\max_{(x, y)} \operatorname{count}(x\,y), \qquad x\,y \to xy", "tokenization", "tokens-view"),
     Step("Embeddings", "Each id picks a row of an embedding matrix. word2vec trains those rows so that a word "
          "predicts its neighbours; words used alike end up close, and some directions carry meaning "
          "(king − man + woman ≈ queen).",
-         r"\log \sigma({v'_c}^{\top} v_w) + \sum_{k=1}^{K} \log \sigma(-{v'_{n_k}}^{\top} v_w)", "embeddings"),
+         r"\log \sigma({v'_c}^{\top} v_w) + \sum_{k=1}^{K} \log \sigma(-{v'_{n_k}}^{\top} v_w)", "embeddings",
+         "emb-word-plot"),
     Step("RNN and vanishing gradients", "An Elman RNN reads one character per step into one state. The loss at the "
          "last step reaches step t only through a product of Jacobians: watch the gradient norm fall as it goes "
          "back in time.",
          r"h_t = \tanh(W_{ih} x_t + W_{hh} h_{t-1} + b), \qquad "
          r"\frac{\partial L_T}{\partial h_{t-1}} = W_{hh}^{\top} \operatorname{diag}\big(\phi'(a_t)\big) "
          r"\frac{\partial L_T}{\partial h_t}",
-         "rnn-gradient-flow", {"rnn.cells": ["rnn"]}),
+         "rnn-gradient-flow", "gf-plot", {"rnn.cells": ["rnn"]}),
     Step("LSTM and GRU gates", "The LSTM adds a cell state updated by addition, gated by f, i, o: with f near 1 the "
          "gradient passes back almost unchanged (the constant error carousel). The GRU does the same with one update "
          "gate z. Compare the three curves.",
          r"c_t = f_t \odot c_{t-1} + i_t \odot \tilde c_t, \quad h_t = o_t \odot \tanh(c_t); \qquad "
          r"h_t = (1 - z_t) \odot n_t + z_t \odot h_{t-1}",
-         "rnn-gradient-flow", {"rnn.cells": ["rnn", "lstm", "gru"]}),
+         "rnn-gradient-flow", "gf-plot", {"rnn.cells": ["rnn", "lstm", "gru"]}),
     Step("Seq2seq attention", "An encoder-decoder squeezes the source into one vector, and long inputs suffer. "
          "Bahdanau's attention lets each output step look back at every source position: the alignment shows "
          "which source words each digit came from.",
          r"e_{ij} = v_a^{\top} \tanh(W_a s_{i-1} + U_a h_j), \quad \alpha_{ij} = "
          r"\frac{\exp e_{ij}}{\sum_k \exp e_{ik}}, \quad c_i = \sum_j \alpha_{ij} h_j",
-         "seq2seq-attention", {"s2s.model": "bahdanau"}),
+         "seq2seq-attention", "s2s-alignment", {"s2s.model": "bahdanau"}),
     Step("Self-attention", "Drop the recurrence: every token attends to every token of the same sentence. Each "
          "head compares queries with keys and mixes the values; hover a token in the head view to see where it "
          "looks, in a real pretrained BERT (MiniLM).",
          r"\operatorname{Attention}(Q, K, V) = \operatorname{softmax}\!\left(\frac{Q K^{\top}}{\sqrt{d_k}}\right) V",
-         "attention", {"att.model": "minilm", "att.layer": 2, "att.head": "mean"}),
+         "attention", "attn-head-view", {"att.model": "minilm", "att.layer": 2, "att.head": "mean"}),
     Step("The Transformer", "Several heads run side by side and their outputs are concatenated; stacked layers "
          "of attention and feed-forward blocks, with residual connections, make the Transformer. Order enters "
          "only through position embeddings (the sinusoids of the paper, or learned ones in BERT and GPT).",
          r"\operatorname{MultiHead} = \operatorname{Concat}(\mathrm{head}_1, \dots, \mathrm{head}_h)\, W^O, \quad "
          r"PE_{(pos, 2i)} = \sin\!\big(pos / 10000^{2i/d}\big)",
-         "attention", {"att.layer": 5, "att.head": "0"}),
+         "attention", "attn-head-view", {"att.layer": 5, "att.head": "0"}),
     Step("GPT: predict the next token", "A decoder-only Transformer with a causal mask predicts each token from "
          "the ones before it. Generation samples from that distribution step by step: click a generated token to "
          "see its distribution with the top-k and top-p cut-offs.",
          r"p(x_t \mid x_{<t}) = \operatorname{softmax}\big(\mathrm{LN}(h_L)_t\, W_e^{\top}\big)",
-         "generation", {"gen.strategy": "top-k"}),
+         "generation", "gen-text", {"gen.strategy": "top-k"}),
     Step("BERT: fill in the blank", "BERT reads the whole sentence in both directions and is trained to restore "
          "masked tokens: 15% of positions are chosen, 80% of those become [MASK], 10% a random token, 10% stay. "
          "Select a word above: it becomes [MASK] here.",
          r"\mathcal{L}_{\text{MLM}} = -\sum_{i \in \mathcal{M}} \log p\big(x_i \mid \tilde{x}\big)",
-         "masked-lm-fill-in"),
+         "masked-lm-fill-in", "fm-filled"),
 ]
 
 
@@ -86,15 +89,17 @@ def step_markdown(i: int) -> str:
     return f"**Step {i + 1} of {len(STEPS)}: {step.title}.** {step.text}\n\n$${step.equation}$$"
 
 
-def layout() -> tuple[gr.Markdown, gr.Button, gr.Button, gr.State]:
-    """The tour's panel (placed above the tabs; `wire` connects it once the tabs exist)."""
+def layout() -> tuple[gr.Markdown, gr.Button, gr.Button, gr.State, gr.Textbox]:
+    """The tour's panel (placed above the tabs; `wire` connects it once the tabs exist), its step (per user) and
+    the selector of the step's view (mounted but not shown, as ui.demo.HIDDEN says: the page reads it)."""
     with gr.Accordion(f"Guided tour: from tokens to GPT and BERT in {len(STEPS)} steps", open=False,
                       elem_id="tour"):
         text = gr.Markdown(INTRO, latex_delimiters=LATEX, elem_id="tour-text")
         with gr.Row():
             previous = gr.Button("← Previous", size="sm", elem_id="tour-prev")
             following = gr.Button("Next →", size="sm", variant="primary", elem_id="tour-next")
-    return text, previous, following, gr.State(-1)
+        shows = gr.Textbox("", visible="hidden", elem_id="tour-shows")
+    return text, previous, following, gr.State(-1), shows
 
 
 def check_controls(view: dict) -> None:
@@ -108,7 +113,8 @@ def check_controls(view: dict) -> None:
                 f"tour step {step.title!r}: {key}={value!r} is not a value of that control")
 
 
-def wire(shared: Shared, text: gr.Markdown, previous: gr.Button, following: gr.Button, state: gr.State) -> None:
+def wire(shared: Shared, text: gr.Markdown, previous: gr.Button, following: gr.Button, state: gr.State,
+         shows: gr.Textbox) -> None:
     check_controls(shared.view)
     keys = sorted({key for step in STEPS for key in step.controls})
     controls = [shared.view[key] for key in keys]
@@ -117,8 +123,10 @@ def wire(shared: Shared, text: gr.Markdown, previous: gr.Button, following: gr.B
         i = min(max(current + delta, 0), len(STEPS) - 1)
         step = STEPS[i]
         values = [step.controls[key] if key in step.controls else gr.skip() for key in keys]
-        return i, step_markdown(i), gr.Tabs(selected=step.tab), *values
+        return i, step_markdown(i), f"#{step.shows}", gr.Tabs(selected=step.tab), *values
 
-    outputs = [state, text, shared.tabs, *controls]
-    previous.click(lambda s: go(max(s, 0), -1), inputs=state, outputs=outputs, api_visibility="private", queue=False)
-    following.click(lambda s: go(s, +1), inputs=state, outputs=outputs, api_visibility="private", queue=False)
+    outputs = [state, text, shows, shared.tabs, *controls]
+    for button, delta in ((previous, -1), (following, +1)):   # in lecture mode, the view then under the step
+        button.click(lambda s, delta=delta: go(max(s, 0) if delta < 0 else s, delta), inputs=state, outputs=outputs,
+                     api_visibility="private", queue=False).then(
+            None, inputs=shows, js="(view) => window.playgroundView.walk('#tour-text', view)")

@@ -20,6 +20,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from urllib.parse import unquote_plus
 
 import gradio as gr
 
@@ -127,19 +128,27 @@ class Restorer:
                 defaults[key] = raw            # only what restores without a notice
         return defaults
 
-    def apply(self, params: dict[str, str], marker: int = 1) -> list:
+    def apply(self, params: dict[str, str], marker: int = 1, broken: tuple[str, ...] = ()) -> list:
         """Each parameter checked against its component (`parse`: one notice per refusal, three shown), the values
-        set, and `restored` set to `marker` (a new value, so the tabs redraw) when any view key was given."""
+        set, and `restored` set to `marker` (a new value, so the tabs redraw) when any view key was given. `broken`:
+        the names of parameters left out because their %-escapes are not text (`link_params`)."""
         found = parse(self.shared, params, self.ids, self.subs)
-        notices = found.notices
-        lecture_on = (coerce(self.lecture, params["lecture"], notices, "lecture") if "lecture" in params
-                      else gr.skip())
+        notices, dropped = found.notices, found.dropped
+        if broken:
+            notices.append(f"The link's {_named(broken)} not valid text (a %-escape cut short, as when a link is "
+                           "copied in part); ignored.")
+            dropped += broken
+        lecture_on = gr.skip()
+        if "lecture" in params:
+            lecture_on = coerce(self.lecture, params["lecture"], notices, "lecture")
+            if isinstance(lecture_on, type(gr.skip())):
+                dropped.append("lecture")   # refused: the address bar loses it, as it loses any refused key
         for notice in notices[:3]:
             toast(notice)
         restored = len(set(params) & set(self.keys)) > 0
         values = [gr.skip() if key in AFTER_THE_REST else value for key, value in zip(self.keys, found.values)]
         return [*values, found.selected, lecture_on, marker if restored else gr.skip(),
-                gr.update(value=notice_html(notices), visible=bool(notices)), ",".join(found.dropped)]
+                gr.update(value=notice_html(notices), visible=bool(notices)), ",".join(dropped)]
 
     def apply_later(self, params: dict[str, str]):
         """The AFTER_THE_REST keys, once the rest is in place (their notices were given with the rest)."""
@@ -154,10 +163,11 @@ def wire(demo: gr.Blocks, shared: Shared, lecture: gr.Checkbox, copy: gr.Button,
     restorer = Restorer(shared, lecture, banner)
 
     def restore(request: gr.Request):
-        return restorer.apply(dict(request.query_params) if request is not None else {})
+        params, broken = link_params(request.url.query if request is not None else "")
+        return restorer.apply(params, broken=tuple(broken))
 
     def restore_later(request: gr.Request):
-        return restorer.apply_later(dict(request.query_params) if request is not None else {})
+        return restorer.apply_later(link_params(request.url.query)[0] if request is not None else {})
 
     restored = demo.load(restore, outputs=restorer.outputs, api_visibility="private", queue=False)
     if restorer.later:
@@ -209,8 +219,30 @@ def parse(shared: Shared, params: dict[str, str], ids: list[str] | None = None,
     selected, tab_rejected = _tab(params.get("tab"), ids, subs, notices)
     unknown = sorted(set(params) - set(shared.view) - PAGE_KEYS)
     if unknown:
-        notices.append(f"The link's {', '.join(unknown)[:80]} are not part of this app's views; ignored.")
+        notices.append(f"The link's {_named(unknown)} not part of this app's views; ignored.")
     return Parsed(values, selected, notices, rejected + unknown + (["tab"] if tab_rejected else []))
+
+
+def _named(keys) -> str:
+    """Parameter names in a sentence, each quoted (an empty name is seen as ''), with their verb: "key 'foo' is",
+    "keys 'a', 'b' are"."""
+    names = ", ".join(repr(key[:30]) for key in list(keys)[:5]) + (", ..." if len(keys) > 5 else "")
+    return f"key {names} is" if len(keys) == 1 else f"keys {names} are"
+
+
+def link_params(query: str) -> tuple[dict[str, str], list[str]]:
+    """A link's query string as its parameters (the last of a repeated name wins), and the names of those that are
+    not text: a %-escape that is not UTF-8 (`%E0%A4%A`, a link cut inside a character) decodes to U+FFFD, here as
+    in the browser, which hands the server the page's address re-encoded (`%EF%BF%BD%25A`), so a U+FFFD is all that
+    is left of it. Those are left out: they were set as the sentence '�%A'."""
+    params, broken = {}, []
+    for pair in filter(None, query.split("&")):
+        key, _, value = (unquote_plus(part, errors="replace") for part in pair.partition("="))
+        if "\ufffd" in key + value:
+            broken.append(key)
+        else:
+            params[key] = value
+    return params, broken
 
 
 def problems(shared: Shared, params: dict[str, str]) -> list[str]:

@@ -383,7 +383,8 @@ def _wire(demo: gr.Blocks, c: dict, outputs: list, later: list, more: list) -> N
     for event in opened:
         if later:
             event = event.success(_focus, c["walk"], [component for _, component in later], **hidden)
-        event.then(None, inputs=c["tab_path"], js="(t) => window.playgroundView.open(t)")
+        event.then(None, inputs=c["tab_path"],   # its sub-tab opened; in lecture mode, the view under the step
+                   js="(t) => { window.playgroundView.open(t); window.playgroundView.walk('#workshop-step'); }")
     checked = c["check"].click(check_answer, [c["walk"], c["choice"], c["answer"], c["own"], _shared.seat],
                                [c["verdict"], c["data"]], **hidden)
     hinted = c["hint"].click(next_hint, c["walk"], [c["hints"], c["walk"]], **hidden)
