@@ -118,6 +118,8 @@ def test_a_title_or_answer_that_ends_a_sentence_gets_no_second_full_stop(shared,
     assert "Step 2 of 2: Plain.**" in wt._step_md(workshop, 1)
     revealed = workshop_room.revealed_md(workshop, 0, "")
     assert "answer: river bank!**" in revealed and "!." not in revealed
+    verdict, _ = wt.check_answer({"workshop": workshop, "step": 0}, None, "the sea", "")
+    assert "the answer is **river bank!**" in verdict and "!**." not in verdict   # the Check's verdict too
 
 
 def test_an_imported_file_is_validated_and_its_html_escaped(shared, tmp_path):

@@ -262,6 +262,11 @@ def full_stop(text: str) -> str:
     return text if text.rstrip().endswith((".", "?", "!", "…", ":", ";")) else text + "."
 
 
+def stop_after(text: str) -> str:
+    """The full stop a sentence needs after `text` (shown in bold, say): "" when `text` already ends one."""
+    return full_stop(text)[len(text):]
+
+
 def text_input(text, notices: list[str], max_chars: int = MAX_CHARS) -> str:
     """Free text from the UI or an API caller: a string, valid Unicode, at most `max_chars`."""
     if text is not None and not isinstance(text, str):

@@ -33,7 +33,7 @@ from playground import polls
 from playground.analysis import exercises as ex
 from playground.figures import quiz as fq
 from playground.ui import patches
-from playground.ui.common import Shared
+from playground.ui.common import Shared, stop_after
 
 INTRO_MD = """**Predict, then reveal.** Pick a question, commit your guess, then check it: the answer is computed by the
 same code as the tab it is about, from the models in front of you. **In class:** the lecturer opens a room and
@@ -128,7 +128,8 @@ def exercise(exercise_id="", answer="", seat=None):
         return why_not, {**question, "hidden": why_not}
     result = ex.check(e.id, given)
     verdict = "✓ Right" if result["correct"] else "✗ Not quite"
-    return (f"**{verdict}.** You said **{result['given']}**; the answer is **{result['answer']}**. "
+    answer = str(result["answer"])
+    return (f"**{verdict}.** You said **{result['given']}**; the answer is **{answer}**{stop_after(answer)} "
             f"{result['why']}"), result
 
 

@@ -27,7 +27,7 @@ from playground.analysis import exercises
 from playground.analysis import workshops as w
 from playground.rooms import progress
 from playground.ui import quiz_tab, view, workshop_form, workshop_room
-from playground.ui.common import Shared, full_stop
+from playground.ui.common import Shared, full_stop, stop_after
 
 INTRO_MD = """**Workshops.** A lecturer's path through the tabs: each step opens a view of the app, says what to look at
 and asks a question you answer by using that view. *Check* tells you whether you are right (and why); it never stops
@@ -345,8 +345,9 @@ def check_answer(state, choice, answer, own, seat=None):
     mark = "✓ Right" if verdict["correct"] else "✗ Not quite"
     computed = " (computed now by the app)" if verdict["computed"] else ""
     why = f" {_escape(verdict['why'])}" if verdict["why"] else ""
+    answer = _escape(verdict["answer"])
     return (f"**{mark}.** You said **{_escape(verdict['given'])}**; the answer{computed} is "
-            f"**{_escape(verdict['answer'])}**.{why}", {"workshop": workshop.id, "step": i + 1, **verdict})
+            f"**{answer}**{stop_after(answer)}{why}", {"workshop": workshop.id, "step": i + 1, **verdict})
 
 
 def next_hint(state):
