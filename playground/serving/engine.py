@@ -48,7 +48,7 @@ PREFIX_BYTES = 64 << 20  # the shared prompts' keys and values kept (SmolLM2: 2.
 _END = object()
 
 
-class Refused(ValueError):
+class Refused(generation.GenerationError):
     """A request the engine cannot take (the message says why): it never enters the batch."""
 
 
