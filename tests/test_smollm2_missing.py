@@ -91,7 +91,7 @@ def test_every_endpoint_asked_for_smollm2_where_it_is_missing_gives_the_one_mess
     with pytest.raises(gr.Error) as refused:
         if index is not None:
             args[index] = block_fn.inputs[index].preprocess(args[index])
-        run(block_fn.fn, args)
+        run(block_fn.fn.__wrapped__, args)   # past the answer cache: another test may have kept this answer
     assert refused.value.message == models.missing()
 
 
