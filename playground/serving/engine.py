@@ -254,6 +254,7 @@ def for_model(m) -> Engine:
         engine = _engines.get(id(m.model))
         if engine is None:
             engine = _engines[id(m.model)] = Engine(m.model.int8(), m.config.n_positions)
+            heap.release()  # the float and int32 copies the quantization made (the output layer's: 113 MB each)
         return engine
 
 
