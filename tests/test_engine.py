@@ -152,6 +152,26 @@ def deque_of():
     return deque()
 
 
+@pytest.mark.parametrize("name", ["gpt-shakespeare", "lstm-shakespeare", "ngram-shakespeare"])
+def test_a_model_decoded_row_by_row_answers_through_the_engine_as_alone(name):
+    """Our GPT, the recurrent LMs and the n-gram go through the same door (serving/engine.Alone): each seeded answer
+    is sampling.stream's, bit for bit, beside others of every length; the GPT's past its context (sliding window)."""
+    from playground import checkpoints
+    from playground.analysis import sampling
+    from playground.serving.engine import Alone
+
+    m = checkpoints.load(checkpoints.ROOT / "models" / name)
+    ids = m.tokenizer.encode("ROMEO:\nBut soft, what light").ids
+    n = 300 if name.startswith("gpt") else 40
+    with torch.inference_mode():
+        alone = list(sampling.stream(m.model, torch.tensor([ids]), n, seed=3, **SAMPLED))
+    engine = Engine(Alone(m.model), None)
+    rng = random.Random(4)
+    crowd = [engine.submit(p, k, rule, seed, frozenset()) for p, k, rule, seed in others(rng, 7, m.config.vocab_size)]
+    assert list(engine.stream(ids, n, SAMPLED, 3)) == alone
+    assert all(len(list(iter(r.steps.get, engine_end()))) == r.n for r in crowd)
+
+
 # ---- SmolLM2: the twin's quality, and the class's batch
 
 

@@ -80,8 +80,9 @@ class Engine:
     """Continuous batching over `model` (anything with `row_cache(capacity)` and `step_rows(new, caches)`, as
     nets/llama.Llama): `stream` a request's steps from any thread; one thread of the engine's own steps them all."""
 
-    def __init__(self, model, context: int, max_rows: int = MAX_ROWS, prefix_bytes: int = PREFIX_BYTES):
+    def __init__(self, model, context: int | None, max_rows: int = MAX_ROWS, prefix_bytes: int = PREFIX_BYTES):
         self.model, self.context, self.max_rows = model, context, max_rows
+        self.chunk = getattr(model, "chunk", CHUNK)    # None: a prompt enters whole, and no prefix is kept
         self.prefixes: Bounded[tuple] = Bounded(prefix_bytes, size=lambda kv: sum(t.nbytes for t in kv[0] + kv[1]))
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -97,7 +98,7 @@ class Engine:
             raise Refused("The prompt has no tokens.")
         if n < 1:
             raise Refused("Ask for at least one new token.")
-        if len(ids) + n > self.context:
+        if self.context is not None and len(ids) + n > self.context:
             raise Refused(f"The prompt ({len(ids):,} tokens) and {n:,} new tokens exceed the model's context of "
                           f"{self.context:,} tokens: shorten the prompt or ask for fewer tokens.")
         request = Request(list(ids), n, dict(rule), seed, frozenset(stops))
@@ -156,7 +157,8 @@ class Engine:
         if request.cancelled:
             return
         request.cache = self.model.row_cache(len(request.ids) + request.n)
-        for block in range(1, (len(request.ids) - 1) // CHUNK + 1):  # the last token's chunk is always computed
+        blocks = (len(request.ids) - 1) // CHUNK if self.chunk else 0  # the last token's chunk is always computed
+        for block in range(1, blocks + 1):
             kept = self.prefixes.get(tuple(request.ids[:block * CHUNK]))
             if kept is None:
                 break
@@ -179,7 +181,7 @@ class Engine:
                 continue
             start = request.cache.length           # prefill: chunks at fixed boundaries, while the budget lasts
             while start < len(request.ids) and budget > 0:
-                end = min((start // CHUNK + 1) * CHUNK, len(request.ids))
+                end = min((start // CHUNK + 1) * CHUNK, len(request.ids)) if self.chunk else len(request.ids)
                 new.append(torch.tensor(request.ids[start:end]))
                 caches.append(request.cache)
                 rows.append((request, end == len(request.ids)))   # the prompt's last chunk gives the first token
@@ -191,7 +193,7 @@ class Engine:
         logits = self.model.step_rows(new, caches)
         self.stats["steps"] += 1
         for (request, emits), piece, row in zip(rows, new, logits):
-            if piece.numel() > 1 or request.made == 0:
+            if self.chunk and (piece.numel() > 1 or request.made == 0):
                 self._keep_prefix(request)
             if emits:
                 self._emit(request, row)
@@ -210,9 +212,7 @@ class Engine:
     def _emit(self, request: Request, logits: torch.Tensor) -> None:
         """Sample the row's next token by its own rule and generator, as sampling.stream does, and hand it over."""
         d = sampling.distribution(logits, **request.rule)
-        temperature = request.rule.get("temperature", 1.0)
-        token = int(torch.multinomial(d.kept, 1, generator=request.generator)) if temperature > 0 \
-            else int(d.kept.argmax())
+        token = sampling.choose(d, request.rule.get("temperature", 1.0), request.generator)
         request.made += 1
         request.last = token
         self.stats["tokens"] += 1
@@ -229,11 +229,41 @@ class Engine:
         heap.trim()
 
 
+@dataclass
+class Solo:
+    """One row's state in a model decoded row by row (Alone): the model's own step cache, and its positions."""
+
+    state: object = None
+    length: int = 0
+
+
+class Alone:
+    """A model without batched rows (our GPT, the recurrent LMs, the n-gram: small models, a step of one row takes
+    well under a millisecond) behind the engine's door: each row steps alone through the model's own `step`, the
+    prompt whole and then a token at a time, the very calls sampling.stream makes, so a seeded answer is the same
+    bits through the engine as decoded alone, and a GPT slides its window past its context as there."""
+
+    chunk = None            # a prompt enters whole; no prefix is shared (there are no keys and values to share)
+
+    def __init__(self, model):
+        self.model = model
+
+    def row_cache(self, capacity: int) -> Solo:
+        return Solo()
+
+    def step_rows(self, new: list[torch.Tensor], caches: list[Solo]) -> torch.Tensor:
+        out = []
+        for piece, row in zip(new, caches):
+            logits, row.state = self.model.step(piece[None], row.state)
+            row.length += piece.numel()
+            out.append(logits[0, -1])
+        return torch.stack(out)
+
+
 # ---- one engine per served model, in each process that generates
 
 _engines: dict[int, Engine] = {}
 _engines_lock = threading.Lock()
-SERVED_KINDS = ("llama",)  # the kinds an engine serves (their nets have row_cache, step_rows and int8)
 # A class's own questions: the engine's cost is measured on them (`cost`) and its speed by the bench
 QUESTIONS = ("What is the capital of Peru?", "Write a haiku about the sea.", "Why is the sky blue?",
              "Explain photosynthesis to a child.", "Give me three tips for learning to code.",
@@ -247,22 +277,29 @@ COST_TOKENS = 24         # greedy tokens of each question
 
 
 def for_model(m) -> Engine:
-    """The engine serving `m` (a registry record of a served kind), made on its first use in this process: over `m`'s
-    int8 twin (nets/int8.py; SmolLM2's, 270 MB in two planes), built by the process that generates (a server's slow
-    compute process) when its first generation asks, and kept there."""
+    """The engine serving `m` (a registry record of a causal LM), made on its first use in this process. A model
+    with batched rows (nets/llama.Llama: `int8`, `row_cache`, `step_rows`) is served through its int8 twin
+    (nets/int8.py; SmolLM2's, 270 MB in two planes), built by the process that generates (a server's slow compute
+    process) when its first generation asks, and kept there; any other steps row by row (Alone)."""
     with _engines_lock:
         engine = _engines.get(id(m.model))
         if engine is None:
-            engine = _engines[id(m.model)] = Engine(m.model.int8(), m.config.n_positions)
-            heap.release()  # the float and int32 copies the quantization made (the output layer's: 113 MB each)
+            if hasattr(m.model, "int8"):
+                engine = Engine(m.model.int8(), m.config.n_positions)
+                heap.release()  # the float and int32 copies the quantization made (the output layer's: 113 MB each)
+            else:
+                engine = Engine(Alone(m.model), None)
+            engine.source = m.model     # kept alive with its engine, so its id names no other model later
+            _engines[id(m.model)] = engine
         return engine
 
 
 def install() -> None:
-    """Every generation of a served kind goes through its engine (analysis/generation.decoded)."""
-    for kind in SERVED_KINDS:
-        generation.ENGINES[kind] = for_model
+    """Every sampled generation of a causal LM goes through its model's engine (analysis/generation.decoded)."""
+    from playground.analysis.models import CAUSAL
 
+    for kind in (*CAUSAL, "llama"):
+        generation.ENGINES[kind] = for_model
 
 
 def cost(m, questions: int = 6) -> dict:
