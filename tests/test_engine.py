@@ -77,6 +77,17 @@ def test_an_int8_product_is_the_integer_product_and_a_row_ignores_its_neighbours
         assert torch.equal(linear(torch.cat([torch.randn(40, 1536) * 1e3, x[i:i + 1]]))[-1:], y[i:i + 1])
 
 
+@pytest.mark.parametrize("planes", [1, 2])
+def test_a_product_cut_into_lanes_is_the_same_bits_as_whole(planes):
+    """Int8Linear's parts, computed at once on two threads (and three), give the whole product's bits."""
+    torch.manual_seed(1)
+    w, x = torch.randn(301, 576), torch.randn(33, 576)
+    whole = Int8Linear(w, planes)(x)
+    for lanes in (2, 3):
+        cut = Int8Linear(w, planes, lanes)
+        assert len(cut.parts) == lanes and torch.equal(cut(x), whole)
+
+
 def test_the_ragged_step_is_the_models_own_forward():
     """Rows of several lengths through step_rows, prompts in chunks and then token by token, give the logits of
     each row's own plain forward (float weights: the written-out attention against SDPA's)."""

@@ -251,3 +251,28 @@ def test_a_students_own_sentence_is_valid_input_for_every_main_endpoint(client, 
         if name == "generate":
             values["max_new_tokens"] = 20
         client.predict(api_name=f"/{name}", **values)  # an error event raises
+
+
+@pytest.mark.timeout(300)
+def test_the_hall_times_a_generation_from_its_first_token_through_the_pages_protocol(app_url):
+    """What the bench's hall reads of each generation (loadtest.queue_event's `generation`): its first token (not its
+    place in the queue), its end and its steps, through the page's own protocol."""
+    import asyncio
+
+    import httpx
+
+    with httpx.Client(base_url=app_url, timeout=60) as client:
+        page = loadtest.Page.read(client)
+    dependency = page.events[page.by_name["generate"]]
+    data = page.data(dependency, {"prompt": "ROMEO:", "max_new_tokens": 12})
+    generations: list = []
+
+    async def one() -> tuple:
+        async with httpx.AsyncClient(base_url=app_url, timeout=120, headers=loadtest.PAGE_HEADERS) as client:
+            return await loadtest.queue_event(client, page, dependency["id"], data, "hall-generation",
+                                              generation=generations)
+
+    first, error = asyncio.run(one())
+    assert error is None and len(generations) == 1
+    _, token, end, steps = generations[0]
+    assert 0 < token <= end and steps == 12

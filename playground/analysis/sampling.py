@@ -52,8 +52,7 @@ class Distribution:
     @property
     def entropy(self) -> float:
         """H(p) = -sum p log p in nats, of the proposed distribution."""
-        p = self.probs[self.probs > 0]
-        return float(-total(p * p.log()))
+        return float(total(torch.special.entr(self.probs)))     # -p log p, 0 where p is 0
 
 
 def distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0) -> Distribution:
@@ -132,13 +131,22 @@ def step_record(d: Distribution, token: int, cutoffs: bool = True) -> dict:
     n_top_k, n_top_p, top_k_cutoff, top_p_cutoff}. `prob` is the chosen token's probability in the
     distribution it was drawn from, `p_model` in the proposed one; `rank` its place in the proposed one (1: the
     most probable); `top` lists the proposed distribution's most probable tokens; the cut-offs are the smallest
-    probability still kept by top-k and by top-p (0 with `cutoffs` False: nothing was cut, e.g. a beam)."""
+    probability still kept by top-k and by top-p (0 with `cutoffs` False: nothing was cut, e.g. a beam).
+    The TOP_SHOWN most probable ids in order answer the rank and the cut-offs when they lie among them (a step of a
+    class's batch passes over the vocabulary a few times, not a dozen)."""
     probs, p = d.probs, d.probs[token]
-    rank = int((probs > p).sum()) + int((probs[:token] == p).sum()) + 1  # ties: the lower id first, as `distribution`
-    nth = lambda n: float(torch.topk(probs, n, sorted=False).values.min())  # noqa: E731 - the n-th largest
+    top = top_order(probs, TOP_SHOWN)
+    shown = probs[top]
+
+    def nth(n: int) -> float:   # the n-th largest probability
+        return float(shown[n - 1]) if n <= top.numel() else float(torch.topk(probs, n, sorted=False).values.min())
+
+    place = (top == token).nonzero()
+    # ties: the lower id first, as `distribution` and top_order rank them
+    rank = int(place[0, 0]) + 1 if place.numel() else int((probs > p).sum()) + int((probs[:token] == p).sum()) + 1
     return {
         "token": token, "prob": float(d.kept[token]), "p_model": float(p), "rank": rank,
-        "top": [[int(i), float(probs[i])] for i in top_order(probs, TOP_SHOWN)],
+        "top": [list(pair) for pair in zip(top.tolist(), shown.tolist())],
         "entropy": d.entropy, "n_top_k": d.n_top_k, "n_top_p": d.n_top_p,
         "top_k_cutoff": nth(d.n_top_k) if cutoffs else 0.0,
         "top_p_cutoff": nth(d.n_top_p) if cutoffs else 0.0,

@@ -28,6 +28,9 @@ the CPU has them; `torch._int_mm` packs it again on every call, which cost more 
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import torch
 import torch.nn as nn
 
@@ -61,10 +64,12 @@ def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 class Int8Linear(nn.Module):
     """y = x W^T with W in int8 planes per output channel and x in 14 bits per row, summed exactly (see the module's
     docstring). `planes`: the weight in one int8 plane (8 bits), or in two (14 bits: as exact as fp16 storage, for
-    twice the bytes), packed side by side as one (planes N, K) matrix so one product reads both. Made from a float
-    weight; no bias (the Llama family has none)."""
+    twice the bytes), packed side by side as one (planes N, K) matrix so one product reads both. `lanes`: the
+    product cut by output channel into that many parts, computed at once on as many threads (`Lanes`), each part
+    on one of torch's (the other core of a 2-core machine, without an OpenMP team's spinning). Integer sums make
+    the parts' bits the whole's. Made from a float weight; no bias (the Llama family has none)."""
 
-    def __init__(self, weight: torch.Tensor, planes: int = 2):
+    def __init__(self, weight: torch.Tensor, planes: int = 2, lanes: int = 1):
         super().__init__()
         w = weight.detach().float()
         scale = w.abs().amax(dim=1).clamp_min(1e-30) / W_LEVELS[planes]       # s_w: (N,)
@@ -73,31 +78,62 @@ class Int8Linear(nn.Module):
         stacked = torch.cat(split(q) if planes == 2 else (q,)).to(torch.int8)  # [W_hi; W_lo]: (planes N, K)
         self.register_buffer("scale", scale.repeat(planes))
         self.packed = q.device.type == "cpu" and onednn()
+        cuts = torch.linspace(0, planes * self.out_features, lanes + 1).round().long().tolist()
+        self.parts = [self._pack(stacked[a:b], self.scale[a:b]) for a, b in zip(cuts, cuts[1:])]
+
+    def _pack(self, w: torch.Tensor, scale: torch.Tensor) -> tuple:
+        """One part of the weight, ready for `_product`."""
         if self.packed:     # laid out for the CPU's kernel once, for a few rows (a generation step: measured 2x
             # faster for 2 rows and 1.5x for 64 than a layout packed for no row count in particular)
-            self.weight = torch.ops.onednn.qlinear_prepack(stacked, [2, self.in_features])
-            self._zero_points = torch.zeros(planes * self.out_features, dtype=torch.int64)
-        else:               # (K, planes N) for torch._int_mm
-            self.weight = stacked.t().contiguous()
+            return (torch.ops.onednn.qlinear_prepack(w, [2, self.in_features]), scale,
+                    torch.zeros(w.size(0), dtype=torch.int64))
+        return w.t().contiguous(), scale, None     # (K, part) for torch._int_mm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x = x.reshape(-1, shape[-1]).float()                                   # (M, K)
         rows, s_x = quantize_rows(x)
         M, N = x.size(0), self.out_features
-        p = self._product(rows)                                                # (2M, planes N): one read of W
+        p = LANES.map(self._product, rows, self.parts)                         # (2M, planes N): one read of W
         y = torch.add(p[M:], p[:M], alpha=HI)                                  # X W_plane^T s_w, each plane
         if self.planes == 2:
             y = torch.add(y[:, N:], y[:, :N], alpha=HI)                        # HI X W_hi^T + X W_lo^T
         return y.mul_(s_x).view(*shape[:-1], N)
 
-    def _product(self, rows: torch.Tensor) -> torch.Tensor:
-        """(rows - HALF) W_planes^T s_w: the integer sums, then each output channel's scale, element by element."""
+    def _product(self, rows: torch.Tensor, part: tuple) -> torch.Tensor:
+        """(rows - HALF) W_part^T s_w: the integer sums, then each output channel's scale, element by element."""
+        w, scale, zero_points = part
         if self.packed:     # u8 x s8 with zero point HALF; the int32 sums times s_w, as float32
-            return torch.ops.onednn.qlinear_pointwise(rows, 1.0, HALF, self.weight, self.scale, self._zero_points,
+            return torch.ops.onednn.qlinear_pointwise(rows, 1.0, HALF, w, scale, zero_points,
                                                       None, 1.0, 0, torch.float32, "none", [], "")
-        return int_mm((rows.to(torch.int16) - HALF).to(torch.int8), self.weight).float() * self.scale
+        return int_mm((rows.to(torch.int16) - HALF).to(torch.int8), w).float() * scale
 
     def extra_repr(self) -> str:
         bits = 8 if self.planes == 1 else 14
-        return f"in_features={self.in_features}, out_features={self.out_features}, {bits}-bit weights, 14-bit rows"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, {bits}-bit weights, 14-bit rows, "
+                f"{len(self.parts)} part(s)")
+
+
+class Lanes:
+    """Threads that compute the parts of a product at once: the caller's and, per process, one more per extra part
+    (made on first use in each process: a forked compute process has no thread of its parent's)."""
+
+    def __init__(self):
+        self._pool, self._pid = None, None
+
+    def map(self, product, rows: torch.Tensor, parts: list) -> torch.Tensor:
+        if len(parts) == 1:
+            return product(rows, parts[0])
+        if self._pid != os.getpid():
+            self._pool, self._pid = ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="int8-lane"), os.getpid()
+        others = [self._pool.submit(_inference, product, rows, part) for part in parts[1:]]
+        first = product(rows, parts[0])
+        return torch.cat([first, *(f.result() for f in others)], dim=1)
+
+
+def _inference(product, rows: torch.Tensor, part: tuple) -> torch.Tensor:
+    with torch.inference_mode():       # a thread's own mode: the caller's does not carry over
+        return product(rows, part)
+
+
+LANES = Lanes()

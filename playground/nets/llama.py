@@ -335,10 +335,11 @@ class Llama(nn.Module):
                 module.weight.data = module.weight.data.half()
         return self
 
-    def int8(self, planes: int = 2) -> "Llama":
+    def int8(self, planes: int = 2, lanes: int = 1) -> "Llama":
         """The serving twin (nets/int8.py): every matrix and the tied output layer as Int8Linear (weights in
-        `planes` int8 planes: 2, 14 bits, as exact as fp16; 1, 8 bits, half the bytes), whose rows do not depend on
-        each other; the norms and the embedding are this model's own tensors, shared."""
+        `planes` int8 planes: 2, 14 bits, as exact as fp16; 1, 8 bits, half the bytes; each product cut into `lanes`
+        parts computed at once), whose rows do not depend on each other; the norms and the embedding are this
+        model's own tensors, shared."""
         with torch.device("meta"):
             twin = Llama(dataclasses.replace(self.config, tie_word_embeddings=False))
         twin.model.embed_tokens, twin.model.norm = self.model.embed_tokens, self.model.norm
@@ -346,16 +347,16 @@ class Llama(nn.Module):
             mine.input_layernorm = theirs.input_layernorm
             mine.post_attention_layernorm = theirs.post_attention_layernorm
             attn, mlp = theirs.self_attn, theirs.mlp     # the products of one input as one: one read of x's rows
-            mine.self_attn.qkv_proj = Int8Linear(torch.cat([attn.q_proj.weight, attn.k_proj.weight,
-                                                            attn.v_proj.weight]), planes)
-            mine.self_attn.o_proj = Int8Linear(attn.o_proj.weight, planes)
-            mine.mlp.gate_up_proj = Int8Linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), planes)
-            mine.mlp.down_proj = Int8Linear(mlp.down_proj.weight, planes)
+            qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
+            mine.self_attn.qkv_proj = Int8Linear(qkv, planes, lanes)
+            mine.self_attn.o_proj = Int8Linear(attn.o_proj.weight, planes, lanes)
+            mine.mlp.gate_up_proj = Int8Linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), planes, lanes)
+            mine.mlp.down_proj = Int8Linear(mlp.down_proj.weight, planes, lanes)
             for part, names in ((mine.self_attn, ("q_proj", "k_proj", "v_proj")), (mine.mlp, ("gate_proj", "up_proj"))):
                 for name in names:
                     delattr(part, name)                  # their meta placeholders
         twin.lm_head = Int8Linear(self.model.embed_tokens.weight if self.config.tie_word_embeddings
-                                  else self.lm_head.weight, planes)
+                                  else self.lm_head.weight, planes, lanes)
         return twin.eval().requires_grad_(False)
 
     def unembed(self, h: torch.Tensor) -> torch.Tensor:

@@ -54,7 +54,8 @@ class Refused(generation.GenerationError):
 
 @dataclass(eq=False)
 class Request:
-    """One generation: its prompt, rule and seed in; its steps (sampling.step_record) out through `steps`."""
+    """One generation: its prompt, rule and seed in; its steps out through `steps`, each as (the distribution, the
+    token), made a sampling.step_record by its reader."""
 
     ids: list[int]
     n: int                                  # new tokens at most
@@ -122,7 +123,7 @@ class Engine:
             while (step := request.steps.get()) is not _END:
                 if isinstance(step, BaseException):
                     raise step
-                yield step
+                yield sampling.step_record(*step)   # on the reader's thread: the engine's goes on stepping
         finally:
             request.cancelled = True
 
@@ -216,7 +217,7 @@ class Engine:
         request.made += 1
         request.last = token
         self.stats["tokens"] += 1
-        request.steps.put(sampling.step_record(d, token))
+        request.steps.put((d, token))
 
     def _finish(self, done: list[Request]) -> None:
         if not done:
@@ -325,7 +326,7 @@ def cost(m, questions: int = 6) -> dict:
     requests = [engine.submit(ids_, COST_TOKENS, greedy, 0, stop) for ids_ in prompts]   # decoded as one batch
     same, agreed, total = 0, 0, 0
     for request, prompt in zip(requests, prompts):
-        ours = [step["token"] for step in iter(request.steps.get, _END)]
+        ours = [token for _, token in iter(request.steps.get, _END)]
         with torch.inference_mode():
             theirs = [s["token"] for s in sampling.stream(m.model, torch.tensor([prompt]), COST_TOKENS, temperature=0,
                                                           stop=stop)]

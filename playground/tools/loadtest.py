@@ -286,6 +286,11 @@ class BrowserHallResult(HallResult):
     page_bytes: int = 0                                # bytes of one page as sent (compressed if the server does)
     load_events: list = field(default_factory=list)    # seconds of each event a page sends when it opens
     first_update: list = field(default_factory=list)   # streamed actions: seconds to their first shown step
+    generations: list = field(default_factory=list)    # Generation's: (start, first token, end (s), tokens)
+
+
+# What Generation shows before its first token (ui/generation_tab.waiting): a place in the queue, not a token
+WAITING = (b"Waiting for a place", b"Starting beside", b"was asked for a moment ago")
 
 
 SCRIPT = re.compile(r'(?:src|href)="\./(assets/[^"]+\.(?:js|css))"')  # the page's own scripts and style sheets
@@ -319,23 +324,29 @@ def _failure(message: bytes) -> str | None:
 
 
 async def queue_event(client, page: Page, fn_index: int, data: list, session: str,
-                      event_data: dict | None = None) -> tuple[float | None, str | None]:
+                      event_data: dict | None = None, generation: list | None = None) -> tuple[float | None, str | None]:
     """One event through the page's protocol: POST queue/join, then the session's stream (queue/data) up to
-    the event's `process_completed`. (seconds to the first streamed step or None, an error or None)."""
+    the event's `process_completed`. (seconds to the first streamed step or None, an error or None). `generation`
+    (a Generation event's): receives (when it started, seconds to its first token, to its end, its tokens)."""
     body = {"data": data, "event_data": event_data, "fn_index": fn_index, "trigger_id": None, "session_hash": session}
     started = time.perf_counter()
     joined = await client.post("gradio_api/queue/join", json=body)
     if joined.status_code != 200:
         return None, f"join {joined.status_code}: {joined.text[:200]}"
     event = joined.json()["event_id"]
-    first = None
+    first = token = None
     async with client.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
         async for kind, about, message in stream_messages(stream):
             if about != event:
                 continue
             if kind == "process_generating" and first is None:
                 first = time.perf_counter() - started
+            if kind == "process_generating" and token is None and not any(w in message for w in WAITING):
+                token = time.perf_counter() - started
             if kind == "process_completed":
+                if generation is not None:  # the first token (or the answer itself), the last, the steps (JSON's)
+                    generation.append((started, token or time.perf_counter() - started,
+                                       time.perf_counter() - started, message.count(b'"p_model"')))
                 return first, _failure(message)
     return first, "the stream closed before the event completed"
 
@@ -448,7 +459,8 @@ def browser_hall(url: str, students: int = 200, think: float = 10.0, seconds: fl
             own = {**(own or {}), parameter: names[model]}
         started = time.perf_counter()
         try:
-            first, error = await queue_event(client, page, dependency["id"], page.data(dependency, own), session)
+            first, error = await queue_event(client, page, dependency["id"], page.data(dependency, own), session,
+                                             generation=result.generations if name == "generate" else None)
         except Exception as err:  # noqa: BLE001 - every failure is the finding
             first, error = None, f"{type(err).__name__}: {str(err)[:300]}"
         took = time.perf_counter() - started
