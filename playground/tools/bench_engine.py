@@ -9,6 +9,7 @@ Through a served app: N students' `/generate` calls at once over HTTP, the path 
 
 from __future__ import annotations
 
+import statistics
 import threading
 import time
 
@@ -105,3 +106,25 @@ def engine_rows(tokens: int = TOKENS) -> list[tuple]:
     finally:
         torch.set_num_threads(threads)
     return rows
+
+
+def generation_rows(name: str, result, ms, p95) -> list[tuple]:
+    """The class's own generations (Generation's events): how many finished of those asked, each one's first token
+    (its wait for a place included), its end, and its tokens a second once the first came. `ms`, `p95`: how
+    bench_served formats and takes percentiles."""
+    done = getattr(result, "generations", [])
+    if not done:
+        return []
+    asked = len(done) + sum(1 for endpoint, _ in result.errors if endpoint == "generate")
+    first, end = sorted(g[1] for g in done), sorted(g[2] for g in done)
+    speed = sorted(g[3] / (g[2] - g[1]) for g in done if g[3] > 1 and g[2] > g[1])
+    slowest = speed[min(len(speed) - 1, round(0.05 * (len(speed) - 1)))] if speed else None
+    return [(f"  {name}: generations finished, of those asked", f"{len(done)} of {asked}", "", "all",
+             len(done) == asked),
+            (f"  {name}: a generation's first token (its wait for a place included)", ms(statistics.median(first)),
+             ms(p95(first)), "p95 ≤ 2 s", p95(first) <= 2),
+            (f"  {name}: a generation done ({statistics.mean(g[3] for g in done):.0f} tokens on average)",
+             ms(statistics.median(end)), ms(p95(end)), "p95 ≤ 30 s", p95(end) <= 30),
+            (f"  {name}: a student's tokens a second after the first (p50; the slowest 5%'s)",
+             f"{statistics.median(speed):.1f}/s" if speed else "", f"{slowest:.1f}/s" if speed else "", "≥ 8/s",
+             slowest is not None and slowest >= 8)]

@@ -14,6 +14,7 @@ import time
 
 from playground.analysis import patching, steering
 from playground.tools.balancer import free_port
+from playground.tools.bench_engine import generation_rows
 from playground.tools.bench import (ALL, BPE_TABLE, ROOT, TEXT_32, TEXT_LONG, fill_mask_calls, ms, seq2seq_calls,
                                     time_calls)
 
@@ -227,7 +228,7 @@ def _hall_rows(protocol: str, students: int, think: float, seconds: float, resul
         first = sorted(result.first_update)
         rows.append((f"  {name}: streamed actions, first update shown (a step, or how many wait ahead) ({len(first)})",
                      ms(statistics.median(first)), ms(_p95(first)), "", None))
-    rows += _generation_rows(name, result)
+    rows += generation_rows(name, result, ms, _p95)
     rows += [(f"  {name}: CPU of the server / of this driver, on the same cores (s per s of the class)",
               f"{result.server_cpu / result.wall:.2f} / {result.driver_cpu / result.wall:.2f}", "", "", None),
              (f"  {name}: server resident memory at the end", f"{rss:,.0f} MB", "", "≤ 1,536 MB", rss <= 1536),
@@ -241,27 +242,6 @@ def _hall_rows(protocol: str, students: int, think: float, seconds: float, resul
     for endpoint, message in result.errors[:5]:
         print(f"{name} error: {endpoint}: {message}", file=sys.stderr)
     return rows
-
-
-def _generation_rows(name: str, result) -> list[tuple]:
-    """The class's own generations (Generation's events): how many finished of those asked, each one's first token
-    (its wait for a place included), its end, and its tokens a second once the first came."""
-    done = getattr(result, "generations", [])
-    if not done:
-        return []
-    asked = len(done) + sum(1 for endpoint, _ in result.errors if endpoint == "generate")
-    first, end = sorted(g[1] for g in done), sorted(g[2] for g in done)
-    speed = sorted(g[3] / (g[2] - g[1]) for g in done if g[3] > 1 and g[2] > g[1])
-    slowest = speed[min(len(speed) - 1, round(0.05 * (len(speed) - 1)))] if speed else None
-    return [(f"  {name}: generations finished, of those asked", f"{len(done)} of {asked}", "", "all",
-             len(done) == asked),
-            (f"  {name}: a generation's first token (its wait for a place included)", ms(statistics.median(first)),
-             ms(_p95(first)), "p95 ≤ 2 s", _p95(first) <= 2),
-            (f"  {name}: a generation done ({statistics.mean(g[3] for g in done):.0f} tokens on average)",
-             ms(statistics.median(end)), ms(_p95(end)), "p95 ≤ 30 s", _p95(end) <= 30),
-            (f"  {name}: a student's tokens a second after the first (p50; the slowest 5%'s)",
-             f"{statistics.median(speed):.1f}/s" if speed else "", f"{slowest:.1f}/s" if speed else "", "≥ 8/s",
-             slowest is not None and slowest >= 8)]
 
 
 def _p95(ordered: list[float]) -> float | None:

@@ -288,9 +288,7 @@ class BrowserHallResult(HallResult):
     first_update: list = field(default_factory=list)   # streamed actions: seconds to their first shown step
     generations: list = field(default_factory=list)    # Generation's: (start, first token, end (s), tokens)
 
-
-# What Generation shows before its first token (ui/generation_tab.waiting): a place in the queue, not a token
-WAITING = (b"Waiting for a place", b"Starting beside", b"was asked for a moment ago")
+WAITING = (b"Waiting for a place", b"Starting beside", b"was asked for a moment ago")  # generation_tab.waiting's
 
 
 SCRIPT = re.compile(r'(?:src|href)="\./(assets/[^"]+\.(?:js|css))"')  # the page's own scripts and style sheets
@@ -324,7 +322,8 @@ def _failure(message: bytes) -> str | None:
 
 
 async def queue_event(client, page: Page, fn_index: int, data: list, session: str,
-                      event_data: dict | None = None, generation: list | None = None) -> tuple[float | None, str | None]:
+                      event_data: dict | None = None,
+                      generation: list | None = None) -> tuple[float | None, str | None]:
     """One event through the page's protocol: POST queue/join, then the session's stream (queue/data) up to
     the event's `process_completed`. (seconds to the first streamed step or None, an error or None). `generation`
     (a Generation event's): receives (when it started, seconds to its first token, to its end, its tokens)."""
@@ -344,9 +343,9 @@ async def queue_event(client, page: Page, fn_index: int, data: list, session: st
             if kind == "process_generating" and token is None and not any(w in message for w in WAITING):
                 token = time.perf_counter() - started
             if kind == "process_completed":
-                if generation is not None:  # the first token (or the answer itself), the last, the steps (JSON's)
-                    generation.append((started, token or time.perf_counter() - started,
-                                       time.perf_counter() - started, message.count(b'"p_model"')))
+                if generation is not None:  # the first token (or the answer itself), the end, the JSON's steps
+                    end = time.perf_counter() - started
+                    generation.append((started, token or end, end, message.count(b'"p_model"')))
                 return first, _failure(message)
     return first, "the stream closed before the event completed"
 
