@@ -21,7 +21,7 @@ from playground.tools.bench import (RACE_REFERENCE_S, RACE_TARGET, REFERENCE_ARG
                                     tool_round_trip_rows, training_race)
 from playground.tools.bench_browser import browser_rows
 from playground.tools.bench_causal import causal_rows
-from playground.tools.bench_engine import engine_rows
+from playground.tools.bench_engine import engine_rows, gpt_rows
 from playground.tools.bench_follow import follow_rows
 from playground.tools.bench_rooms import rooms_rows
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
             "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5)),
             "rooms_only": rooms_rows, "classify_only": lambda: classify_rows(args.runs),
             "every_tab_only": every_tab_rows, "follow_only": follow_rows,
-            "browser_only": lambda: browser_rows(min(args.runs, 10)), "engine_only": engine_rows}
+            "browser_only": lambda: browser_rows(min(args.runs, 10)), "engine_only": lambda: [*engine_rows(), *gpt_rows()]}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("a new prompt's 200 tokens (Generation's handler) alone", f"{alone:.2f} s", "", "", None))
     rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
-    rows += [*smollm2_rows(), *engine_rows(), *hub_rows(), *tool_round_trip_rows(), *smollm2_memory_rows(),
+    rows += [*smollm2_rows(), *engine_rows(), *gpt_rows(), *hub_rows(), *tool_round_trip_rows(), *smollm2_memory_rows(),
              *heads_rows(args.runs),
              *causal_rows(min(args.runs, 5))]  # SmolLM2, heads, the Causal lab
     rows.extend(finetune_rows())

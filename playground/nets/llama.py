@@ -188,13 +188,12 @@ class Attention(nn.Module):
         q, k, v = self.project(x[0])
         q = rotate(q.view(N, nh, hs), cos, sin) * (1 / math.sqrt(hs))   # (N, nh, hs), divided by sqrt(d_k) once
         k = rotate(k.view(N, nkv, hs), cos, sin)                         # (N, nkv, hs)
-        v = v.view(N, nkv, hs)
+        kv = torch.stack([k, v.view(N, nkv, hs)]).transpose(1, 2)        # (2, nkv, N, hs): each row's to keep
         out, start = [], 0          # each row over its own cache: a Python loop, so no row's sums depend on another's
         for cache, t0, n in zip(rows.caches, rows.starts, rows.lengths):
-            keys, values = cache.k[rows.layer], cache.v[rows.layer]   # (nkv, capacity, hs)
-            keys[:, t0:t0 + n] = k[start:start + n].transpose(0, 1)    # written in place: (nkv, n, hs)
-            values[:, t0:t0 + n] = v[start:start + n].transpose(0, 1)
-            out.append(grouped_attention(q[start:start + n], keys[:, :t0 + n], values[:, :t0 + n], t0))
+            mine = cache.kv[rows.layer]                                  # (2, nkv, capacity, hs)
+            mine[:, :, t0:t0 + n] = kv[:, :, start:start + n]            # written in place
+            out.append(grouped_attention(q[start:start + n], mine[0, :, :t0 + n], mine[1, :, :t0 + n], t0))
             start += n
         return self.o_proj(torch.cat(out)[None])                    # Concat(heads): (1, N, nh hs), then W^O
 
@@ -223,17 +222,24 @@ class RowCache:
     """One sequence's keys and values in every layer, in buffers of a fixed capacity written in place (a
     generation step copies nothing already there): the serving engine's KV cache of one row."""
 
-    k: list[torch.Tensor]   # per layer (n_kv_head, capacity, head_dim)
-    v: list[torch.Tensor]
+    kv: list[torch.Tensor]  # per layer (2, n_kv_head, capacity, head_dim): its keys [0] and values [1]
     length: int = 0         # positions filled
 
     @property
+    def k(self) -> list[torch.Tensor]:
+        return [t[0] for t in self.kv]
+
+    @property
+    def v(self) -> list[torch.Tensor]:
+        return [t[1] for t in self.kv]
+
+    @property
     def capacity(self) -> int:
-        return self.k[0].size(1)
+        return self.kv[0].size(2)
 
     @property
     def nbytes(self) -> int:
-        return sum(t.nbytes for t in self.k + self.v)
+        return sum(t.nbytes for t in self.kv)
 
 
 @dataclass
@@ -413,10 +419,9 @@ class Llama(nn.Module):
     def row_cache(self, capacity: int) -> RowCache:
         """An empty KV cache for one sequence of at most `capacity` positions (step_rows)."""
         c = self.config
-        shape = (c.n_kv_head, min(capacity, c.n_positions), c.head_dim)
+        shape = (2, c.n_kv_head, min(capacity, c.n_positions), c.head_dim)
         device = self.model.embed_tokens.weight.device
-        return RowCache([torch.zeros(shape, device=device) for _ in range(c.n_layer)],
-                        [torch.zeros(shape, device=device) for _ in range(c.n_layer)])
+        return RowCache([torch.empty(shape, device=device) for _ in range(c.n_layer)])  # read only where written
 
     def step_rows(self, new: list[torch.Tensor], caches: list[RowCache]) -> torch.Tensor:
         """Continuous batching's step (Yu et al. 2022, Orca): each piece of new tokens (1-D id tensors of any

@@ -27,6 +27,7 @@ keep the exact model.
 
 from __future__ import annotations
 
+import atexit
 import os
 import queue
 import threading
@@ -84,11 +85,12 @@ class Engine:
     def __init__(self, model, context: int | None, max_rows: int = MAX_ROWS, prefix_bytes: int = PREFIX_BYTES):
         self.model, self.context, self.max_rows = model, context, max_rows
         self.chunk = getattr(model, "chunk", CHUNK)    # None: a prompt enters whole, and no prefix is kept
-        self.prefixes: Bounded[tuple] = Bounded(prefix_bytes, size=lambda kv: sum(t.nbytes for t in kv[0] + kv[1]))
+        self.prefixes: Bounded[tuple] = Bounded(prefix_bytes, size=lambda kv: sum(t.nbytes for t in kv))
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self._wake = threading.Condition()
         self._pid = None                    # the process whose thread steps (a fork starts its own)
+        self._thread, self._closing = None, False
         self.stats = {"steps": 0, "tokens": 0, "prefilled": 0, "prefix_hits": 0, "busy_seconds": 0.0}
 
     # ---- what a caller sees
@@ -134,13 +136,27 @@ class Engine:
             self._pid = os.getpid()
             self.waiting.clear()
             self.running.clear()
-            threading.Thread(target=self._loop, name="generation-engine", daemon=True).start()
+            self._closing = False
+            self._thread = threading.Thread(target=self._loop, name="generation-engine", daemon=True)
+            self._thread.start()
+            atexit.register(self.close)
+
+    def close(self) -> None:
+        """Stop stepping at the end of the current step (at the process's exit: a thread left inside a torch
+        operation while the interpreter tears torch down aborts the process)."""
+        with self._wake:
+            self._closing = True
+            self._wake.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
 
     def _loop(self) -> None:
         while True:
             with self._wake:
-                while not self.waiting and not self.running:
+                while not self.waiting and not self.running and not self._closing:
                     self._wake.wait()
+                if self._closing:
+                    return
                 while self.waiting and len(self.running) < self.max_rows:
                     self._admit(self.waiting.popleft())
             started = time.perf_counter()
@@ -164,8 +180,8 @@ class Engine:
             if kept is None:
                 break
             span = slice((block - 1) * CHUNK, block * CHUNK)
-            for layer, (k, v) in enumerate(zip(*kept)):
-                request.cache.k[layer][:, span], request.cache.v[layer][:, span] = k, v
+            for mine, theirs in zip(request.cache.kv, kept):
+                mine[:, :, span] = theirs
             request.cache.length = block * CHUNK
         self.stats["prefix_hits"] += request.cache.length // CHUNK
         self.running.append(request)
@@ -208,7 +224,7 @@ class Engine:
             key = tuple(request.ids[:block * CHUNK])
             if key not in self.prefixes:
                 span = slice((block - 1) * CHUNK, block * CHUNK)
-                self.prefixes.put(key, ([k[:, span].clone() for k in cache.k], [v[:, span].clone() for v in cache.v]))
+                self.prefixes.put(key, [kv[:, :, span].clone() for kv in cache.kv])   # each layer's
 
     def _emit(self, request: Request, logits: torch.Tensor) -> None:
         """Sample the row's next token by its own rule and generator, as sampling.stream does, and hand it over."""

@@ -54,6 +54,48 @@ def _class(engine, prompts: list[list[int]], tokens: int) -> dict:
 CONFIGS = ((2, 1, STREAMS), (2, 2, (1, 32)), (1, 1, (1, 32)))   # weight planes, torch threads, streams
 
 
+def gpt_rows(tokens: int = TOKENS) -> list[tuple]:
+    """Our GPT through the same door (serving/engine.Alone: row by row, each row's own step): the class's tokens a
+    second against concurrent streams, each student a line of the corpus sample as a prompt; beside them one
+    generation decoding alone (`sampling.stream`), on one of torch's threads as a compute lane."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)                  # as a compute lane runs (ui/workers.share_cores)
+    try:
+        return _gpt_rows(tokens)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _gpt_rows(tokens: int) -> list[tuple]:
+    import torch
+
+    from playground import checkpoints
+    from playground.analysis import sampling
+    from playground.serving.engine import Alone, Engine
+
+    m = checkpoints.load(checkpoints.ROOT / "models" / "gpt-shakespeare")
+    lines = [line for line in (checkpoints.ASSETS_DIR / "corpus_sample.txt").read_text().splitlines() if line][:64]
+    prompts = [m.tokenizer.encode(line[:60]).ids for line in lines]
+    with torch.inference_mode():
+        ids = torch.tensor([prompts[0]])
+        list(sampling.stream(m.model, ids, 4, seed=0, **RULE))                    # warm up
+        started = time.perf_counter()
+        n = len(list(sampling.stream(m.model, ids, tokens, seed=0, **RULE)))
+    rows = [(f"generation engine: our GPT (gpt-shakespeare), lines of the corpus sample, {tokens} tokens each", "", "",
+             "", None),
+            ("  one generation decoding alone (sampling.stream), 1 thread", f"{n / (time.perf_counter() - started):.0f} tokens/s",
+             "", "", None)]
+    engine = Engine(Alone(m.model), None)
+    for count in STREAMS:
+        result = _class(engine, [prompts[i % len(prompts)] for i in range(count)], tokens)
+        rows.append((f"    {count} stream(s): the class's tokens/s (each student's p50; first token p95)",
+                     f"{result['class']:.0f} tokens/s", f"{result['each_p50']:.1f}/s; {result['first_p95']:.2f} s",
+                     "", None))
+    return rows
+
+
 def engine_rows(tokens: int = TOKENS) -> list[tuple]:
     """The engine as served (14-bit weights, one torch thread: a compute lane's), then with both cores' threads, then
     with 8-bit weights; beside them one generation decoding alone as before the engine."""
