@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
             "heads_only": lambda: heads_rows(args.runs), "causal_only": lambda: causal_rows(min(args.runs, 5)),
             "rooms_only": rooms_rows, "classify_only": lambda: classify_rows(args.runs),
             "every_tab_only": every_tab_rows, "follow_only": follow_rows,
-            "browser_only": lambda: browser_rows(min(args.runs, 10)), "engine_only": lambda: [*engine_rows(), *gpt_rows()]}
+            "browser_only": lambda: browser_rows(min(args.runs, 10)),
+            "engine_only": lambda: [*engine_rows(), *gpt_rows()]}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)

@@ -85,8 +85,8 @@ def _gpt_rows(tokens: int) -> list[tuple]:
         n = len(list(sampling.stream(m.model, ids, tokens, seed=0, **RULE)))
     rows = [(f"generation engine: our GPT (gpt-shakespeare), lines of the corpus sample, {tokens} tokens each", "", "",
              "", None),
-            ("  one generation decoding alone (sampling.stream), 1 thread", f"{n / (time.perf_counter() - started):.0f} tokens/s",
-             "", "", None)]
+            ("  one generation decoding alone (sampling.stream), 1 thread",
+             f"{n / (time.perf_counter() - started):.0f} tokens/s", "", "", None)]
     engine = Engine(Alone(m.model), None)
     for count in STREAMS:
         result = _class(engine, [prompts[i % len(prompts)] for i in range(count)], tokens)
