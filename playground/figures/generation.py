@@ -206,8 +206,9 @@ def smollm2_card_markdown(card: dict, shape: tuple[int, int, int], reason: str) 
                  "both are here: *Measure the gap* loads each in fp32 (about 1 GB for the time it takes) and "
                  "compares them on the held-out text."))
     lines.append("**How its answers are served:** a class's generations decode together, one step for every "
-                 "student at once, on a twin of the model in integer arithmetic (weights in 14 bits per channel, "
-                 "each row's activations in 14 bits at its own scale), so that a seeded answer is the same alone "
+                 "student at once, on a twin of the model in integer arithmetic (weights in 8 bits per channel, or "
+                 "14 where the server sets it, each row's activations in 14 bits at its own scale), so that a seeded "
+                 "answer is the same alone "
                  "or beside any others. Attention, the logit lens and the Causal lab read the model itself. "
                  "*Measure the engine's cost* compares the two now.")
     return "\n\n".join(lines)
@@ -215,7 +216,8 @@ def smollm2_card_markdown(card: dict, shape: tuple[int, int, int], reason: str) 
 
 def engine_cost_markdown(result: dict) -> str:
     """The serving engine's cost against the model itself (serving/engine.cost), with its date and protocol."""
-    return (f"**Measured {result['date']}** in {result['seconds']} s. Next-token distributions on "
+    return (f"**Measured {result['date']}** in {result['seconds']} s, {result['weights']}. Next-token "
+            f"distributions on "
             f"{result['text_tokens']} tokens: mean KL {result['kl']:.3g} nats, top-1 agreement "
             f"{result['top1_agreement']:.2%}, largest logit difference {result['max_logit_diff']:.3f}. Greedy answers: "
             f"{result['identical_answers']} of {result['questions']} identical "

@@ -293,16 +293,26 @@ COST_TEXT_TOKENS = 192   # of the shipped corpus sample, for the next-token dist
 COST_TOKENS = 24         # greedy tokens of each question
 
 
+def weight_bits() -> int:
+    """The bits of a weight in the served twin: PLAYGROUND_ENGINE_BITS, 8 (one int8 plane) or 14 (two: as exact as
+    fp16, for twice the bytes and arithmetic). The default is 8, chosen by measurement (docs/performance.md: the
+    class's tokens a second at 32 streams, against the next-token KL `cost` shows in the model's card)."""
+    bits = os.environ.get("PLAYGROUND_ENGINE_BITS", "8")
+    if bits not in ("8", "14"):
+        raise ValueError(f"PLAYGROUND_ENGINE_BITS is {bits!r}: 8 or 14")
+    return int(bits)
+
+
 def for_model(m) -> Engine:
     """The engine serving `m` (a registry record of a causal LM), made on its first use in this process. A model
     with batched rows (nets/llama.Llama: `int8`, `row_cache`, `step_rows`) is served through its int8 twin
-    (nets/int8.py; SmolLM2's, 270 MB in two planes), built by the process that generates (a server's slow compute
-    process) when its first generation asks, and kept there; any other steps row by row (Alone)."""
+    (nets/int8.py, weight_bits(); SmolLM2's, 135 MB in 8 bits), built by the process that generates (a server's
+    slow compute process) when its first generation asks, and kept there; any other steps row by row (Alone)."""
     with _engines_lock:
         engine = _engines.get(id(m.model))
         if engine is None:
             if hasattr(m.model, "int8"):
-                engine = Engine(m.model.int8(), m.config.n_positions)
+                engine = Engine(m.model.int8(planes=1 if weight_bits() == 8 else 2), m.config.n_positions)
                 heap.release()  # the float and int32 copies the quantization made (the output layer's: 113 MB each)
             else:
                 engine = Engine(Alone(m.model), None)
@@ -349,7 +359,8 @@ def cost(m, questions: int = 6) -> dict:
         first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
         same += ours == theirs
         agreed, total = agreed + first, total + len(theirs)
-    return {"date": datetime.date.today().isoformat(), "weights": "14-bit integer planes (nets/int8.py)",
+    bits = 8 if engine.model.lm_head.planes == 1 else 14
+    return {"date": datetime.date.today().isoformat(), "weights": f"{bits}-bit integer weights (nets/int8.py)",
             "kl": float(f"{float((p.exp() * (p - q)).sum(-1).mean()):.3g}"),
             "top1_agreement": round(float((exact.argmax(-1) == served.argmax(-1)).float().mean()), 4),
             "max_logit_diff": round(float((exact - served).abs().max()), 4), "text_tokens": ids.size(1),
