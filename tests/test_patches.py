@@ -271,3 +271,15 @@ def test_the_launch_settings_check_the_private_structures_first(monkeypatch):
     with pytest.raises(PatchError, match="'queue-streams'"):
         ui.launch_settings(demo)
 
+
+# -- one inventory
+
+def test_docs_upstream_lists_every_patch_and_links_drafts_that_exist():
+    table = (ROOT / "docs" / "upstream.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| `([a-z-]+)` \|", table, flags=re.M))
+    assert rows == set(gradio_check.PATCHES), "docs/upstream.md's table and gradio_check.PATCHES differ"
+    assert {fix.patch for _, fix in FIXES} <= set(gradio_check.PATCHES)
+    for target in re.findall(r"\]\((upstream/[^)#\s]+)", table):
+        assert (ROOT / "docs" / target).exists(), target
+    assert "docs/upstream.md" in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8") or \
+        "(upstream.md)" in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
