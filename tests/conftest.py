@@ -47,9 +47,11 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def app_url():
-    """The real app, launched once on localhost for the API and browser tests."""
+    """The real app, launched once on localhost for the API and browser tests, in this process configured as
+    `python app.py` configures it (app.configure_process: Gradio's patches, threads, the generation engine)."""
     import app
 
+    app.configure_process()
     port = free_port()
     app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     yield f"http://127.0.0.1:{port}/"

@@ -20,6 +20,8 @@ from tests.fuzzing import accepts, numbers, texts
 
 import app  # noqa: E402  (the real app: its endpoints are what users reach)
 
+app.configure_process()  # as `python app.py` serves them: Gradio's patches, torch's threads, the generation engine
+
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
 LONG = st.tuples(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=40),  # ~100 kB of one piece
                  st.integers(20_000, 100_000)).map(lambda t: (t[0] * (t[1] // len(t[0]) + 1))[:t[1]])

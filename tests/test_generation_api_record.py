@@ -66,15 +66,21 @@ def _digest(html) -> str:
 
 
 def answers(names: list[str]) -> dict:
-    """The answers on one thread (see above)."""
+    """The answers on one thread, each model decoding alone (see above), as the record was made: a served app's
+    configuration earlier in this process (ui/process.configure) installs the generation engine, which would answer
+    SmolLM2's in its batches otherwise."""
     import torch
 
-    threads = torch.get_num_threads()
+    from playground.analysis import generation
+
+    threads, engines = torch.get_num_threads(), dict(generation.ENGINES)
     torch.set_num_threads(1)
+    generation.ENGINES.clear()
     try:
         return _answers(names)
     finally:
         torch.set_num_threads(threads)
+        generation.ENGINES.update(engines)
 
 
 def _answers(names: list[str]) -> dict:

@@ -16,6 +16,15 @@ from playground.tools import loadtest
 from playground.ui import common
 
 
+@pytest.fixture
+def configured():
+    """This process configured as a served app's is (ui/process.configure: Gradio's patches, each checked first, the
+    switch interval, torch's threads): what the tests that ask for it check is that configuration's doing."""
+    from playground.ui import process
+
+    process.configure()
+
+
 @pytest.mark.timeout(600)
 def test_twenty_users_at_once_get_every_endpoint_without_an_error(app_url):
     names = loadtest.endpoint_arguments(app_url)
@@ -46,13 +55,12 @@ def test_the_queue_is_set_deliberately():
     assert app.demo._queue.max_size == ui.QUEUE_SIZE
 
 
-def test_a_skip_is_passed_on_without_rebuilding_its_component(monkeypatch):
+def test_a_skip_is_passed_on_without_rebuilding_its_component(configured, monkeypatch):
     """A bare gr.skip() reaches the page as Gradio sends it, {"__type__": "update"}, without Gradio building a new
     instance of its component (ui.patches._skip_without_rebuilding: the link's restore sends ~60 on every page
     open); the other outputs are postprocessed as before."""
     import asyncio
 
-    import app  # noqa: F401 - the app's build applies the patches
     from gradio.blocks import Blocks
 
     with gr.Blocks() as demo:
@@ -67,14 +75,13 @@ def test_a_skip_is_passed_on_without_rebuilding_its_component(monkeypatch):
     assert not built, "a Textbox was rebuilt for a skip"
 
 
-def test_an_update_reads_its_components_signature_once_and_sends_what_gradio_sends(monkeypatch):
+def test_an_update_reads_its_components_signature_once_and_sends_what_gradio_sends(configured, monkeypatch):
     """An update rebuilds its component for the session (Gradio's way), reading the constructor's signature once per
     constructor, not once per update (ui.patches._read_each_signature_once: a followed view's first answer rebuilds
     four, 200 followers 800); what goes out and the session's rebuilt component are as before."""
     import asyncio
     import inspect
 
-    import app  # noqa: F401 - the app's build applies the patches
     from gradio import component_meta
     from gradio.blocks import Blocks
     from gradio.state_holder import SessionState
@@ -100,7 +107,7 @@ def test_an_update_reads_its_components_signature_once_and_sends_what_gradio_sen
     assert answers[-1] == answer("<p>three</p>") and answers[0] != answers[-1]
 
 
-def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
+def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop(configured):
     """demo.close() sets the app's stop event (an asyncio.Event the pages' heartbeat streams wait on) in the loop
     that waits on it, not from the closing thread, where the loop's own changes to its waiters made it fail once
     ("deque mutated during iteration", the port left open: ui.patches._stop_in_the_servers_loop); its waiter wakes.
@@ -110,7 +117,6 @@ def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
     import time
     from types import SimpleNamespace
 
-    import app  # noqa: F401 - the app's build applies the patches
     from gradio.blocks import Blocks
 
     loop = asyncio.new_event_loop()
@@ -133,7 +139,7 @@ def test_closing_the_server_sets_its_stop_event_in_the_servers_own_loop():
         loop.close()
 
 
-def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
+def test_plain_values_are_postprocessed_inline_as_gradio_would(configured, monkeypatch):
     """Plain values for components whose postprocess only casts them are postprocessed without Gradio's thread hops
     (ui.patches._plain: a followed view's 70 values cost 14 ms a page that way, 3 ms this way); what goes out is
     what Gradio's own postprocess_data sends, a value outside a component's choices, lists (a CheckboxGroup's, a
@@ -142,7 +148,6 @@ def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
     import copy
 
     import anyio
-    import app  # noqa: F401 - the app's build applies the patches
     from gradio.blocks import Blocks
 
     with gr.Blocks() as demo:
@@ -163,18 +168,16 @@ def test_plain_values_are_postprocessed_inline_as_gradio_would(monkeypatch):
     assert not hops, f"plain values went through Gradio's worker threads: {hops}"
 
 
-def test_python_s_lock_is_handed_over_within_a_fifth_of_a_millisecond():
+def test_python_s_lock_is_handed_over_within_a_fifth_of_a_millisecond(configured):
     """A new prompt's generation beside a thread that runs Python (the server's event loop under a lecture hall)
     takes Python's lock back about 10,000 times; with Python's default switch interval (5 ms) 200 tokens took 110 s
-    instead of 0.6 s (ui.patches._hand_the_lock_over_sooner; the bench's row measures it)."""
+    instead of 0.6 s (ui.process._hand_the_lock_over_sooner; the bench's row measures it)."""
     import sys
-
-    import app  # noqa: F401 - building the app applies the patches
 
     assert sys.getswitchinterval() <= 0.0002
 
 
-def test_each_computation_at_once_gets_its_share_of_the_cores():
+def test_each_computation_at_once_gets_its_share_of_the_cores(configured):
     """Three computations at once on two cores each run on one of torch's threads (ui.workers.share_cores): with
     torch's default of every core each, their threads spin waiting for each other (a new prompt's 200 tokens
     took 18 s instead of 1.3 s)."""
@@ -182,7 +185,6 @@ def test_each_computation_at_once_gets_its_share_of_the_cores():
 
     import torch
 
-    import app  # noqa: F401 - building the app sets it
     from playground.ui import demo as ui
 
     cores = len(os.sched_getaffinity(0))

@@ -24,6 +24,7 @@ SERVE = textwrap.dedent("""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    app.configure_process()
     app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
                     quiet=True)
     client = session(app.demo.local_url, timeout=None)

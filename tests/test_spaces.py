@@ -17,7 +17,7 @@ import gradio
 import pytest
 
 from playground.ui import gpu as gpu_module
-from playground.ui import patches
+from playground.ui import process
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -148,22 +148,22 @@ def test_the_documented_deploy_uploads_the_repositorys_files_with_the_cpu_wheel(
 ])
 def test_a_space_with_persistent_storage_keeps_the_hub_cache_and_the_rooms_there(space, settings, expected,
                                                                                  tmp_path, monkeypatch):
-    monkeypatch.setattr(patches, "DATA", tmp_path)
+    monkeypatch.setattr(process, "DATA", tmp_path)
     for name in ("SPACE_ID", "HF_HOME", "POLLS_DB", "DATABASE_URL"):
         monkeypatch.delenv(name, raising=False)
     for name, value in {"SPACE_ID": space, **settings}.items():
         monkeypatch.setenv(name, value)
-    patches.persistent_storage()
+    process.persistent_storage()
     assert {name: os.environ.get(name) for name in expected} == {
         name: value and value.replace("DATA", str(tmp_path)) for name, value in expected.items()}
 
 
 def test_a_space_without_persistent_storage_changes_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(patches, "DATA", tmp_path / "absent")
+    monkeypatch.setattr(process, "DATA", tmp_path / "absent")
     monkeypatch.setenv("SPACE_ID", "someone/nlp-playground")
     for name in ("HF_HOME", "POLLS_DB", "DATABASE_URL"):
         monkeypatch.delenv(name, raising=False)
-    patches.persistent_storage()
+    process.persistent_storage()
     assert "HF_HOME" not in os.environ and "POLLS_DB" not in os.environ
 
 
@@ -197,6 +197,7 @@ GUARD = textwrap.dedent("""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    app.configure_process()
     app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
     client = session(app.demo.local_url, timeout=None)
     client.predict(text="Hello, world.", api_name="/tokenize")

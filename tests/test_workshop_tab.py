@@ -178,6 +178,7 @@ def test_an_event_that_skips_all_outputs_but_one_sends_that_one_as_it_is(shared)
 
     import app
 
+    app.configure_process()     # the patch is the served process's (ui/process.configure), not the page's build
     fn = next(fn for fn in app.demo.fns.values() if fn.name == "check_answer")
     out = asyncio.run(app.demo.postprocess_data(fn, ["⚠ Your answer is empty", gr.skip()], None))
     assert out[0] == "⚠ Your answer is empty" and out[1] == {"__type__": "update"}

@@ -255,12 +255,13 @@ def generation_speed(runs: int = 5) -> dict[str, float]:
 
 def generation_beside_python(runs: int = 3) -> tuple[float, float]:
     """Seconds for a new prompt's 200 tokens through the Generation handler, alone and beside a thread running
-    Python (what a busy server's event loop does), with the app's switch interval (ui/patches.py): each of the
+    Python (what a busy server's event loop does), with the app's switch interval (ui/process.py): each of the
     ~10,000 torch operations takes Python's lock back (medians over `runs`)."""
     import threading
 
-    import app  # noqa: F401 - building the app applies its patches
-    from playground.ui import generation_tab
+    from playground.ui import generation_tab, process
+
+    process.configure()  # as a served app's process: its switch interval, torch's threads, the generation engine
 
     def generate() -> None:
         for _ in generation_tab.generate("ROMEO:\nBut soft", "gpt-shakespeare", 200, "top-k", 0.8, 10, 0.9, 0):

@@ -98,7 +98,8 @@ def fixed_files(url: str) -> bool:
         name = patches.shipped(prefix).name
         with urllib.request.urlopen(f"{url}assets/{name}", timeout=30) as response:
             body = response.read()
-        answers |= {(new in body and old not in body, old in body and new not in body) for old, new in fixes}
+        answers |= {(fix.new in body and fix.old not in body, fix.old in body and fix.new not in body)
+                    for fix in fixes}
     if answers == {(True, False)}:
         return True
     if answers == {(False, True)}:

@@ -60,6 +60,7 @@ def http_latencies(runs: int) -> dict[str, tuple[float, float]]:
     from playground.tools.client import session
 
     port = free_port()
+    app.configure_process()
     app.demo.launch(**app.launch_settings(), server_name="127.0.0.1", server_port=port, prevent_thread_lock=True,
                     quiet=True)
     try:

@@ -15,12 +15,12 @@ from playground import checkpoints
 from playground.analysis import focus, models
 from playground.serving import engine
 from playground.text import MAX_CHARS
-from playground.ui import (attention_tab, causal_tab, cockpit, embeddings_tab, fill_mask_tab, finetune_tab,
-                           generation_tab, follow, gradient_tab, patches, quiz_tab, seq2seq_tab, tokenization_tab, tour,
-                           view, workshop_tab)
+from playground.ui import (attention_tab, causal_tab, cockpit, embeddings_tab, fastpath, fill_mask_tab, finetune_tab,
+                           generation_tab, follow, gradient_tab, queuepath, quiz_tab, seq2seq_tab, tokenization_tab,
+                           tour, view, workshop_tab)
 from playground.ui.cache import AnswerCache
 from playground.ui.compute import Lanes
-from playground.ui.workers import Workers, share_cores
+from playground.ui.workers import Workers, share
 from playground.ui.fastpath import CachedCalls
 from playground.ui.pagecache import CachedPage
 from playground.ui.queuepath import CachedEvents
@@ -54,8 +54,8 @@ def tab_id(title: str) -> str:
 
 
 def build_demo() -> gr.Blocks:
-    patches.apply()
-    engine.install()  # a class's generations of SmolLM2 advance together, in one batch (playground/serving/engine.py)
+    """The page: a new gr.Blocks, its events behind the answer cache and the queue set (set_queues). It changes
+    nothing process-wide: ui/process.configure() does, before the app is served."""
     with gr.Blocks(title="NLP Playground", analytics_enabled=False, delete_cache=(3600, 3600)) as demo:
         with gr.Row(equal_height=True, elem_id="header"):
             gr.Markdown(INTRO)
@@ -227,8 +227,9 @@ def set_queues(demo: gr.Blocks) -> Serving:
     answers = AnswerCache(ANSWER_BYTES)
     cacheable = set()
     quick, training = Workers(*WORKERS, batched=engine.MAX_ROWS), Workers(1, long=True)  # the views', the live runs'
-    # where misses compute: here until app.serve() starts the compute processes (ui/compute.py), then there
-    answers.compute = Lanes(answers.functions, threads=share_cores(sum(WORKERS)))
+    # where misses compute: here until app.serve() starts the compute processes (ui/compute.py), then there, each
+    # computation on its share of the cores (ui/process.configure sets this process's)
+    answers.compute = Lanes(answers.functions, threads=share(sum(WORKERS)))
     for index, fn in demo.fns.items():
         if not fn.queue or fn.fn is None:  # browser-only events and unqueued UI plumbing
             continue
@@ -301,7 +302,10 @@ def launch_settings(demo: gr.Blocks, **overrides) -> dict:
     for every visitor without Gradio's per-request work (the page: ui/pagecache.py; answers through the page's
     protocol: ui/queuepath.py; through the plain HTTP API: ui/fastpath.py), each handed the Blocks and its Serving
     (set_queues) rather than finding them in the app it wraps, and `overrides`. A new dict each time: launch() writes
-    into its app_kwargs."""
+    into its app_kwargs. What the middleware reads and writes of Gradio's private structures is checked first
+    (a PatchError if it is no longer there: ui/gradio_check.py)."""
+    queuepath.check_gradio(demo)
+    fastpath.check_gradio()
     serving = demo.serving
     middleware = [Middleware(CachedPage, blocks=demo), Middleware(CachedEvents, blocks=demo, serving=serving),
                   Middleware(CachedCalls, serving=serving)]

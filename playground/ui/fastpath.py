@@ -34,6 +34,7 @@ from gradio import route_utils
 from starlette.requests import Request
 
 from playground.lru import Bounded
+from playground.ui.gradio_check import mentions, signature
 
 STATUS = re.compile(r"(?:.*)/gradio_api/answer-cache/?")                               # GET: the cache's counts
 CALL = re.compile(r"(?:.*)/gradio_api/call/(?P<api>[\w-]+)/?")                          # POST: start a call
@@ -272,6 +273,19 @@ async def _respond(send, status: int, content_type: bytes, body: bytes, headers=
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *headers]})
     await send({"type": "http.response.body", "body": body})
+
+
+def check_gradio() -> None:
+    """What this middleware (and ui/pagecache.py) reads of Gradio 6.31 is as it reads it (a PatchError otherwise,
+    ui/gradio_check.py): Gradio's functions of a request's root URL, and the /call stream's final event as Gradio
+    writes it (`event: complete`, its data in `json.dumps`' spacing, which LINK and FILE_PATH read)."""
+    from gradio import routes
+
+    patch = "call-streams"
+    signature(patch, route_utils, "get_root_url", ("request", "route_path", "root_path"))
+    signature(patch, route_utils, "get_api_call_path", ("request",))
+    mentions(patch, routes, 'event = "complete" if message.success else "error"', "gradio.routes")
+    mentions(patch, routes, 'return f"event: {event}\\ndata: {json.dumps(data)}\\n\\n"', "gradio.routes")
 
 
 def find(app) -> CachedCalls | None:

@@ -1,83 +1,40 @@
-"""What the app changes in its libraries and its process, in one place, each applied by an explicit call.
+"""Gradio 6.31's faults that the app works around by patching Gradio, each applied by an explicit call, each checked
+first: a patch that no longer applies stops the app with a PatchError that names it, the Gradio installed and what to
+do (ui/gradio_check.py). docs/upstream.md lists them all: the fault, the check, the test, the upstream report.
 
-`before_gradio()` must run before gradio is first imported (app.py calls it first thing); `apply()` runs
-from `build_demo()`. Importing this module changes nothing.
+`skip_gradio_stub_rewrite()` runs before gradio's first import (ui/process.before_gradio); `apply()` when a process
+is configured to serve the app (ui/process.configure); `fix_frontend(path, body)` where the frontend's files are
+served (ui/pagecache.py). Importing this module changes nothing.
 """
 
 from __future__ import annotations
 
-import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType, SimpleNamespace
 
-DATA = Path("/data")  # where a Hugging Face Space mounts its persistent storage, when it has some
-
-
-def before_gradio() -> None:
-    """A Space's persistent storage used, no telemetry, no hub call unless the app may use the Hub (a Space, or
-    PLAYGROUND_HUB=1: SmolLM2's original is downloaded there, playground/hub.py), and a faster gradio import. Only
-    takes full effect before gradio (and huggingface_hub, which reads HF_HOME and HF_HUB_OFFLINE once, at its
-    import) is imported; afterwards the stub patch is skipped."""
-    from playground import hub
-
-    persistent_storage()
-    os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
-    if not hub.enabled():
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    _files_of_this_process()
-    if "gradio" not in sys.modules:
-        _skip_gradio_stub_rewrite()
-
-
-def persistent_storage() -> None:
-    """On a Space with persistent storage, the Hub's cache and the class's rooms are kept in it: a Space's own disk
-    is emptied at each restart, which downloaded SmolLM2's original again (270 MB) and lost every open room. A
-    variable set in the Space's settings wins, and a PostgreSQL DATABASE_URL keeps the rooms where it says. Before
-    huggingface_hub is imported: it reads HF_HOME once, at its import."""
-    if not os.environ.get("SPACE_ID") or not (DATA.is_dir() and os.access(DATA, os.W_OK)):
-        return
-    os.environ.setdefault("HF_HOME", str(DATA / ".huggingface"))
-    if not os.environ.get("DATABASE_URL"):
-        os.environ.setdefault("POLLS_DB", str(DATA / "polls.sqlite3"))
-
-
-def _files_of_this_process() -> None:
-    """Gradio writes a view's files (a CSV, a PNG) into one folder shared by every app on the machine, each named by
-    a hash of its content, and an app deletes the files it made when it stops (ui/demo.py: delete_cache). Copies of
-    this app on one machine (docs/deploying.md: several behind nginx) make the same files under the same names, so a
-    copy that stopped deleted the files the others' kept answers still named: their downloads were gone. Each process
-    gets a folder of its own in Gradio's, removed when it exits, unless GRADIO_TEMP_DIR says where."""
-    import atexit
-    import shutil
-    import tempfile
-
-    if "GRADIO_TEMP_DIR" in os.environ:
-        return
-    shared = Path(tempfile.gettempdir()) / "gradio"
-    shared.mkdir(exist_ok=True)
-    own = tempfile.mkdtemp(prefix=f"nlp-playground-{os.getpid()}-", dir=shared)
-    os.environ["GRADIO_TEMP_DIR"] = own
-    pid = os.getpid()
-    atexit.register(lambda: shutil.rmtree(own, ignore_errors=True) if os.getpid() == pid else None)
+from playground.ui.gradio_check import PatchError, count, fields, mentions, original, signature, source
 
 
 def apply() -> None:
-    """The process-wide settings of a serving app: two malloc arenas, no per-session value copies, seated sessions
-    evicted last, no component rebuilt for a gr.skip() and each constructor's signature read once, Python's lock
-    handed over sooner, the server closed without a race on its stop event."""
-    _share_malloc_arenas()
+    """Gradio patched for serving the app, each patch checked before it applies (a PatchError if it no longer does):
+    the frontend's fixed files (fixed where they are served), no per-session config copies, seated sessions evicted
+    last, no component rebuilt for a gr.skip() and each constructor's signature read once, the server closed without
+    a race on its stop event, and the import hook's target. A second call checks again and changes nothing more."""
+    check_frontend()
+    _check_stub_rewrite()
     _keep_no_deep_link_copies()
     _evict_the_unseated_first()
     _skip_without_rebuilding()
     _read_each_signature_once()
     _stop_in_the_servers_loop()
-    _hand_the_lock_over_sooner()
 
 
 # Gradio 6.31's frontend, fixed where it is served (ui/pagecache.py): its main bundle (/assets/Blocks-<hash>.js) and
 # the module that builds the page's tree (/assets/core-<hash>.js). Each fix is a replacement of one exact piece of
-# the minified file; `fix_frontend` leaves a file that lacks the piece unchanged (tests/test_browser_dispatch.py
-# fails when Gradio's files no longer have them).
+# the minified file, found there exactly as often as Gradio 6.31 has it, or the app does not start (check_frontend,
+# from apply(); fix_frontend checks each file it fixes again).
 #
 # The dispatch. `dispatch(e)` runs the dependencies that listen to an event, one after another in the order they
 # were wired (the app relies on it: a model's new slider bounds are set before its view reads the sliders). Two
@@ -128,10 +85,23 @@ _KEPT_PATHS = (b"function Z(e,t){let c=Z.c||(Z.c=new WeakMap),m=c.get(e),h=m&&m.
                b"o=n[k].id===t;for(let i=1;o&&i<=k;i++)o=n[i-1].children?.[x[i]]===n[i];if(o)return n[k]}m=new Map;"
                b"c.set(e,m);let w=(d,n,x)=>{m.has(d.id)||m.set(d.id,[n,x]);d.children&&d.children.forEach((g,i)=>"
                b"w(g,[...n,g],[...x,i]))};w(e,[e],[0]);h=m.get(t);return h?h[0][h[0].length-1]:null}")
-FIXES = {"/assets/Blocks-": ((_AGAIN_WHOLE, _AGAIN_ALONE), (_EVERY_STATUS, _CHANGED_STATUS),
-                            (_STATE_FIRST, _ARGS_FIRST)),
-         "/assets/core-": ((_TREE_BUILT, _TREE_BUILT_AFRESH), (_SCAN_EVERY_DEPENDENCY, _LOOK_UP_THE_INDEX),
-                           (_WALK_PER_LOOKUP, _KEPT_PATHS))}
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One replacement in a minified file of Gradio's frontend: `old`, found there exactly `count` times, by `new`."""
+    patch: str      # its name (ui/gradio_check.PATCHES, docs/upstream.md)
+    old: bytes
+    new: bytes
+    count: int = 1
+
+
+FIXES = {"/assets/Blocks-": (Fix("always-last-alone", _AGAIN_WHOLE, _AGAIN_ALONE, count=2),
+                             Fix("changed-status-only", _EVERY_STATUS, _CHANGED_STATUS),
+                             Fix("event-args-first", _STATE_FIRST, _ARGS_FIRST)),
+         "/assets/core-": (Fix("attached-events-index", _TREE_BUILT, _TREE_BUILT_AFRESH),
+                           Fix("attached-events-index", _SCAN_EVERY_DEPENDENCY, _LOOK_UP_THE_INDEX),
+                           Fix("kept-paths", _WALK_PER_LOOKUP, _KEPT_PATHS))}
 
 
 def frontend():
@@ -141,29 +111,48 @@ def frontend():
     return Path(gradio.__file__).parent / "templates" / "frontend"
 
 
-def shipped(prefix: str):
+def shipped(prefix: str) -> Path:
     """Gradio's own file of the frontend that a prefix of FIXES names, as Gradio ships it (a Path: `/assets/core-`
-    is its `templates/frontend/assets/core-<hash>.js`)."""
-    return next(frontend().glob(prefix.lstrip("/") + "*.js"))
+    is its `templates/frontend/assets/core-<hash>.js`); a FileNotFoundError unless there is exactly one."""
+    found = sorted(frontend().glob(prefix.lstrip("/") + "*.js"))
+    if len(found) != 1:
+        raise FileNotFoundError(f"Gradio ships {len(found)} files {prefix.lstrip('/')}*.js in {frontend()}, not one")
+    return found[0]
+
+
+def check_frontend() -> None:
+    """Every fix of FIXES applies to the files Gradio ships: each file is there, with each replaced text exactly as
+    often as expected (a PatchError otherwise: Gradio's unfixed page is never served silently)."""
+    for prefix, fixes in FIXES.items():
+        try:
+            file = shipped(prefix)
+        except FileNotFoundError as err:
+            raise PatchError(fixes[0].patch, str(err)) from None
+        fix_frontend(f"{prefix.rsplit('/', 1)[0]}/{file.name}", file.read_bytes())
 
 
 def fix_frontend(path: str, body: bytes) -> bytes:
     """`body` of the frontend's file at `path`, with Gradio's fixes (above) if `path` is one of the fixed files; any
-    other file unchanged (tests/test_browser_dispatch.py checks that the files Gradio serves are fixed)."""
+    other file unchanged. A fixed file without each replaced text exactly as often as expected is a PatchError."""
     if not path.endswith(".js"):
         return body
     for prefix, fixes in FIXES.items():
         if path.startswith(prefix):
-            for old, new in fixes:
-                body = body.replace(old, new)
+            for fix in fixes:
+                count(fix.patch, body, fix.old, fix.count, f"Gradio's {path}")
+                body = body.replace(fix.old, fix.new)
     return body
 
 
-def _skip_gradio_stub_rewrite() -> None:
+_STUB_PROBLEMS: list[PatchError] = []  # what the import hook found wrong in gradio.component_meta (apply raises it)
+
+
+def skip_gradio_stub_rewrite() -> None:
     """gradio 6 regenerates the .pyi type stubs of every component class at each import, parsing the
     component's source file with `ast` each time: 2.5 s of CPU of a 6 s import here, for files only
-    type checkers read. Turn that one function into a no-op as its module loads (nothing else in
-    gradio calls it); startup is one of the budgets."""
+    type checkers read (docs/upstream/pyi-at-import.md). Turn that one function into a no-op as its module loads
+    (nothing else in gradio calls it); startup is one of the budgets. A gradio.component_meta without that function
+    as the app knows it is left as it is, and apply() raises what was wrong."""
     import importlib.abc
     import importlib.machinery
 
@@ -179,7 +168,17 @@ def _skip_gradio_stub_rewrite() -> None:
 
             def exec_and_patch(module):
                 exec_module(module)
-                module.create_or_modify_pyi = lambda *args, **kwargs: None
+                try:
+                    _check_stub_target(module)
+                except PatchError as err:
+                    _STUB_PROBLEMS.append(err)
+                    return
+
+                def no_stubs(*args, **kwargs) -> None:
+                    return None
+
+                no_stubs.gradio = module.create_or_modify_pyi
+                module.create_or_modify_pyi = no_stubs
 
             spec.loader.exec_module = exec_and_patch
             return spec
@@ -187,23 +186,37 @@ def _skip_gradio_stub_rewrite() -> None:
     sys.meta_path.insert(0, Finder())
 
 
-def _share_malloc_arenas(arenas: int = 2) -> None:
-    """glibc's malloc gives each thread that allocates its own arena, up to 8 per core. Gradio runs the
-    handlers on a pool of up to 40 threads, and memory freed in one arena does not serve another thread,
-    so the server's resident memory kept growing with the requests it served: over 2,400 requests from 96
-    sessions, +20% with glibc's default and +8% with two arenas (what remains is the sessions' own state,
-    capped at ui.demo.SESSIONS). Two arenas serve the two queue workers; this is MALLOC_ARENA_MAX, set from inside,
-    for the arenas made from now on. Not glibc (macOS, Windows, musl): nothing to do."""
-    import ctypes
+def _check_stub_target(module) -> None:
+    """gradio.component_meta (`module`) has create_or_modify_pyi as the hook knows it, called by name when a component
+    class is made."""
+    signature("pyi-at-import", module, "create_or_modify_pyi", ("component_class", "class_name", "events"))
+    mentions("pyi-at-import", module.ComponentMeta.__new__, "create_or_modify_pyi(", "ComponentMeta.__new__")
 
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    M_ARENA_MAX = -8  # malloc.h
-    mallopt(M_ARENA_MAX, arenas)
+
+def _check_stub_rewrite() -> None:
+    """What the import hook found wrong, or the hook's target checked now (gradio imported before the hook: nothing
+    was patched, yet a Gradio without the target still fails here)."""
+    if _STUB_PROBLEMS:
+        raise _STUB_PROBLEMS[0]
+    from gradio import component_meta
+
+    _check_stub_target(component_meta)
+
+
+# The fields of a session the app reads and writes (the copy of __setitem__ below, ui/queuepath.py)
+_SESSION_FIELDS = ("blocks_config", "state_data", "_state_ttl")
+
+
+class _NoComponents:
+    """A Blocks as SessionState.__init__ reads it, with no component to copy the config of: Gradio 6.31 builds
+    `config_values` from the components in `blocks.blocks` only. Anything else is the Blocks' own."""
+
+    def __init__(self, blocks):
+        self._blocks = blocks
+        self.blocks = MappingProxyType({})
+
+    def __getattr__(self, name):
+        return getattr(self._blocks, name)
 
 
 def _keep_no_deep_link_copies() -> None:
@@ -214,27 +227,32 @@ def _keep_no_deep_link_copies() -> None:
     grew with every visitor up to the session capacity), and building the configs took 58% of the server's
     CPU under a lecture hall's load, where every API call without a session is a new session (py-spy: about
     60 ms of a 105 ms request). Sessions keep their components' state and gr.State; just not the copies (an
-    update of a component's props still records that component, as Gradio does). The session is made as
-    gradio 6.31's SessionState.__init__ makes it, less the configs, and records a component without building its
-    config (the first time a session is sent a component's value: 70 configs for a followed view applied whole,
-    11 ms of the 16 ms Gradio spent on each of 200 followers' answers)."""
-    import datetime
-    import os
-    from copy import copy
-
-    from gradio.components import State
+    update of a component's props still records that component, as Gradio does). The session is made by Gradio's own
+    __init__, handed the Blocks without its components (so every field Gradio sets is there, none is dropped), and
+    records a component without building its config (the first time a session is sent a component's value: 70
+    configs for a followed view applied whole, 11 ms of the 16 ms Gradio spent on each of 200 followers' answers)."""
     from gradio.state_holder import SessionState
 
-    if getattr(SessionState, "_keeps_no_copies", False):  # a second build_demo() in one process
+    keep_no_config_copies(SessionState)
+
+
+def keep_no_config_copies(cls) -> None:
+    """`_keep_no_deep_link_copies` on `cls` (gradio's SessionState, or a class made like it), checked first."""
+    import datetime
+
+    from gradio.components import State
+
+    patch = "session-config-copies"
+    gradio_init = signature(patch, cls, "__init__", ("self", "blocks"))
+    source(patch, cls, "__setitem__", "49a413d82fc2")    # gradio 6.31's, which `setitem` copies
+    signature(patch, cls, "_update_config", ("self", "key"))
+    signature(patch, cls, "_update_value_in_config", ("self", "key", "value"))
+    _check_no_copies(cls, gradio_init)
+    if cls.__dict__.get("_keeps_no_copies", False):   # a second call in one process
         return
 
     def init(self, blocks):
-        self.blocks_config = copy(blocks.default_config)
-        self.config_values = {}
-        self.state_data = {}
-        self._state_ttl = {}
-        self.is_closed = False
-        self.STATE_TTL_WHEN_CLOSED = 1 if os.getenv("GRADIO_IS_E2E_TEST", None) else 3600
+        gradio_init(self, _NoComponents(blocks))
 
     def setitem(self, key, value) -> None:      # gradio 6.31's, less the config of the block (0.2-0.4 ms each)
         block = self.blocks_config.blocks.get(key)
@@ -244,11 +262,44 @@ def _keep_no_deep_link_copies() -> None:
         else:
             self.blocks_config.blocks[key] = value
 
-    SessionState.__init__ = init
-    SessionState.__setitem__ = setitem
-    SessionState._update_config = lambda self, key: None
-    SessionState._update_value_in_config = lambda self, key, value: None
-    SessionState._keeps_no_copies = True
+    def update_config(self, key) -> None:
+        return None
+
+    def update_value_in_config(self, key, value) -> None:
+        return None
+
+    for name, replacement in (("__init__", init), ("__setitem__", setitem), ("_update_config", update_config),
+                              ("_update_value_in_config", update_value_in_config)):
+        replacement.gradio = original(cls, name)
+        setattr(cls, name, replacement)
+    cls._keeps_no_copies = True
+
+
+def _check_no_copies(cls, gradio_init) -> None:
+    """Gradio's SessionState.__init__, handed a Blocks without components, runs, copies no config and sets the fields
+    the app reads and writes."""
+    made = []
+
+    class Config:   # a BlocksConfig with one component, which records any config built
+        blocks = {1: None}
+
+        def config_for_block(self, *args):
+            made.append(args)
+            return {}
+
+    probe, stand_in = object.__new__(cls), _NoComponents(SimpleNamespace(default_config=Config(), blocks={1: None}))
+    try:
+        gradio_init(probe, stand_in)
+    except Exception as err:  # noqa: BLE001 - any failure means the stand-in no longer fits Gradio's __init__
+        raise PatchError("session-config-copies", f"SessionState.__init__ fails on a Blocks without components "
+                                                  f"({err!r})") from err
+    if made or getattr(probe, "config_values", None):
+        raise PatchError("session-config-copies", "SessionState.__init__ builds configs of components not in "
+                                                  "blocks.blocks: handing it none no longer spares the copies")
+    if any(value is stand_in for value in vars(probe).values()):
+        raise PatchError("session-config-copies", "SessionState keeps the Blocks it is made with: every session "
+                                                  "would keep the stand-in without components")
+    fields("session-config-copies", probe, _SESSION_FIELDS, "SessionState")
 
 
 _SEATS: set[int] = set()     # the gr.State ids that hold a page's place in a room (keep_sessions_holding)
@@ -265,9 +316,13 @@ def _evict_the_unseated_first() -> None:
     and all. In a class that drops somebody's place in the room: the lecturer's key (then "Open a room first"), or a
     following student, whose page then silently stops following; and every plain API call (a gradio_client call
     without a session) is a session of its own, so callers pushed the class's pages out. Beyond the capacity this
-    drops the least recently used session that holds no seat, and a seated one only when every session is seated."""
+    drops the least recently used session that holds no seat, and a seated one only when every session is seated.
+    A copy of Gradio 6.31's StateHolder.update with another victim, checked against Gradio's source at start."""
     from gradio.state_holder import StateHolder
 
+    patch = "seated-eviction"
+    source(patch, StateHolder, "update", "609d73e488ce")    # gradio 6.31's, which `update` copies
+    fields(patch, StateHolder(), ("lock", "session_data", "capacity", "time_last_used"), "StateHolder")
     if getattr(StateHolder, "_evicts_unseated_first", False):
         return
 
@@ -284,6 +339,7 @@ def _evict_the_unseated_first() -> None:
                 del self.session_data[victim]
                 self.time_last_used.pop(victim, None)
 
+    update.gradio = StateHolder.update
     StateHolder.update = update
     StateHolder._evicts_unseated_first = True
 
@@ -298,8 +354,13 @@ def _skip_without_rebuilding() -> None:
     import copy
 
     from gradio.blocks import Blocks
+    from gradio.helpers import skip
 
-    if getattr(Blocks, "_skips_without_rebuilding", False):  # a second build_demo() in one process
+    patch = "skip-without-rebuild"
+    source(patch, Blocks, "postprocess_data", "5f6a865a3446")   # gradio 6.31's, whose work on plain values is mirrored
+    if not _bare_skip(skip()):
+        raise PatchError(patch, f"gr.skip() is {skip()!r}, not a bare update")
+    if getattr(Blocks, "_skips_without_rebuilding", False):  # a second call in one process
         return
     postprocess_data = Blocks.postprocess_data
 
@@ -346,6 +407,11 @@ def _read_each_signature_once() -> None:
 
     from gradio import component_meta
 
+    patch = "signature-once"
+    if getattr(component_meta, "inspect", None) is not inspect and not getattr(component_meta.inspect, "reads_once",
+                                                                               False):
+        raise PatchError(patch, "gradio.component_meta does not use the inspect module as `inspect`")
+    mentions(patch, component_meta.updateable, "inspect.getfullargspec(", "gradio.component_meta.updateable")
     if getattr(component_meta.inspect, "reads_once", False):
         return
 
@@ -368,6 +434,9 @@ def _stop_in_the_servers_loop() -> None:
 
     from gradio.blocks import Blocks
 
+    patch = "close-in-loop"
+    signature(patch, Blocks, "close", ("self", "verbose"))
+    mentions(patch, original(Blocks, "close"), "self.app.stop_event.set()", "Blocks.close")
     if getattr(Blocks.close, "stops_in_its_loop", False):
         return
     close = Blocks.close
@@ -389,6 +458,7 @@ def _stop_in_the_servers_loop() -> None:
         return close(self, *args, **kwargs)
 
     stop_then_close.stops_in_its_loop = True
+    stop_then_close.gradio = close
     Blocks.close = stop_then_close
 
 
@@ -410,16 +480,3 @@ def _plain(block, value) -> bool:
         return all(type(item) in (str, int, float) for item in value)
     return kind in (gr.Textbox, gr.Number, gr.Slider, gr.Checkbox, gr.Radio, gr.Dropdown) and (
         value is None or type(value) in (str, int, float, bool))
-
-
-SWITCH_INTERVAL = 0.0002  # seconds a thread holding Python's lock keeps it when another asks (Python's default: 0.005)
-
-
-def _hand_the_lock_over_sooner() -> None:
-    """A model's step is ~50 torch operations; each lets go of Python's lock (the GIL) while it computes and must
-    take it back before the next, and a thread that asks for the lock waits until its holder has had it for the
-    switch interval. So a generation beside a busy thread (the server's event loop giving out kept answers, another
-    worker drawing a figure) waits up to 5 ms about 10,000 times: measured on the 2-core VM, a new prompt's 200 tokens
-    took 0.62 s alone and 110 s beside a thread running Python, 5.3 s with 0.2 ms. Threads running Python then
-    switch more often (a few microseconds each time)."""
-    sys.setswitchinterval(SWITCH_INTERVAL)

@@ -51,6 +51,7 @@ from gradio.server_messages import LogMessage, ProcessCompletedMessage
 from pydantic import PrivateAttr
 
 from playground.lru import Bounded
+from playground.ui.gradio_check import PatchError, fields
 from playground.ui.fastpath import MAX_ANSWER, MAX_BODY, _read_body, _replay, _respond, _root, event_id
 
 # every kept answer together (the page's defaults are about 2 MB; a class's own inputs fill the rest)
@@ -300,6 +301,24 @@ class CachedEvents:
     def status(self) -> dict:
         return {"answers": len(self.kept), "bytes": self.kept.bytes, "hits": self.kept.hits,
                 "misses": self.kept.misses, "refused_repeats": self.refused, "coalesced": self.coalesced}
+
+
+def check_gradio(blocks) -> None:
+    """What this middleware reads and writes of Gradio 6.31's private structures is there (a PatchError otherwise,
+    ui/gradio_check.py): the served Blocks' queue with each session's stream of messages, the messages' fields as the
+    kept ones are made, and a session's state (whose fields ui/patches.py checks)."""
+    from gradio.server_messages import ServerMessage
+
+    patch = "queue-streams"
+    fields(patch, blocks, ("_queue", "state_holder", "blocks", "fns"), "the Blocks")
+    fields(patch, blocks._queue, ("pending_message_lock", "pending_messages_per_session", "pending_event_ids_session"),
+           "gradio.queueing.Queue")
+    for message, needed in ((ProcessCompletedMessage, {"msg", "event_id", "output", "success"}),
+                            (LogMessage, {"msg", "event_id", "log", "level", "duration", "visible", "title"})):
+        if missing := needed - set(message.model_fields):
+            raise PatchError(patch, f"{message.__name__} has no field {', '.join(sorted(missing))}")
+    if (ServerMessage.process_completed, ServerMessage.log) != ("process_completed", "log"):
+        raise PatchError(patch, "the stream's messages are no longer named process_completed and log")
 
 
 def _posted(body: bytes) -> dict | None:

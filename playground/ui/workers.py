@@ -133,9 +133,14 @@ def share_cores(computations: int) -> int:
     waits for threads that are not running. Measured on the 2-core VM with other work on it: a new prompt's 200
     tokens took 18 s with torch's 2 threads and 1.3 s with one. The app's small models keep both cores busy by
     computing several answers at once, one core each."""
-    threads = max(1, cores() // computations)
+    threads = share(computations)
     use_threads(threads)
     return threads
+
+
+def share(computations: int) -> int:
+    """Each of `computations` running at once: its share of the CPU's cores, in threads (at least one)."""
+    return max(1, cores() // computations)
 
 
 def use_threads(threads: int) -> None:
