@@ -9,9 +9,10 @@ a machine of another kind is told to record its own and skips. The answers are t
 the app computes them on two cores (ui/workers.share_cores): torch's fp32 products of 5 to 11 rows (a short prompt)
 and its fused recurrent kernels end in other last bits on two.
 
-Re-recorded 2026-11-27 after a generation step's attention was written out (the thread count had moved its last
-bits): every text the same, probabilities in their last digits. Only the AMD record could be made again; the Intel
-AMX one (generation_api.json) was dropped with it, and an Intel machine skips until it records its own."""
+Re-recorded 2026-12-07 on the AMD machine when sampling came to draw a token by inverting the cumulative
+distribution (one uniform number a token instead of torch.multinomial's exponential for every id: other seeded
+tokens) and SmolLM2's generations came to be served by the engine's 8-bit twin. An Intel machine skips until it
+records its own."""
 
 from __future__ import annotations
 
@@ -66,20 +67,21 @@ def _digest(html) -> str:
 
 
 def answers(names: list[str]) -> dict:
-    """The answers on one thread, each model decoding alone (see above), as the record was made: a served app's
-    configuration earlier in this process (ui/process.configure) installs the generation engine, which would answer
-    SmolLM2's in its batches otherwise."""
+    """The answers on one thread (see above), through the generation engine as a served app answers them
+    (serving/engine.install; whether or not a served app's configuration earlier in this process installed it)."""
     import torch
 
     from playground.analysis import generation
+    from playground.serving import engine
 
     threads, engines = torch.get_num_threads(), dict(generation.ENGINES)
     torch.set_num_threads(1)
-    generation.ENGINES.clear()
+    engine.install()
     try:
         return _answers(names)
     finally:
         torch.set_num_threads(threads)
+        generation.ENGINES.clear()
         generation.ENGINES.update(engines)
 
 
