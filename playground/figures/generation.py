@@ -105,6 +105,7 @@ def generated_html(prompt: str, steps: list[dict], selected: int | None = None, 
             f"bytes {s['bytes']} (part of a character)")  # a byte-level token that leaves a character unfinished
         tip = html.escape(f"step {i + 1}: {what}, p = {s['prob']:.3f}, entropy {s['entropy']:.2f} nats", quote=True)
         sel = " sel" if selected == i else ""
+        sel += " nl" if "\n" in s["token"] and not s["token"].strip() else ""   # a mark to see and click (CSS)
         tokens.append(f'<span class="gen-tok{sel}" data-step="{i}" style="background: rgba(217, 83, 79, {alpha:.2f})" '
                       f'title="{tip}">{html.escape(s["token"])}</span>')  # plain text: spaces and line breaks as such
     cursor = '<span class="gen-cursor">▍</span>' if running else ""
