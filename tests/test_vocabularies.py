@@ -203,3 +203,14 @@ def test_the_endpoint(client):
                                                                                                        "Ġworld"]
     assert "o200k_base" in counts and "Tamil" in table and len(data["sample"]["rows"]) >= 3 * 8
     assert json.loads(open(path, encoding="utf-8").read()) == data
+
+
+def test_the_workshop_tool_says_the_heatmap_s_premium():
+    from playground.analysis import workshop_tools
+
+    row = next(r for r in vocab.premium_table(["cl100k"])["rows"] if r["language"] == "hi")
+    answer, why = workshop_tools.compute("premium", {"vocabulary": "cl100k", "language": "hi"})
+    assert answer == f"{row['premium']:.2f}" and f"{row['tokens']:,}" in why
+    assert workshop_tools.problems("premium", {"vocabulary": "gpt5", "language": "hi"})
+    with pytest.raises(workshop_tools.ToolError, match="no language"):
+        workshop_tools.premium("cl100k", "xx")

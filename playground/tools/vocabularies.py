@@ -55,7 +55,7 @@ LANGUAGES = [
     ("es", "spa", "Spanish", "Latin", "words"),
     ("de", "deu_1996", "German", "Latin", "words"),
     ("sw", "swh", "Swahili", "Latin", "words"),
-    ("vi", "vie", "Vietnamese", "Latin (with diacritics)", "syllables"),
+    ("vi", "vie", "Vietnamese", "Latin, with diacritics", "syllables"),
     ("ru", "rus", "Russian", "Cyrillic", "words"),
     ("el", "ell_monotonic", "Greek", "Greek", "words"),
     ("ar", "arb", "Arabic", "Arabic", "words"),
