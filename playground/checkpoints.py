@@ -4,7 +4,7 @@ A checkpoint is a folder:
 
     config.json        {"kind": ..., "config": {...the dataclass config...}, "format": 1}
     model.safetensors  the weights, when the kind has any (a tokenizer has none)
-    tokenizer.json     the `tokenizers` library's format
+    tokenizer.json     the `tokenizers` library's format (tokenizer.json.gz, gzipped: a real LLM's large vocabulary)
     card.json          corpus and its sha256, steps, losses, wall time, device, the exact command
 
 No pickle is ever written or read: weights go through safetensors, everything else is JSON.
@@ -14,6 +14,7 @@ The app, the tests and the training scripts all call `load()`.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import hashlib
 import importlib
 import json
@@ -25,14 +26,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from playground.cards import CARD, HELD_OUT  # noqa: F401  the cards' one schema (tests/test_cards.py reads it here)
+
 FORMAT = 1
 ROOT = Path(__file__).resolve().parent.parent    # the repository: models/ and assets/ live here
 MODELS_DIR = ROOT / "models"
 ASSETS_DIR = ROOT / "assets"
+TOKENIZER_GZ = "tokenizer.json.gz"  # a large vocabulary's tokenizer.json, gzipped (o200k_base: 9 MB as JSON, 3 as this)
 
 # kind -> (module, config class, model class); a module is imported only when a checkpoint of its kind loads
 KINDS: dict[str, tuple[str, str, str | None]] = {
     "tokenizer": ("playground.checkpoints", "TokenizerConfig", None),
+    # a real LLM's vocabulary converted from its package (playground/tools/vocabularies.py): no training, no weights
+    "vocabulary": ("playground.checkpoints", "VocabularyConfig", None),
     "gpt": ("playground.nets.gpt", "GPTConfig", "GPT"),
     "rnn": ("playground.nets.recurrent", "RecurrentConfig", "RecurrentLM"),
     "lstm": ("playground.nets.recurrent", "RecurrentConfig", "RecurrentLM"),
@@ -81,131 +87,6 @@ def corpus_record(paths: list[Path]) -> list[dict]:
     return [{"name": p.name, "sha256": sha256_file(p), "bytes": p.stat().st_size} for p in paths]
 
 
-# What a card.json may hold: one name per figure, and what it means. Kinds differ in which keys they have, never in
-# what a key means; the trainers write these names and the app reads each figure by its one name (tests/test_cards.py
-# checks every shipped card against CARD and HELD_OUT).
-CARD: dict[str, str] = {
-    # what the checkpoint is
-    "kind": "the checkpoint kind (config.json's)",
-    "model": "what the model is, in words, where the kind does not say it ('5-gram, kneser-ney')",
-    "architecture": "the objective's architecture, in words (word2vec, FastText)",
-    "variant": "seq2seq: the encoder-decoder (none, bahdanau, dot, general, transformer)",
-    "cell": "a recurrent LM's cell (rnn, lstm, gru)",
-    "algorithm": "a tokenizer's algorithm (char, word, bpe, wordpiece, unigram)",
-    "task": "seq2seq: the task, in words",
-    "base": "what it adapts: the base model's id (LoRA adapters), or its package {name, package, version, sha256}",
-    "source": "a model read from a package or the Hub: its file and package, or its repository and commit",
-    "trained": "what training changed in a pretrained base, in words",
-    "files": "the sha256 of every other file of the folder (`save` writes it, `load` checks it)",
-    # its size
-    "n_params": "every parameter of the model (the n-gram model: its counts)",
-    "trainable_params": "the parameters training changed (a model adapted from a frozen base)",
-    "trainable_ratio": "trainable_params / n_params",
-    "parameter_counts": "a recurrent LM's recurrent weights counted as torch.nn does and by the lecture's formula",
-    "vocab_size": "tokens in the vocabulary",
-    "dim": "a word vector's dimensions",
-    "buckets": "FastText: the hash buckets of the character n-grams",
-    "ngrams": "FastText: the shortest and longest character n-gram, [minn, maxn]",
-    "window": "GloVe: the context window, words on each side",
-    "grams": "the n-gram model: distinct m-grams counted, per order m",
-    "source_vocab": "seq2seq: the source words, in id order",
-    "target_vocab": "seq2seq: the target tokens, in id order",
-    "storage": "how the weights are stored (their dtype, what is left out) and read back",
-    "matmul_dtype": "the dtype of the matrix products in training",
-    "eos_id": "the token that ends a turn (a chat model)",
-    # the data
-    "corpus": "the training files, [{name, sha256, bytes}]",
-    "data": "how the corpus became examples: sentences and documents per file, the split's rule (BERT)",
-    "tokens": "tokens in the corpus",
-    "train_tokens": "tokens in the training split (the rest is held out)",
-    "words": "words in the training and held-out splits, {train, held_out}",
-    "cooccurrence": "GloVe: the co-occurrence counts (nonzero entries, total, the weighting)",
-    "tokens_are": "what one token is, for the per-token figures",
-    # the run
-    "command": "the exact command that made it",
-    "seed": "the run's seed",
-    "val_seed": "the seed of the validation masking (a masked LM)",
-    "date": "when it was made (UTC)",
-    "device": "where it was trained",
-    "processes": "processes it was trained on (DistributedDataParallel)",
-    "threads": "CPU threads it was trained on",
-    "steps": "optimizer steps",
-    "tokens_seen": "tokens read in training",
-    "masked_tokens_seen": "masked tokens predicted in training",
-    "pairs_seen": "training pairs read (sentence pairs; (context, word) pairs)",
-    "examples_seen": "training examples read",
-    "entries_seen": "GloVe: co-occurrence entries read",
-    "wall_time_s": "seconds from the start of the run to its checkpoint",
-    "train_seconds": "seconds of the training loop alone",
-    "prep_time_s": "seconds preparing the data, before the first step",
-    "load_seconds": "seconds it took to load (a model read from its package)",
-    "train_config": "the trainer's config as run",
-    "init": "what a run continued: the earlier checkpoint, its corpus and figures",
-    "history": "the evaluations during training (step, losses, accuracies)",
-    "result": "a fine-tuning run's whole record: its steps, texts before and after, exactness checks",
-    # its figures
-    "train_loss": "the training loss at the end, nats per token",
-    "train_top1": "masked tokens right at the first guess, on training batches at the end",
-    "train_top5": "masked tokens among the first five guesses, on training batches at the end",
-    "train_nsp_accuracy": "next-sentence predictions right, on training batches at the end",
-    "val_loss": "the validation loss at the end, an estimate on a few held-out batches (the whole split's: held_out)",
-    "val_mlm_loss": "the masked-LM part of val_loss",
-    "val_nsp_loss": "the next-sentence part of val_loss",
-    "val_bits_per_token": "val_loss in bits",
-    "val_top1": "masked tokens right at the first guess, an estimate on held-out batches",
-    "val_top5": "masked tokens among the first five guesses, an estimate on held-out batches",
-    "val_nsp_accuracy": "next-sentence predictions right, an estimate on held-out batches",
-    "val_masked_tokens": "masked tokens behind val_top1 and val_top5",
-    "val_mask_prob": "the share of tokens masked for val_top1 and val_top5",
-    "loss_before": "the training objective before training (word2vec, GloVe)",
-    "loss_after": "the training objective after training, measured as loss_before",
-    "loss_note": "how the losses were measured, in words",
-    "held_out": "the figures over the whole held-out split, with its protocol (HELD_OUT)",
-    "held_out_table": "the n-gram model: held-out loss and perplexity of every order and smoothing",
-    "accuracy_by_length": "seq2seq: exact match on held-out sources, by source-length bucket",
-    "evaluation": "test sets: analogies and word similarity (word vectors); the held-out pairs' protocol (BERT)",
-    "frequency_baseline": "top-1 and top-5 of always guessing the most frequent tokens, on the held-out split",
-    "oov": "FastText: words outside the vocabulary (misspellings) and their nearest words",
-    "outside": "figures on texts outside the corpora, one entry per text",
-    "capitals": "where 'capital' ranks in '{Capital} is the [MASK] of {Country}.', 14 countries",
-    "mix": "ELMo: the app's default mix of its layers (s, γ)",
-}
-HELD_OUT: dict[str, str] = {  # a card's held_out
-    "protocol": "what was measured, on what, how: the whole held-out split",
-    "seed": "the seed of what the protocol draws (masking, pairs)",
-    "loss": "the loss, nats per token (per answer token for SFT; the DPO loss for DPO)",
-    "bits_per_token": "loss in bits",
-    "perplexity": "exp(loss)",
-    "loss_base": "the base model's loss, measured as loss (a fine-tuning run)",
-    "loss_before": "the untrained model's loss, measured as loss (FastText)",
-    "loss_forward": "ELMo: the forward LM's loss",
-    "loss_backward": "ELMo: the backward LM's loss",
-    "loss_mean": "ELMo: the mean of loss_forward and loss_backward",
-    "perplexity_forward": "ELMo: exp(loss_forward)",
-    "perplexity_backward": "ELMo: exp(loss_backward)",
-    "perplexity_mean": "ELMo: exp(loss_mean)",
-    "mlm_loss": "BERT: the masked-LM part of loss",
-    "nsp_loss": "BERT: the next-sentence part of loss",
-    "top1": "masked tokens right at the first guess",
-    "top5": "masked tokens among the first five guesses",
-    "nsp_accuracy": "next-sentence predictions right",
-    "accuracy": "classes right (a classifier); DPO: held-out triples whose chosen answer the adapted model prefers",
-    "margin": "DPO: the mean reward margin of the chosen answer over the rejected one",
-    "trained_lengths": "seq2seq: exact match on held-out sources of the lengths it was trained on",
-    "longer": "seq2seq: exact match on held-out sources longer than any it was trained on",
-    "per_length": "seq2seq: held-out sources per length",
-    "unk_share": "ELMo: held-out words outside the vocabulary",
-    "block_size": "the context each prediction had, in tokens",
-    "seq_len": "the window the masked LM read, in tokens",
-    "tokens": "tokens predicted",
-    "tokens_per_direction": "ELMo: words predicted by each direction",
-    "words": "words in the split",
-    "windows": "windows read",
-    "masked_tokens": "masked tokens predicted",
-    "pairs": "pairs read (sentence pairs; (context, word) pairs)", "examples": "a classifier: held-out sentences read",
-    "triples": "DPO: preference triples read",
-}
-
 
 @dataclass
 class Checkpoint:
@@ -226,6 +107,14 @@ class TokenizerConfig:
 
     algorithm: str = "bpe"      # one of ALGORITHMS
     vocab_size: int = 16_000    # upper bound given to the trainer; the real size is in the card
+
+
+@dataclass
+class VocabularyConfig:
+    """The config.json of a real LLM's vocabulary (tokenizer.json.gz holds it, converted from its package)."""
+
+    encoding: str = "cl100k_base"   # the name its own library gives it (tiktoken's encoding name)
+    vocab_size: int = 100_256       # its ordinary tokens (ranks), the special tokens left out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,18 +169,25 @@ class CheckpointError(ValueError):
     names the file and the command that rebuilds it."""
 
 
-def save(path: str | Path, *, kind: str, config: Any, card: dict, model: Any = None, tokenizer: Any = None) -> Path:
+def save(path: str | Path, *, kind: str, config: Any, card: dict, model: Any = None, tokenizer: Any = None,
+         gzip_tokenizer: bool = False, files: dict[str, bytes] | None = None) -> Path:
     """Write a checkpoint folder as one step: every file goes into a staging folder beside it, card.json last
     with the sha256 of each other file, and the staging folder is then renamed into place (an interrupted
-    save leaves the previous checkpoint, or nothing; never a mix of two)."""
+    save leaves the previous checkpoint, or nothing; never a mix of two). `gzip_tokenizer` writes the tokenizer
+    as tokenizer.json.gz (compact JSON; gzip without a time stamp, so the same tokenizer gives the same bytes);
+    `files` adds files as they are (a README with the licence)."""
     path = Path(path)
     _config_class(kind)  # fail before writing anything if the kind is unknown
     path.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.saving-"))
     try:
         _write_json(staging / "config.json", {"kind": kind, "format": FORMAT, "config": dataclasses.asdict(config)})
-        if tokenizer is not None:
+        if tokenizer is not None and gzip_tokenizer:
+            (staging / TOKENIZER_GZ).write_bytes(gzip.compress(tokenizer.to_str().encode("utf-8"), 9, mtime=0))
+        elif tokenizer is not None:
             tokenizer.save(str(staging / "tokenizer.json"))
+        for name, content in (files or {}).items():
+            (staging / name).write_bytes(content)
         if model is not None:
             from safetensors.torch import save_file
 
@@ -390,7 +286,8 @@ def load(name_or_dir: str | Path, device: str | None = "cpu") -> Checkpoint:
         config = config_from_dict(config_cls, meta["config"])
     except (KeyError, TypeError, ValueError) as err:
         raise CheckpointError(f"{path / 'config.json'} is not a checkpoint config ({err}){_rebuild(card)}") from None
-    tokenizer = _load_tokenizer(path, card) if (path / "tokenizer.json").is_file() else None
+    has_tokenizer = (path / "tokenizer.json").is_file() or (path / TOKENIZER_GZ).is_file()
+    tokenizer = _load_tokenizer(path, card) if has_tokenizer else None
     model = _load_model(path, card, config, model_cls, device) if model_cls is not None else None
     if model is not None and tokenizer is not None and hasattr(model, "set_vocabulary"):
         model.set_vocabulary(tokenizer.get_vocab())  # FastText: which strings have a word row of their own
@@ -400,10 +297,14 @@ def load(name_or_dir: str | Path, device: str | None = "cpu") -> Checkpoint:
 def _load_tokenizer(path: Path, card: dict) -> Any:
     from tokenizers import Tokenizer
 
+    plain = path / "tokenizer.json"
+    file = plain if plain.is_file() else path / TOKENIZER_GZ
     try:
-        return Tokenizer.from_file(str(path / "tokenizer.json"))
-    except Exception as err:  # the tokenizers library raises a bare Exception for a malformed file
-        raise CheckpointError(f"{path / 'tokenizer.json'} is damaged ({err}){_rebuild(card)}") from None
+        if file == plain:
+            return Tokenizer.from_file(str(file))
+        return Tokenizer.from_str(gzip.decompress(file.read_bytes()).decode("utf-8"))
+    except Exception as err:  # the tokenizers library raises a bare Exception for a malformed file (gzip: OSError)
+        raise CheckpointError(f"{file} is damaged ({err}){_rebuild(card)}") from None
 
 
 def _load_model(path: Path, card: dict, config: Any, model_cls: Any, device: str | None) -> Any:

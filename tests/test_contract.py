@@ -251,7 +251,7 @@ def test_seq2seq_internals(variant):
         torch.testing.assert_close(layer["attn"], F.softmax(layer["scores"], -1))
 
 
-NO_INTERNALS = {"tokenizer": None, "word2vec": word2vec.Word2Vec, "glove": glove.GloVeVectors,
+NO_INTERNALS = {"tokenizer": None, "vocabulary": None, "word2vec": word2vec.Word2Vec, "glove": glove.GloVeVectors,
                 "fasttext": fasttext.FastText, "ngram": ngram.NGramLM}
 INTERNALS = {
     "gpt": internals_gpt, "lora-adapter": lambda: internals_gpt(tiny_lora_gpt()),

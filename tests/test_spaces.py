@@ -69,7 +69,7 @@ def test_every_checkpoint_file_fits_a_space():
     assert files
     too_big = [f"{p.relative_to(ROOT)}: {p.stat().st_size / 1e6:.1f} MB" for p in files if p.stat().st_size > 10 * 2**20]
     assert not too_big, f"files over 10 MB need a Space's large-file storage: {too_big}"
-    assert sum(p.stat().st_size for p in files) <= 60 * 2**20
+    assert sum(p.stat().st_size for p in files) <= 80 * 2**20  # all of models/: DESIGN.md's budget
 
 
 MB = 2**20

@@ -37,3 +37,14 @@ def test_every_control_a_step_sets_exists_and_takes_the_value():
     layer = gr.Slider(0, 2, value=0, step=1)
     with pytest.raises(AssertionError, match="not a value"):
         tour.check_controls({**app.demo.view, "att.layer": layer})  # 5 does not fit a 3-layer slider
+
+
+def test_a_step_s_sub_tab_is_one_its_tab_has():
+    """A step on a sub-tab names it as a link does (the page opens it: assets/view.js open), and it exists."""
+    import app
+    from playground.ui.view import sub_tab_ids
+
+    subs = sub_tab_ids(app.demo.shared.tabs)
+    for step in tour.STEPS:
+        assert not step.sub or step.sub in subs[step.tab], (step.title, step.sub, subs[step.tab])
+    assert any(step.sub == "real-vocabularies-side-by-side" for step in tour.STEPS)

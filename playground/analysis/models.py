@@ -52,7 +52,8 @@ HUB_SOURCE = f"{hub.REPO} (the original bf16 safetensors, from the Hugging Face 
 LABELS = {"gpt": "our GPT", "bert": "our BERT", "ngram": "our n-gram", "tokenizer": "our tokenizer",
           "minilm-mlm": "MiniLM + LoRA, masked-LM", "word2vec": "our word2vec", "glove": "our GloVe",
           "fasttext": "our FastText", "elmo": "our ELMo", "seq2seq": "our encoder-decoder",
-          "lora-adapter": "LoRA adapters", "classifier": "a sentence classifier"}
+          "lora-adapter": "LoRA adapters", "classifier": "a sentence classifier",
+          "vocabulary": "a real LLM's vocabulary"}
 
 
 @dataclass(frozen=True)

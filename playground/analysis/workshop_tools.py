@@ -24,6 +24,7 @@ import torch
 from playground.analysis import attention as att
 from playground.analysis import fill_mask as fm
 from playground.analysis import gradient_flow, heads, induction, models, subwords, tokenization
+from playground.analysis import vocabularies as vocab
 from playground.analysis.embeddings import words
 
 INPUT = "{input}"          # in an argument: the student's own text (the question's `input`)
@@ -68,6 +69,20 @@ def bpe_merge(table: str, step: int) -> tuple[str, str]:
     before = f"After the merges {done}, the" if done else "The"
     return "".join(m["pair"]), (f"{before} most frequent adjacent pair is {m['pair'][0]} + "
                                 f"{m['pair'][1]} ({m['count']} times): it becomes {m['new_symbol']!r}.")
+
+
+def premium(vocabulary: str, language: str) -> tuple[str, str]:
+    """The premium a language of the multilingual sample pays in a real vocabulary: its tokens over English's for the
+    same declaration (the Real vocabularies view's heatmap)."""
+    if vocabulary not in vocab.available():
+        raise ToolError(f"the vocabulary {vocabulary!r} is not available here; "
+                        f"choose from {', '.join(vocab.available())}")
+    rows = {r["language"]: r for r in vocab.premium_table([vocabulary])["rows"]}
+    if language not in rows:
+        raise ToolError(f"no language {language!r} in the sample; choose from {', '.join(rows)}")
+    r, label = rows[language], vocab.VOCABULARIES[vocabulary].label
+    return f"{r['premium']:.2f}", (f"{label} needs {r['tokens']:,} tokens for the declaration in {language!r} and "
+                                   f"{rows[vocab.BASE]['tokens']:,} in English: a premium of ×{r['premium']:.2f}.")
 
 
 TOP_HEAD_SAYS = {"previous": "of each token's attention on the token before it",
@@ -184,6 +199,8 @@ def induction_head(model: str = "gpt-shakespeare", layer: int = 1, n: int = indu
 TOOLS = {t.name: t for t in [
     Tool("tokens", "number", {"tokenizer": str, "text": str}, "how many tokens a tokenizer makes of a text", tokens),
     Tool("bpe_merge", "text", {"table": str, "step": int}, "the pair classic BPE merges at a step", bpe_merge),
+    Tool("premium", "number", {"vocabulary": str, "language": str},
+         "a language's tokens over English's for the same text, in a real vocabulary", premium),
     Tool("top_head", "number", {"model": str, "text": str, "layer": int, "statistic": str},
          "the head of a layer with the largest statistic (previous, first, duplicate, induction)", top_head,
          ("model",)),
@@ -199,7 +216,8 @@ TOOLS = {t.name: t for t in [
     Tool("induction_head", "number", {"model": str, "layer": int, "n": int, "seed": int},
          "the head of a layer with the largest induction score", induction_head, ("model",)),
 ]}
-REQUIRED = {"tokens": {"tokenizer", "text"}, "bpe_merge": {"table", "step"}, "top_head": {"model", "text", "layer"},
+REQUIRED = {"tokens": {"tokenizer", "text"}, "bpe_merge": {"table", "step"}, "premium": {"vocabulary", "language"},
+            "top_head": {"model", "text", "layer"},
             "gradient_step": {"cell", "text"}, "analogy": {"a", "b", "c"}, "next_token": {"model", "prompt"},
             "fill_mask": {"model", "text"}, "seq2seq_limit": set(), "induction_head": set()}
 
@@ -233,6 +251,8 @@ def problems(name, args) -> list[tuple[str, str]]:
     if name == "tokens" and isinstance(args.get("tokenizer"), str) and args["tokenizer"] not in tokenization.SPECS:
         found.append(("args.tokenizer", f"unknown tokenizer {args['tokenizer'][:40]!r}; choose from "
                                         f"{', '.join(tokenization.SPECS)}"))
+    if name == "premium" and args.get("vocabulary") not in vocab.VOCABULARIES:
+        found.append(("args.vocabulary", f"should be one of {', '.join(vocab.VOCABULARIES)}"))
     if name == "gradient_step" and args.get("cell") not in ("rnn", "lstm", "gru"):
         found.append(("args.cell", "should be rnn, lstm or gru"))
     return found

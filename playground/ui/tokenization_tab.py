@@ -1,12 +1,15 @@
-"""The Tokenization tab: six tokenizers side by side, classic BPE step by step, why WordPiece and
-Unigram split a word as they do, and classic text normalisation."""
+"""The Tokenization tab: six tokenizers side by side, real LLM vocabularies side by side (and what a language pays for
+its script), classic BPE step by step, why WordPiece and Unigram split a word as they do, and classic text
+normalisation."""
 
 from __future__ import annotations
 
 import gradio as gr
 
 from playground.analysis import lemmatize, normalize, subwords, tokenization
+from playground.analysis import vocabularies as vocab
 from playground.figures import tokenization as ft
+from playground.figures import vocabularies as fv
 from playground.ui.common import (FIGURE, LATEX, Shared, as_int, chosen, json_file, left_out,
                                   refuse_missing_smollm2, smollm2_said_missing, text_input, things_to_try, warn)
 
@@ -36,6 +39,17 @@ def tokenize(text, names, retrain=False, vocab_size=2_000):
     for data in tokenization.compare(TOKENIZERS, text, names, size, notices):
         yield (ft.tokens_html(data), ft.token_count_figure(data["tokenizers"]), ft.tokens_table(data),
                json_file(data, "tokenize"), data)
+
+
+def vocabularies(text):
+    """The text in each real LLM vocabulary side by side, and the premium each language of the multilingual sample
+    pays in each (computed once per process): tokens, the table, the premium heatmap and its text alternative."""
+    notices: list[str] = []
+    text = text_input(text, notices)
+    warn(notices)
+    data = vocab.view(text, notices)
+    return (ft.tokens_html(data), fv.text_markdown(data), fv.premium_figure(data["sample"]),
+            fv.premium_markdown(data["sample"]), json_file(data, "vocabularies"), data)
 
 
 def _bpe_inputs(table, num_merges, notices: list[str]) -> tuple[str | None, int]:
@@ -148,6 +162,15 @@ SmolLM2-135M's (a byte-level BPE of 49,152 tokens, which puts every digit in a t
 character). **WordPiece** lowercases, strips accents and marks word-inner pieces with `##`; grey text is what its
 pre-tokenizer drops. **Unigram** keeps the space as `▁` inside the next piece, so decoding gives the text back."""
 
+VOCAB_MD = """Three vocabularies of LLMs in use: **SmolLM2**'s 49,152 byte-level BPE tokens, OpenAI's **cl100k_base**
+(100,256 tokens: GPT-4, GPT-3.5-turbo) and **o200k_base** (199,998: GPT-4o, o1), the last two converted from their ranks
+and checked id for id against OpenAI's own tokenizer, tiktoken. Your text first, in each; then the same text, the
+Universal Declaration of Human Rights, in 15 languages: the **premium** is how many times English's token count a
+language needs for the same content, so how much more of the context, the time and the price. *Bytes per token*: the
+UTF-8 bytes each token covers (a Latin letter is 1 byte; Cyrillic, Greek, Arabic and Hebrew 2; Devanagari, Thai, Han,
+kana and Hangul 3). *Tokens per word* counts space-separated words; Thai, Chinese and Japanese put no spaces between
+words, so they get *tokens per character* instead (in the table below the figure)."""
+
 BPE_MD = """**Byte-pair encoding** (Sennrich et al. 2016, Algorithm 1). Split each word into characters plus the
 end-of-word marker `</w>`; then repeat: count every adjacent pair of symbols, weighted by the word's count, and merge
 the most frequent pair everywhere into a new symbol. **Ties** go to the pair counted first, reading the table top to
@@ -188,6 +211,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
     with gr.Tabs():
         with gr.Tab("Compare tokenizers"):
             _compare_tokenizers(demo, shared)
+        with gr.Tab("Real vocabularies, side by side"):
+            _real_vocabularies(demo, shared)
         with gr.Tab("Classic BPE, step by step"):
             _classic_bpe(demo)
         with gr.Tab("Why this split? WordPiece and Unigram"):
@@ -219,6 +244,21 @@ def _compare_tokenizers(demo: gr.Blocks, shared: Shared) -> None:
           tokenize,
           inputs=[sentence, names, retrain, vocab], outputs=[tokens_view, counts_plot, table, tokens_file, tokens_json],
           api_name="tokenize", trigger_mode="always_last", show_progress="minimal")
+
+
+def _real_vocabularies(demo: gr.Blocks, shared: Shared) -> None:
+    gr.Markdown(VOCAB_MD)
+    tokens_view = gr.HTML(elem_id="voc-tokens", elem_classes=FIGURE, js_on_load=ft.TOKEN_HOVER_JS)
+    counts = gr.Markdown(elem_id="voc-counts")
+    premium = gr.Plot(label="The premium: tokens per language, relative to English", elem_id="voc-premium")
+    with gr.Accordion("Text alternative: the numbers behind the figure", open=False):
+        table = gr.Markdown(elem_id="voc-table")
+    with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
+        file = gr.DownloadButton("Download JSON", size="sm")
+        data = gr.JSON(label="vocabularies")
+    gr.on([demo.load, shared.changed("restored"), shared.changed("text")], vocabularies, inputs=[shared.text],
+          outputs=[tokens_view, counts, premium, table, file, data], api_name="vocabularies",
+          trigger_mode="always_last", show_progress="minimal")
 
 
 def _classic_bpe(demo: gr.Blocks) -> None:

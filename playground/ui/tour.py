@@ -24,13 +24,27 @@ class Step:
     shows: str                     # the elem_id of the view the step talks about: in lecture mode the page scrolls
     #                                it to just under the step (assets/view.js walk)
     controls: dict = field(default_factory=dict)  # view key -> value
+    sub: str = ""                  # the sub-tab inside `tab` that holds `shows` (view.sub_id of its label), if any
+
+    @property
+    def path(self) -> str:
+        """The step's view as a link names it: "tab" or "tab/sub" (the page opens the sub-tab: assets/view.js)."""
+        return f"{self.tab}/{self.sub}" if self.sub else self.tab
 
 
 STEPS = [
     Step("Tokens", "A model never reads characters or words, only ids from its vocabulary. Byte-level BPE starts "
          "from bytes and merges the most frequent adjacent pair, again and again; compare how many tokens each "
          "tokenizer needs for the sentence, and what becomes `[UNK]`.",
-         r"(a, b) = \arg\max_{(x, y)} \operatorname{count}(x\,y), \qquad x\,y \to xy", "tokenization", "tokens-view"),
+         r"(a, b) = \arg\max_{(x, y)} \operatorname{count}(x\,y), \qquad x\,y \to xy", "tokenization", "tokens-view",
+         sub="compare-tokenizers"),
+    Step("Real vocabularies and languages", "The same declaration costs far more tokens in some languages: the "
+         "premium. A vocabulary learned mostly from English keeps long English pieces, while other scripts fall "
+         "apart into a few UTF-8 bytes per token. Compare SmolLM2's 49k, GPT-4's 100k and GPT-4o's 200k rows.",
+         r"\text{premium}(\ell) = \frac{\lvert \operatorname{tok}(x_\ell) \rvert}{\lvert \operatorname{tok}"
+         r"(x_{\text{en}}) \rvert}, \qquad \text{bytes per token} = \frac{\lvert \operatorname{utf8}(x) \rvert}"
+         r"{\lvert \operatorname{tok}(x) \rvert}", "tokenization", "voc-premium",
+         sub="real-vocabularies-side-by-side"),
     Step("Embeddings", "Each id picks a row of an embedding matrix. word2vec trains those rows so that a word "
          "predicts its neighbours; words used alike end up close, and some directions carry meaning "
          "(king − man + woman ≈ queen).",
@@ -113,6 +127,14 @@ def check_controls(view: dict) -> None:
                 f"tour step {step.title!r}: {key}={value!r} is not a value of that control")
 
 
+# the step's sub-tab opened (as a link's is), then the view walked to: `shows` is "tab[/sub] #elem-id"
+WALK_JS = """(view) => {
+  const [path, target] = view.split(" ");
+  window.playgroundView.open(path);
+  window.playgroundView.walk("#tour-text", target);
+}"""
+
+
 def wire(shared: Shared, text: gr.Markdown, previous: gr.Button, following: gr.Button, state: gr.State,
          shows: gr.Textbox) -> None:
     check_controls(shared.view)
@@ -123,10 +145,10 @@ def wire(shared: Shared, text: gr.Markdown, previous: gr.Button, following: gr.B
         i = min(max(current + delta, 0), len(STEPS) - 1)
         step = STEPS[i]
         values = [step.controls[key] if key in step.controls else gr.skip() for key in keys]
-        return i, step_markdown(i), f"#{step.shows}", gr.Tabs(selected=step.tab), *values
+        return i, step_markdown(i), f"{step.path} #{step.shows}", gr.Tabs(selected=step.tab), *values
 
     outputs = [state, text, shows, shared.tabs, *controls]
     for button, delta in ((previous, -1), (following, +1)):   # in lecture mode, the view then under the step
         button.click(lambda s, delta=delta: go(max(s, 0) if delta < 0 else s, delta), inputs=state, outputs=outputs,
                      api_visibility="private", queue=False).then(
-            None, inputs=shows, js="(view) => window.playgroundView.walk('#tour-text', view)")
+            None, inputs=shows, js=WALK_JS)
