@@ -45,15 +45,15 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def twin(smol, one_thread):
-    """SmolLM2's twin as the engine serves it (8-bit weights, serving/engine.weight_bits)."""
-    return smol.model.int8(planes=1)
+def twin14(smol, one_thread):
+    """SmolLM2's twin as the engine serves it (serving/engine.weight_bits): 14-bit weights in two int8 planes."""
+    return smol.model.int8(planes=2)
 
 
 @pytest.fixture(scope="module")
-def twin14(smol, one_thread):
-    """SmolLM2's 14-bit twin (PLAYGROUND_ENGINE_BITS=14): two weight planes, as exact as fp16 storage."""
-    return smol.model.int8(planes=2)
+def twin8(smol, one_thread):
+    """SmolLM2's 8-bit twin (PLAYGROUND_ENGINE_BITS=8): one weight plane."""
+    return smol.model.int8(planes=1)
 
 
 def others(rng: random.Random, k: int, vocab: int) -> list[tuple]:
@@ -199,7 +199,7 @@ def test_a_model_decoded_row_by_row_answers_through_the_engine_as_alone(name):
 
 
 @pytest.mark.parametrize("bits, kl, margin", [(14, 1e-3, 0.1), (8, 2e-2, 1.0)])
-def test_smollm2s_int8_twins_stay_next_to_the_exact_model(smol, twin, twin14, bits, kl, margin):
+def test_smollm2s_int8_twins_stay_next_to_the_exact_model(smol, twin8, twin14, bits, kl, margin):
     """On a text it never saw, each twin's next-token distributions are within its KL bound of the fp16 model's and
     agree on the top token wherever the fp16 model's top two are `margin` apart (measured: 14 bits 2.5e-5, 8 bits
     5e-3 on the shipped corpus sample)."""
@@ -207,7 +207,7 @@ def test_smollm2s_int8_twins_stay_next_to_the_exact_model(smol, twin, twin14, bi
             "they agreed to fund the children's section first, and to ask the city for the rest in spring.")
     ids = torch.tensor([smol.tokenizer.encode(text).ids])
     with torch.inference_mode():
-        exact, ours = smol.model(ids)[0][0].float(), (twin14 if bits == 14 else twin)(ids)[0][0].float()
+        exact, ours = smol.model(ids)[0][0].float(), (twin14 if bits == 14 else twin8)(ids)[0][0].float()
     p, q = exact.log_softmax(-1), ours.log_softmax(-1)
     assert float((p.exp() * (p - q)).sum(-1).mean()) < kl
     top2 = exact.topk(2).values
@@ -215,7 +215,9 @@ def test_smollm2s_int8_twins_stay_next_to_the_exact_model(smol, twin, twin14, bi
     assert torch.equal(exact.argmax(-1)[clear], ours.argmax(-1)[clear])
 
 
-def test_a_seeded_smollm2_answer_is_the_same_bits_alone_and_beside_1_to_31_others(smol, twin):
+@pytest.mark.parametrize("bits", [14, 8])
+def test_a_seeded_smollm2_answer_is_the_same_bits_alone_and_beside_1_to_31_others(smol, twin14, twin8, bits):
+    twin = twin14 if bits == 14 else twin8
     engine = Engine(twin, twin.config.n_positions)
     prompt = smol.tokenizer.encode(smol.chat_prompt([{"role": "user", "content": "Tell me about dragons."}])).ids
     alone = {name: list(engine.stream(prompt, 24, rule, 7)) for name, rule in (("greedy", GREEDY),
@@ -246,7 +248,8 @@ def test_smollm2s_greedy_answers_through_a_14_bit_engine_are_the_app_models(smol
 
 def test_the_engines_cost_is_measured_live_and_shown_with_its_protocol(smol):
     """The Generation tab's card measures the served twin against the model itself now (smollm2_engine_cost): the
-    numbers in the text are the JSON's, the served format is named, and its KL is the 8-bit twin's."""
+    numbers in the text are the JSON's, the served format is named, and on SmolLM2 every greedy answer of the
+    protocol is the model's own."""
     from playground.ui import smollm2_card
 
     threads = torch.get_num_threads()
@@ -255,8 +258,8 @@ def test_the_engines_cost_is_measured_live_and_shown_with_its_protocol(smol):
         text, _, result = smollm2_card.measure_engine_cost()
     finally:
         torch.set_num_threads(threads)
-    assert result["questions"] == 6 and result["kl"] < 2e-2 and result["top1_agreement"] > 0.9
-    assert result["weights"].startswith("8-bit") and result["weights"] in text
+    assert result["identical_answers"] == result["questions"] == 6 and result["kl"] < 1e-3
+    assert result["weights"].startswith("14-bit") and result["weights"] in text
     assert f"{result['identical_answers']} of {result['questions']} identical" in text and result["date"] in text
     assert "corpus_sample.txt" in result["protocol"]
     with pytest.raises(Exception, match="Only SmolLM2"):

@@ -207,8 +207,8 @@ def smollm2_card_markdown(card: dict, shape: tuple[int, int, int], reason: str) 
                  "both are here: *Measure the gap* loads each in fp32 (about 1 GB for the time it takes) and "
                  "compares them on the held-out text."))
     lines.append("**How its answers are served:** a class's generations decode together, one step for every "
-                 "student at once, on a twin of the model in integer arithmetic (weights in 8 bits per channel, or "
-                 "14 where the server sets it, each row's activations in 14 bits at its own scale), so that a seeded "
+                 "student at once, on a twin of the model in integer arithmetic (weights in 14 bits per channel, or "
+                 "8 where the server sets it, each row's activations in 14 bits at its own scale), so that a seeded "
                  "answer is the same alone "
                  "or beside any others. Attention, the logit lens and the Causal lab read the model itself. "
                  "*Measure the engine's cost* compares the two now.")

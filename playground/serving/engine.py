@@ -294,10 +294,11 @@ COST_TOKENS = 24         # greedy tokens of each question
 
 
 def weight_bits() -> int:
-    """The bits of a weight in the served twin: PLAYGROUND_ENGINE_BITS, 8 (one int8 plane) or 14 (two: as exact as
-    fp16, for twice the bytes and arithmetic). The default is 8, chosen by measurement (docs/performance.md: the
-    class's tokens a second at 32 streams, against the next-token KL `cost` shows in the model's card)."""
-    bits = os.environ.get("PLAYGROUND_ENGINE_BITS", "8")
+    """The bits of a weight in the served twin: PLAYGROUND_ENGINE_BITS, 14 (two int8 planes: as exact as fp16, its
+    greedy answers the model's own) or 8 (one plane: half the bytes and products, next-token KL 5e-3 against the
+    fp16 model). 14 by default: at 32 streams 8 bits gained a fifth of the class's tokens a second, not half, the
+    rest of a step being each row's attention (docs/performance.md)."""
+    bits = os.environ.get("PLAYGROUND_ENGINE_BITS", "14")
     if bits not in ("8", "14"):
         raise ValueError(f"PLAYGROUND_ENGINE_BITS is {bits!r}: 8 or 14")
     return int(bits)
@@ -306,7 +307,7 @@ def weight_bits() -> int:
 def for_model(m) -> Engine:
     """The engine serving `m` (a registry record of a causal LM), made on its first use in this process. A model
     with batched rows (nets/llama.Llama: `int8`, `row_cache`, `step_rows`) is served through its int8 twin
-    (nets/int8.py, weight_bits(); SmolLM2's, 135 MB in 8 bits), built by the process that generates (a server's
+    (nets/int8.py, weight_bits(); SmolLM2's, 270 MB in 14 bits), built by the process that generates (a server's
     slow compute process) when its first generation asks, and kept there; any other steps row by row (Alone)."""
     with _engines_lock:
         engine = _engines.get(id(m.model))
