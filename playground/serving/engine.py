@@ -129,6 +129,21 @@ class Engine:
         finally:
             request.cancelled = True
 
+    def snapshot(self) -> dict:
+        """What the engine is doing now, read without stopping it (the Inference tab's live batch): each running
+        row's prompt, position (the keys and values it holds) and tokens made of those asked for; how many wait;
+        the counters since it started (`stats`); the clock (time.perf_counter), to make rates of two snapshots."""
+        with self._wake:
+            running, waiting, stats = list(self.running), len(self.waiting), dict(self.stats)
+        rows = []
+        for request in running:
+            cache = request.cache      # None once finished: the engine's thread goes on meanwhile
+            if cache is not None:
+                rows.append({"prompt": len(request.ids), "position": cache.length, "made": request.made,
+                             "new": request.n})
+        return {"rows": rows, "waiting": waiting, "stats": stats, "max_rows": self.max_rows,
+                "time": time.perf_counter()}
+
     # ---- the engine's thread
 
     def _start(self) -> None:
@@ -320,6 +335,12 @@ def for_model(m) -> Engine:
             engine.source = m.model     # kept alive with its engine, so its id names no other model later
             _engines[id(m.model)] = engine
         return engine
+
+
+def serving(m) -> Engine | None:
+    """The engine serving `m` in this process if a generation has made one (for_model), else None; it makes none."""
+    with _engines_lock:
+        return _engines.get(id(m.model))
 
 
 def install() -> None:

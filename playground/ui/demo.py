@@ -44,8 +44,8 @@ RELAY_JS = "window.playgroundRelay.register(%r, trigger);"
 # Tabs in the order of the lecture story
 TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RNN gradient flow", gradient_tab),
         ("Attention", attention_tab), ("Seq2seq attention", seq2seq_tab), ("Masked-LM fill-in", fill_mask_tab),
-        ("Generation", generation_tab), ("Fine-tuning", finetune_tab), ("Causal lab", causal_tab),
-        ("Class quiz", quiz_tab)]
+        ("Generation", generation_tab), ("Inference", inference_tab), ("Fine-tuning", finetune_tab),
+        ("Causal lab", causal_tab), ("Class quiz", quiz_tab)]
 
 
 def tab_id(title: str) -> str:
@@ -191,14 +191,18 @@ LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo", "classify_tr
 # (Workers.expect_slow): the first probe held the quick lane for 10 s and imported torch.optim's torch._dynamo
 # there, 81 MB, a second copy beside the slow lane's trainings' (docs/performance.md)
 SLOW_AT_FIRST = {"classify_probe", "chat_tools", "chain_of_thought"}
+# The Inference tab's KV cache view (SmolLM2's passes over the text: a second or two) starts slow too; its engine views
+# read the engine that serves SmolLM2, which lives where the generations run (the slow lane): placed with them below
+INFERENCE_SLOW = {"kv_cache"}
+ENGINE_VIEWS = {"engine_batch", "batching"}
 # not answered for the page's defaults when the app starts (ui/fastpath.prewarm): the live trainings, the live probe
 # (9 s of MiniLM features), and chain of thought and tool calling, which run SmolLM2 (loaded on first use:
 # analysis/models.LARGE; answered at start, it sat in a compute process from the first second: warm app 1,430 MB
 # against 1,045 MB without, docs/performance.md).
-NOT_AT_START = LONG_RUNNING | SLOW_AT_FIRST
+NOT_AT_START = LONG_RUNNING | SLOW_AT_FIRST | INFERENCE_SLOW | ENGINE_VIEWS
 # the events that generate: their computations wait together on the generation engine, up to its rows at once
 # (Workers.expect_batched; a model no engine serves decodes alone on the same worker), and the engine's cost
-GENERATING = {"generate", "compare_generate", "chat_tools", "chain_of_thought", "smollm2_engine_cost"}
+GENERATING = {"generate", "compare_generate", "chat_tools", "chain_of_thought", "smollm2_engine_cost", *ENGINE_VIEWS}
 # What an event shows while its computation waits for a model worker (a class's new prompts queue for the slow pool)
 WAITING = {"generate": generation_tab.waiting}
 ANSWER_BYTES = 48 << 20  # the shared answers, together (most are under 100 kB; SmolLM2's attention, several MB): a
@@ -238,7 +242,8 @@ def set_queues(demo: gr.Blocks) -> Serving:
         workers = training if fn.api_name in LONG_RUNNING else quick
         fn.fn = answers.wrap(checked(fn.fn, fn.inputs, fn.api_name or ""), len(fn.outputs), state, workers,
                              cacheable=not reads_state, waiting=WAITING.get(fn.api_name),
-                             slow=fn.api_name in SLOW_AT_FIRST, batched=fn.api_name in GENERATING)
+                             slow=fn.api_name in SLOW_AT_FIRST | INFERENCE_SLOW,
+                             batched=fn.api_name in GENERATING)
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
         if not reads_state:
             cacheable.add(index)
