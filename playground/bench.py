@@ -23,6 +23,7 @@ from playground.tools.bench_browser import browser_rows
 from playground.tools.bench_causal import causal_rows
 from playground.tools.bench_engine import engine_rows, gpt_rows
 from playground.tools.bench_follow import follow_rows
+from playground.tools.bench_inference import inference_rows
 from playground.tools.bench_rooms import rooms_rows
 from playground.tools.bench_served import (attention_bytes, class_quiz_rows, every_tab_rows, http_latencies,
                                            hub_rows, lecture_hall_rows, load_rows, serving_rows,
@@ -53,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                         "drawing each answer, the app's frontend beside Gradio's own (--runs pages each)")
     parser.add_argument("--engine-only", action="store_true", help="only the generation engine: SmolLM2's tokens a "
                         "second for 1 to 64 students at once (playground/serving/engine.py)")
+    parser.add_argument("--inference-only", action="store_true", help="only the Inference tab's KV cache and batching "
+                        "rows (a 64-token text; the experiment to batch 32)")
     parser.add_argument("--every-tab-only", action="store_true", help="only the memory after every tab's heaviest "
                         "paths, the Causal lab's included")
     return parser
@@ -69,7 +72,8 @@ def main(argv: list[str] | None = None) -> list[tuple]:
             "rooms_only": rooms_rows, "classify_only": lambda: classify_rows(args.runs),
             "every_tab_only": every_tab_rows, "follow_only": follow_rows,
             "browser_only": lambda: browser_rows(min(args.runs, 10)),
-            "engine_only": lambda: [*engine_rows(), *gpt_rows()]}
+            "engine_only": lambda: [*engine_rows(), *gpt_rows()],
+            "inference_only": lambda: inference_rows(min(args.runs, 10))}
     for flag, some_rows in only.items():
         if getattr(args, flag):
             return _table(some_rows(), args.runs)
@@ -108,7 +112,7 @@ def main(argv: list[str] | None = None) -> list[tuple]:
     rows.append(("  the same beside a thread running Python (a busy server's event loop)", f"{beside:.2f} s", "", "",
                  None))
     rows += [*smollm2_rows(), *engine_rows(), *gpt_rows(), *hub_rows(), *tool_round_trip_rows(), *smollm2_memory_rows(),
-             *heads_rows(args.runs),
+             *heads_rows(args.runs), *inference_rows(min(args.runs, 10)),
              *causal_rows(min(args.runs, 5))]  # SmolLM2, heads, the Causal lab
     rows.extend(finetune_rows())
     rows.extend(class_quiz_rows())

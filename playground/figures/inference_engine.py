@@ -9,7 +9,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.figures.common import ACCENT, distinguish, layout, plural
+from playground.figures.common import ACCENT, distinguish, layout, plural, token_label
 
 CACHE, MHA, NO_CACHE, TURN = "#4c72b0", "#8172b2", "#c44e52", "#55a868"
 
@@ -20,6 +20,14 @@ def size(n: float) -> str:
         if n >= scale:
             return f"{n / scale:.3g} {unit}"
     return f"{int(n):,} B"
+
+
+def quoted(text: str) -> str:
+    """Generated text inside Markdown: whitespace made visible (↵, ·), markup characters escaped."""
+    out = token_label(str(text))
+    for ch in "\\`*_{}[]<>()#+!|~":
+        out = out.replace(ch, "\\" + ch)
+    return out or "∅"
 
 
 def _title(text: str) -> dict:
@@ -61,22 +69,24 @@ def kv_growth_figure(data: dict) -> go.Figure:
 
 
 def kv_time_figure(data: dict) -> go.Figure:
-    """Each generation step's time with the cache (one position), and the passes over the whole text without it:
-    the prompt's, the steps timed again without the cache, the second turn's; the second turn with its reuse."""
+    """Each generation step's time with the cache (one position), and the passes over the whole text without it
+    (the prompt's, the second turn's, and for a small model some steps timed again without the cache); the second
+    turn with its reuse."""
     steps = data["steps"]
     fig = go.Figure(go.Scatter(x=[s["seen"] for s in steps], y=[s["ms_cached"] for s in steps], mode="lines+markers",
                                name="a step with the cache", line=dict(color=CACHE),
                                hovertemplate="token %{x}: %{y:.1f} ms<extra></extra>"))
     turn = data["second_turn"]
-    whole = [(data["prompt_tokens"], data["prompt_ms"])] + \
-        [(s["seen"], s["ms_uncached"]) for s in steps if "ms_uncached" in s]
+    whole = sorted([(data["prompt_tokens"], data["prompt_ms"]), (turn["tokens"], turn["ms_full"])]
+                   + [(s["seen"], s["ms_uncached"]) for s in steps if "ms_uncached" in s])
     fig.add_trace(go.Scatter(x=[x for x, _ in whole], y=[y for _, y in whole], mode="lines+markers",
                              name="without the cache (the whole text again)", line=dict(color=NO_CACHE),
                              hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[turn["tokens"], turn["tokens"]], y=[turn["ms_full"], turn["ms_reused"]],
-                             mode="markers", name="second turn: whole, then reusing the cache",
-                             marker=dict(color=TURN, size=11, symbol=["circle-open", "star"]),
-                             hovertemplate="%{x} tokens: %{y:.1f} ms<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[turn["tokens"]], y=[turn["ms_reused"]], mode="markers",
+                             name=f"second turn reusing the cache ({turn['computed']} new tokens)",
+                             marker=dict(color=TURN, size=12, symbol="star"),
+                             hovertemplate="%{x} tokens, %{text} computed: %{y:.1f} ms<extra></extra>",
+                             text=[turn["computed"]]))
     fig.update_layout(**layout(title=_title("A step's time with and without the cache, measured now"), height=360,
                                xaxis=dict(title="tokens seen"), yaxis=dict(title="ms", type="log"),
                                legend=dict(orientation="h", y=-0.25)))
@@ -101,7 +111,7 @@ def kv_markdown(data: dict) -> str:
     s, q, t, w = data["shape"], data["gqa"], data["second_turn"], data["window"]
     steps = data["steps"]
     cached = sorted(x["ms_cached"] for x in steps if not x["slid"]) or [x["ms_cached"] for x in steps]
-    uncached = [x["ms_uncached"] for x in steps if "ms_uncached" in x and not x["slid"]]
+    uncached = [(x["seen"], x["ms_uncached"]) for x in steps if "ms_uncached" in x and not x["slid"]]
     lines = [f"**{data['label']}**, {plural(data['prompt_tokens'], 'prompt token')}: the cache holds "
              f"**{size(data['bytes'])}** ({data['bytes']:,} bytes, the tensors' `nbytes`), "
              f"**{data['bytes_per_token']:,} bytes a token**, {data['bytes_per_token_per_layer']:,} in each of its "
@@ -115,7 +125,8 @@ def kv_markdown(data: dict) -> str:
         lines += [f"Multi-head attention: each of the {s['n_head']} heads keeps its own keys and values.", ""]
     lines += [f"**A step with the cache** (one new position): median {cached[len(cached) // 2]:.1f} ms; **without**"
               f" (the whole text again): the prompt's pass {data['prompt_ms']:.0f} ms"
-              + (f", {uncached[-1]:.0f} ms at the last step" if uncached else "") + ".", "",
+              + (f", {uncached[-1][1]:.0f} ms at {uncached[-1][0]} tokens" if uncached else "")
+              + f", the second turn's {t['ms_full']:.0f} ms.", "",
               f"**Second turn** ({plural(t['tokens'], 'token')}): {t['reused']} reused from the cache "
               f"({size(t['bytes_reused'])}), {t['computed']} computed: {t['ms_reused']:.0f} ms, against "
               f"{t['ms_full']:.0f} ms for the whole conversation again; the next token is "
@@ -243,13 +254,16 @@ def batching_markdown(data: dict) -> str:
     if data.get("waiting"):
         return "*Another student's experiment holds this server's experiment engine: yours starts when it ends.*"
     r, fit = data["roofline"], data["roofline"]["fit"]
-    lines = ["| batch | decode step (ms) | tokens/s (decode) | tokens/s (whole run) | steps (reading prompts) "
-             "| row 0 as alone |", "|---|---|---|---|---|---|"]
+    lines = ["| rows | a step (ms) | tokens/s, steps | tokens/s, run | row 0 |", "|---|---|---|---|---|"]
     for run in data["runs"]:
         same = "identical bits" if run["row0"]["same_bits"] and run["row0"]["same_tokens"] else \
             f"differs (Δp {run['row0']['max_prob_diff']:.2g})"
         lines.append(f"| {run['batch']} | {_cell(run['decode_ms'])} | {_cell(run['decode_tokens_per_s'], '{:.0f}')} "
-                     f"| {run['tokens_per_s']:.0f} | {run['steps']} ({run['prefill_steps']}) | {same} |")
+                     f"| {run['tokens_per_s']:.0f} | {same} |")
+    lines += ["", "*A step*: the median of the steps in which every row decoded (none reading its prompt); "
+              "*tokens/s, steps*: rows ÷ that step; *tokens/s, run*: every token ÷ the whole run's time (reading the "
+              "prompts and sampling too). Steps per run: " + ", ".join(
+                  f"{run['steps']} ({run['prefill_steps']} reading prompts)" for run in data["runs"]) + "."]
     w = r["weights"]
     lines += ["", f"**What a step reads and computes**, from the served model's parameters: {w['matrices']} "
               f"matrices, {w['params'] / 1e6:.1f} M weights in {size(w['bytes'])} ({data['weights']}), read once a "
@@ -257,17 +271,20 @@ def batching_markdown(data: dict) -> str:
               f"(2 × weights, plus attention over {r['positions']:g} keys) and reads its own keys and values "
               f"({size(r['kv_bytes_per_token'])} a position). FLOPs per byte read: "
               + ", ".join(f"{s['intensity']:g} at {s['rows']}" for s in r["steps"]) + "."]
-    if fit:
+    if fit and fit["turn"]:
         lines += ["", f"**The fit** t = a + b × rows: a = {fit['a_ms']:.1f} ms a step whatever the batch (the "
                   f"weights read at {_cell(fit['weight_read_gb_s'], '{:g}')} GB/s, and the step's fixed costs), "
                   f"b = {fit['b_ms']:.2f} ms more for each row ({_cell(fit['row_gflop_s'], '{:g}')} GFLOP/s). "
-                  + (f"Below about **{fit['turn']:g} rows** a step is mostly reading (memory-bound: another row is "
-                     f"nearly free); above, mostly arithmetic (compute-bound): tokens a second level off towards "
-                     f"1 / b = {fit['ceiling_tokens_per_s']:g}." if fit["turn"] else
-                     "The step time did not grow with the batch here: no turn within these sizes.")]
+                  f"Below about **{fit['turn']:g} rows** a step is mostly reading (memory-bound: another row is "
+                  f"nearly free); above, mostly arithmetic (compute-bound): tokens a second level off towards "
+                  f"1 / b = {fit['ceiling_tokens_per_s']:g}."]
+    elif fit:
+        lines += ["", f"**The fit** t = a + b × rows: a = {fit['a_ms']:.1f} ms, b = {fit['b_ms']:.2f} ms: the step "
+                  "time did not grow with the batch here (every row was nearly free: still memory-bound), so no turn "
+                  "within these sizes. Try up to batch 32."]
     verdict = "the same bits at every batch size" if data["invariant"] else "**not** the same at every size"
-    lines += ["", f"**Batch invariance:** row 0 (seed {data['seed']}) wrote “{data['row0_text']}” alone; in every "
-              f"batch its distributions and tokens were {verdict}.", "",
+    lines += ["", f"**Batch invariance:** row 0 (seed {data['seed']}) wrote “{quoted(data['row0_text'])}” alone; in "
+              f"every batch its distributions and tokens were {verdict}.", "",
               f"Measured at {data['measured_at']} on {data['cpus']} CPUs, load average "
               f"{', '.join(map(str, data['load_average'] or []))}; {data['others_served']} rows of the class were "
               "being served meanwhile."]

@@ -31,7 +31,8 @@ from playground.analysis.generation import decode
 from playground.serving import engine
 
 SIZES = (1, 2, 4, 8, 16, 32)   # the batch sizes, doubling
-MAX_PROMPT = 48                # prompt tokens: 32 rows' prompts take 6 steps of the engine's prefill (PREFILL)
+MAX_PROMPT = 24                # prompt tokens: 32 rows' prompts take 3 steps of the engine's prefill (PREFILL), the
+#                                experiment's costliest part (a prompt's positions are a batch of their own)
 NEW = 8                        # tokens each row writes, by default
 MAX_NEW = 32
 RULE = dict(temperature=0.8, top_k=40, top_p=1.0)   # sampled: each row's own generator decides its tokens
@@ -169,6 +170,7 @@ def _report(m, served, ids: list[int], n: int, seed: int, runs: list[dict], toke
             "others_served": others, "prompt": decode(m.tokenizer, ids), "prompt_tokens": len(ids),
             "new_tokens": n, "seed": seed, "rule": RULE,
             "weights": f"{8 if served.model.lm_head.planes == 1 else 14}-bit integer weights (nets/int8.py)",
-            "runs": runs, "row0_text": decode(m.tokenizer, tokens[runs[0]["batch"]]),
+            "runs": runs, "row0_ids": tokens[runs[0]["batch"]],
+            "row0_text": decode(m.tokenizer, tokens[runs[0]["batch"]]),
             "invariant": all(r["row0"]["same_bits"] and r["row0"]["same_tokens"] for r in runs),
             "roofline": roofline_of.roofline(served.model, per_position, positions, measured)}

@@ -16,8 +16,8 @@ from playground.analysis import focus, models
 from playground.serving import engine
 from playground.text import MAX_CHARS
 from playground.ui import (attention_tab, causal_tab, cockpit, embeddings_tab, fastpath, fill_mask_tab, finetune_tab,
-                           generation_tab, follow, gradient_tab, queuepath, quiz_tab, seq2seq_tab, tokenization_tab,
-                           tour, view, workshop_tab)
+                           generation_tab, follow, gradient_tab, inference_tab, queuepath, quiz_tab, seq2seq_tab,
+                           tokenization_tab, tour, view, workshop_tab)
 from playground.ui.cache import AnswerCache
 from playground.ui.compute import Lanes
 from playground.ui.workers import Workers, share

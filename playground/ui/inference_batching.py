@@ -24,9 +24,9 @@ TICK = 2.0                 # seconds between the live view's measurements while 
 MOMENT_JS = f"() => [Math.floor(Date.now() / {int(TICK * 1000)})]"
 MAX_CHARS = 2_000
 LARGEST = [str(b) for b in batching.SIZES]
-TRY = [("a question", ["What is the capital of France?", True]),
-       ("a story opening", ["Once upon a time, in a small village by the sea,", False]),
-       ("the sentence above, continued", ["The bank raised its interest rates again this spring.", False])]
+PROMPT = "Once upon a time, in a small village by the sea,"
+TRY = [("a story opening", [PROMPT, False]), ("a question, as a chat", ["What is the capital of France?", True]),
+       ("a sentence continued", ["The bank raised its interest rates again this spring.", False])]
 
 
 def _smollm2():
@@ -43,7 +43,7 @@ def engine_batch(moment=0):
     return fe.live_figure(data), fe.live_markdown(data), data
 
 
-def batching_experiment(prompt, chat=False, new_tokens=batching.NEW, largest_batch="32", seed=0):
+def batching_experiment(prompt=PROMPT, chat=False, new_tokens=batching.NEW, largest_batch="32", seed=0):
     """The prompt decoded at batch 1, 2, 4, ... `largest_batch`: the figure, the table and the data after each size
     (streamed), then the JSON file."""
     notices: list[str] = []
@@ -83,7 +83,7 @@ measurement already made (its time and the machine's load are under the table): 
 
 
 def _live(shared: Shared) -> None:
-    gr.Markdown(LIVE_MD)
+    gr.Markdown(LIVE_MD, elem_id="batch-about")
     with gr.Row():
         watch = gr.Checkbox(False, label=f"Watch it live (every {TICK:g} s)", elem_id="batch-watch")
         look = gr.Button("Look now", size="sm", scale=0, elem_id="batch-look")
@@ -106,7 +106,7 @@ def _experiment(shared: Shared) -> None:
     gr.Markdown(EXPERIMENT_MD, latex_delimiters=LATEX)
     with gr.Row():
         with gr.Column(scale=3):
-            prompt = gr.Textbox(str(shared.text.value), label="Prompt (follows the sentence above)", lines=2,
+            prompt = gr.Textbox(PROMPT, label=f"Prompt (its first {batching.MAX_PROMPT} tokens are read)", lines=2,
                                 max_lines=6, elem_id="batch-prompt")
             chat = gr.Checkbox(False, label="Chat: the prompt is the user's turn (SmolLM2's template)")
         with gr.Column(scale=2):
@@ -124,9 +124,7 @@ def _experiment(shared: Shared) -> None:
     with gr.Accordion("Data (JSON)", open=False, elem_classes=["advanced"]):
         file = gr.DownloadButton("Download JSON", size="sm")
         data = gr.JSON(label="batching")
-    shared.changed("text")(lambda s: s or gr.skip(), inputs=shared.text, outputs=prompt, api_visibility="private",
-                           queue=False, show_progress="hidden")
-    shared.remember("batch", chat=chat, n=n, largest=largest, seed=seed)
+    shared.remember("batch", prompt=prompt, chat=chat, n=n, largest=largest, seed=seed)
     run.click(batching_experiment, inputs=[prompt, chat, n, largest, seed], outputs=[plot, table, file, data],
               api_name="batching", show_progress="full")
 

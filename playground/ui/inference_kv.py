@@ -41,7 +41,7 @@ def kv_cache(prompt, model=DEFAULT, chat=True, follow_up=kv.FOLLOW_UP, answer_to
         raise gr.Error("Chat should be true or false.")
     follow_up = text_input(follow_up, notices, kv.MAX_CHARS)
     if not follow_up.strip():
-        notices.append(f"No second turn typed: using “{kv.FOLLOW_UP}”.")
+        notices.append(f"No second turn typed: using “{kv.FOLLOW_UP}”")
         follow_up = kv.FOLLOW_UP
     n = as_int(answer_tokens, "Answer tokens", 1, kv.MAX_ANSWER, notices)
     try:
@@ -65,7 +65,7 @@ Our GPT has a window of 128 characters: past it the positions shift and the cach
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The view's controls, its outputs and its events (its button; a link that sets its controls)."""
-    gr.Markdown(KV_MD, latex_delimiters=LATEX)
+    gr.Markdown(KV_MD, latex_delimiters=LATEX, elem_id="kv-about")
     with gr.Row():
         with gr.Column(scale=3):
             prompt = gr.Textbox(str(shared.text.value), label="Prompt (follows the sentence above)", lines=2,

@@ -1,4 +1,4 @@
-"""The guided tour: the lecture's path through the tabs, from tokens to GPT and BERT.
+"""The guided tour: the lecture's path through the tabs, from tokens to GPT and BERT, and how an LLM is served.
 
 Each step says what to look at in two or three sentences, gives the equation the view computes (as the
 code in playground/ writes it), opens its tab and sets the controls that make the point, through the
@@ -90,6 +90,17 @@ STEPS = [
          "Select a word above: it becomes [MASK] here.",
          r"\mathcal{L}_{\text{MLM}} = -\sum_{i \in \mathcal{M}} \log p\big(x_i \mid \tilde{x}\big)",
          "masked-lm-fill-in", "fm-filled"),
+    Step("Serving: the KV cache", "A generation keeps every layer's keys and values, so a new token costs a pass "
+         "over one position instead of the whole text. Press Measure: the cache grows by the same bytes each token, "
+         "SmolLM2's 9 query heads share 3 key/value heads (a third of the bytes), and a second chat turn reuses the "
+         "first.",
+         r"\text{bytes per token} = n_{\text{layer}} \times 2 \times n_{kv} \times d_{\text{head}} \times 4 = "
+         r"30 \times 2 \times 3 \times 64 \times 4 = 46{,}080", "inference", "kv-about", sub="kv-cache"),
+    Step("Serving: batching", "Every student's generation runs in one batch, and a step reads each weight once "
+         "whatever the number of rows. Run the experiment: up to a turn another row is nearly free, past it the "
+         "arithmetic dominates. Row 0 gives the same bits alone and in every batch.",
+         r"t(B) \approx a + b\,B, \qquad \text{tokens/s} = \frac{B}{a + b\,B}, \qquad "
+         r"\frac{\text{FLOPs}}{\text{byte}} \approx 2B", "inference", "batch-about", sub="batching"),
 ]
 
 
@@ -106,7 +117,7 @@ def step_markdown(i: int) -> str:
 def layout() -> tuple[gr.Markdown, gr.Button, gr.Button, gr.State, gr.Textbox]:
     """The tour's panel (placed above the tabs; `wire` connects it once the tabs exist), its step (per user) and
     the selector of the step's view (mounted but not shown, as ui.demo.HIDDEN says: the page reads it)."""
-    with gr.Accordion(f"Guided tour: from tokens to GPT and BERT in {len(STEPS)} steps", open=False,
+    with gr.Accordion(f"Guided tour: from tokens to GPT, BERT and serving in {len(STEPS)} steps", open=False,
                       elem_id="tour"):
         text = gr.Markdown(INTRO, latex_delimiters=LATEX, elem_id="tour-text")
         with gr.Row():

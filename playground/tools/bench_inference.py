@@ -1,0 +1,49 @@
+"""The Inference tab's KV cache and Batching rows of the bench (`python -m playground.bench --inference-only`):
+issue #56's budgets, a 64-token text in <= 2 s and the batching experiment to batch 32 in <= 10 s with its progress
+shown. Each through its handler, as a page asks: the KV cache view on SmolLM2 and on our GPT, the live engine view
+(its one-second window), and the experiment once (its first streamed answer, then its whole table)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from playground.tools.bench import TEXT_64, ms, time_calls
+
+
+def inference_rows(runs: int) -> list[tuple]:
+    from playground.analysis import kv_cache, models
+    from playground.ui import inference_batching, inference_kv
+
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    rows = [(f"  (load average as the Inference rows start: {load})", "", "", "", None)]
+    median, p95 = time_calls(lambda: inference_kv.kv_cache(TEXT_64, "gpt-shakespeare", False), runs)
+    rows.append(("kv_cache (our GPT, 64 characters, past its window): handler", ms(median), ms(p95), "≤ 2,000.0 ms",
+                 median <= 2.0))
+    if models.resolve(models.SMOLLM2) is None:
+        return rows + [("kv_cache, batching (SmolLM2)", "not installed", "", "", None)]
+    models.get(models.SMOLLM2)
+    median, p95 = time_calls(lambda: inference_kv.kv_cache(TEXT_64, models.SMOLLM2, False, kv_cache.FOLLOW_UP, 8),
+                             min(runs, 5), warmup=1)
+    rows.append(("kv_cache (SmolLM2, 64 tokens, 8 answer tokens, a second turn): handler", ms(median), ms(p95),
+                 "≤ 2,000.0 ms", median <= 2.0))
+    started, first, last = time.perf_counter(), None, None
+    for last in inference_batching.batching_experiment(TEXT_64, False, 8, "32", 0):
+        first = first or time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    data = last[-1]
+    rows.append((f"batching: the experiment to batch 32 ({data['prompt_tokens']} prompt tokens, 8 each): handler",
+                 f"{seconds:.1f} s", "", "≤ 10 s", seconds <= 10))
+    rows.append(("  its first streamed answer (batch 1: the progress shown)", f"{first:.1f} s", "", "", None))
+    for run in data["runs"]:
+        rows.append((f"  batch {run['batch']}: a decode step, tokens/s (steps; the run)",
+                     f"{ms(run['decode_ms'] / 1000) if run['decode_ms'] else '–'}",
+                     f"{run['decode_tokens_per_s'] or '–'}; {run['tokens_per_s']}", "", None))
+    fit = data["roofline"]["fit"] or {}
+    rows.append(("  the fit a + b × rows; the turn", f"{fit.get('a_ms')} + {fit.get('b_ms')} × rows ms",
+                 f"{fit.get('turn')} rows", "", None))
+    rows.append(("  row 0 alone and in every batch", "identical bits" if data["invariant"] else "DIFFERS", "", "",
+                 data["invariant"]))
+    median, p95 = time_calls(lambda: inference_batching.engine_batch(time.time()), min(runs, 3), warmup=0)
+    rows.append(("engine_batch (the live engine, a 1 s window): handler", ms(median), ms(p95), "", None))
+    return rows
