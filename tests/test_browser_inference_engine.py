@@ -1,12 +1,15 @@
 """The Inference tab's KV cache and Batching views in a real browser: measure the cache of our GPT's text (the page's
 numbers are the endpoint's), run the batching experiment to batch 4 (its table streamed, row 0 identical alone and in
-each batch), and look at the engine serving SmolLM2, live."""
+each batch), and look at the engine serving SmolLM2, live; each view as drawn audited by axe-core in light and dark
+mode (tests/test_browser_a11y.py audits every view before it is drawn)."""
 
 from __future__ import annotations
 
 import pytest
 
 from tests.conftest import screenshot
+
+a11y = pytest.importorskip("tests.test_browser_a11y", reason="pip install axe-playwright-python")
 
 PROMPT = "ROMEO:\nBut soft, what light through yonder window breaks?"
 
@@ -37,6 +40,7 @@ def test_the_kv_cache_of_our_gpt_s_text_and_its_window(inference, client):
     assert f"from token {data['window']['slid_from']} on" in table and "The window" in table
     page.locator("#kv-growth").scroll_into_view_if_needed()
     screenshot(page, "inference_kv.png")
+    assert not drawn_view_violations(page, "KV cache")
 
 
 def test_the_batching_experiment_and_the_live_engine(inference):
@@ -58,4 +62,17 @@ def test_the_batching_experiment_and_the_live_engine(inference):
                            timeout=60_000)
     page.locator("#batch-plot").scroll_into_view_if_needed()
     screenshot(page, "inference_batching.png")
+    assert not drawn_view_violations(page, "Batching")
     assert not page.external_requests
+
+
+def drawn_view_violations(page, where: str) -> list[str]:
+    """axe's serious and critical findings on the view as drawn, in light and dark mode; the pointer moved off the
+    button it pressed first (a hovered button is drawn lighter, as a person would see it only under the pointer)."""
+    page.mouse.move(0, 0)
+    found = []
+    for mode in a11y.MODES:
+        a11y.dark(page, mode == "dark")
+        found += a11y.checked(page, f"{mode} · Inference / {where}")
+    a11y.dark(page, False)
+    return found

@@ -51,14 +51,22 @@ def test_smollm2_loaded_by_the_server_is_one_copy_shared_by_both_compute_process
     assert max(grown) < 150, f"the compute processes' own memory grew by {grown} MB"
 
 
+# Answers that are measurements of the machine as it is now: the KV cache view's are compared without their times and
+# the float noise it reports (what it computes, the bytes, tokens and reuse, must be the same there); the engine views
+# not at all (a live engine, an experiment's timings): test_the_engine_views_read_the_engine_where_generations_run
+# checks where they compute, tests/test_inference_batching.py what
+MEASURED = {"prompt_ms", "ms_cached", "ms_uncached", "ms_reused", "ms_full", "max_logit_diff"}
+LIVE = {"engine_batch", "batching"}
+
+
 def _events(client) -> dict[str, dict]:
-    """The named events that compute in the compute processes (no per-session state in, not a live training run),
-    with their API defaults."""
+    """The named events that compute in the compute processes (no per-session state in, not a live training run,
+    not a live measurement), with their API defaults."""
     import app
     from playground.ui.demo import LONG_RUNNING
 
     crossing = {f"/{fn.api_name}" for fn in app.demo.fns.values()
-                if fn.api_name and getattr(fn.fn, "cacheable", False) and fn.api_name not in LONG_RUNNING}
+                if fn.api_name and getattr(fn.fn, "cacheable", False) and fn.api_name not in LONG_RUNNING | LIVE}
     api = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
     return {name: {p["parameter_name"]: p["parameter_default"] for p in endpoint["parameters"]}
             for name, endpoint in api.items()
@@ -67,10 +75,33 @@ def _events(client) -> dict[str, dict]:
 
 def _data(answer):
     """An answer's data (its last output, the JSON), as plain JSON; a live measurement's own duration left out
-    (`seconds`: the engine's cost, measured now in each process)."""
+    (`seconds`: the engine's cost, measured now in each process; MEASURED: the KV cache view's times)."""
     last = answer[-1] if isinstance(answer, (tuple, list)) else answer
     data = orjson.loads(orjson.dumps(last, option=orjson.OPT_SERIALIZE_NUMPY))
-    return {k: v for k, v in data.items() if k != "seconds"} if isinstance(data, dict) else data
+    return _unmeasured({k: v for k, v in data.items() if k != "seconds"}) if isinstance(data, dict) else data
+
+
+def _unmeasured(data):
+    if isinstance(data, dict):
+        return {k: _unmeasured(v) for k, v in data.items() if k not in MEASURED}
+    return [_unmeasured(v) for v in data] if isinstance(data, list) else data
+
+
+def test_the_engine_views_read_the_engine_where_generations_run(served):
+    """The Inference tab's engine views (ui/demo.ENGINE_VIEWS) compute in the slow lane, where the engine serving
+    SmolLM2 is: after a generation, the live view finds it there, in a compute process, not the server's."""
+    import time
+
+    from playground.nets import smollm2
+
+    if not smollm2.available():
+        pytest.skip(f"SmolLM2 is not installed ({smollm2.INSTALL})")
+    remote, pid = served
+    remote.predict("Where does the engine run?", "smollm2-135m-instruct", 4, "greedy", 1.0, 10, 0.9, 0, 1, False,
+                   api_name="/generate")
+    data = remote.predict(time.time(), api_name="/engine_batch")[-1]
+    assert data["serving"] and data["totals"]["tokens"] >= 4
+    assert data["pid"] in {child.pid for child in psutil.Process(pid).children()}
 
 
 @pytest.mark.timeout(900)

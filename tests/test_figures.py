@@ -279,7 +279,7 @@ def test_no_figure_of_the_app_tells_its_series_apart_by_colour_alone():
     from playground.figures import classify as fc
 
     slow = {"lora_finetune", "sft", "dpo", "classify_train", "classify_probe", "chat_tools", "chain_of_thought",
-            "memory_experiment"}                        # training runs and SmolLM2's decoding: their own tests
+            "memory_experiment", "batching"}            # training runs and SmolLM2's decoding: their own tests
     figures = {}
     for fn in app.demo.fns.values():
         if fn.api_visibility != "public" or fn.fn is None or fn.api_name in slow:

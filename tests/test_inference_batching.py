@@ -145,3 +145,13 @@ def test_bad_input_gets_a_clear_message(smol):
     notices = " ".join(data["notices"])
     assert "2,000" in notices and "New tokens 100 is out of range" in notices and data["new_tokens"] == batching.MAX_NEW
     assert f"reads at most {batching.MAX_PROMPT}" in notices and data["prompt_tokens"] <= batching.MAX_PROMPT + 2
+
+
+def test_the_table_is_streamed_as_each_size_is_measured(smol):
+    from playground.ui.inference_batching import batching_experiment
+
+    answers = list(batching_experiment(PROMPT, False, 2, "2", 5))
+    tables = [table for _, table, _, _ in answers]
+    assert "Measuring batch 2 (2 of 2)" in tables[0] and tables[0].count("identical bits") == 1
+    assert "Measuring" not in tables[-1] and tables[-1].count("identical bits") == 2
+    assert answers[-1][2].endswith(".json") and all(a[2] is not answers[-1][2] for a in answers[:-1])

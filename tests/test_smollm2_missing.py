@@ -22,7 +22,7 @@ from tests.test_hub import clear_caches
 import app  # noqa: E402  (the real app, built with SmolLM2 offered: its choices list it)
 
 ROOT = Path(__file__).resolve().parent.parent
-SMOLLM2_ONLY = ("chain_of_thought", "chat_tools")   # no model input: SmolLM2's own panels
+SMOLLM2_ONLY = ("chain_of_thought", "chat_tools", "engine_batch", "batching")   # no model input: SmolLM2's own
 
 
 def model_inputs() -> list[tuple[str, int]]:

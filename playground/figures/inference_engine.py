@@ -254,7 +254,10 @@ def batching_markdown(data: dict) -> str:
     if data.get("waiting"):
         return "*Another student's experiment holds this server's experiment engine: yours starts when it ends.*"
     r, fit = data["roofline"], data["roofline"]["fit"]
-    lines = ["| rows | a step (ms) | tokens/s, steps | tokens/s, run | row 0 |", "|---|---|---|---|---|"]
+    sizes = data.get("sizes") or [run["batch"] for run in data["runs"]]
+    done = len(data["runs"])
+    status = [f"*Measuring batch {sizes[done]} ({done + 1} of {len(sizes)})…*", ""] if done < len(sizes) else []
+    lines = status + ["| rows | a step (ms) | tokens/s, steps | tokens/s, run | row 0 |", "|---|---|---|---|---|"]
     for run in data["runs"]:
         same = "identical bits" if run["row0"]["same_bits"] and run["row0"]["same_tokens"] else \
             f"differs (Δp {run['row0']['max_prob_diff']:.2g})"

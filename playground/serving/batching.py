@@ -33,7 +33,7 @@ from playground.serving import engine
 SIZES = (1, 2, 4, 8, 16, 32)   # the batch sizes, doubling
 MAX_PROMPT = 24                # prompt tokens: 32 rows' prompts take 3 steps of the engine's prefill (PREFILL), the
 #                                experiment's costliest part (a prompt's positions are a batch of their own)
-NEW = 8                        # tokens each row writes, by default
+NEW = 6                        # tokens each row writes, by default (a 32-row batch: 3 steps of all rows decoding)
 MAX_NEW = 32
 RULE = dict(temperature=0.8, top_k=40, top_p=1.0)   # sampled: each row's own generator decides its tokens
 WINDOW = 1.0                   # seconds between the live view's two snapshots
@@ -154,7 +154,7 @@ def experiment(m, ids: list[int], n: int, seed: int, sizes: tuple[int, ...] = SI
             result["row0"] = _same(alone, row0)
             tokens[size] = [t for _, t in row0]
             runs.append(result)
-            yield _report(m, served, ids, n, seed, runs, tokens, per_position, others)
+            yield _report(m, served, ids, n, seed, runs, tokens, per_position, others) | {"sizes": list(sizes)}
     finally:
         _lock.release()
         heap.trim()

@@ -13,6 +13,7 @@ from playground.tools.bench import TEXT_64, ms, time_calls
 
 def inference_rows(runs: int) -> list[tuple]:
     from playground.analysis import kv_cache, models
+    from playground.serving import batching, engine
     from playground.ui import inference_batching, inference_kv
 
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
@@ -22,17 +23,18 @@ def inference_rows(runs: int) -> list[tuple]:
                  median <= 2.0))
     if models.resolve(models.SMOLLM2) is None:
         return rows + [("kv_cache, batching (SmolLM2)", "not installed", "", "", None)]
-    models.get(models.SMOLLM2)
+    engine.for_model(models.get(models.SMOLLM2))     # the served twin, as the Generation tab's first answer builds it
     median, p95 = time_calls(lambda: inference_kv.kv_cache(TEXT_64, models.SMOLLM2, False, kv_cache.FOLLOW_UP, 8),
                              min(runs, 5), warmup=1)
     rows.append(("kv_cache (SmolLM2, 64 tokens, 8 answer tokens, a second turn): handler", ms(median), ms(p95),
                  "≤ 2,000.0 ms", median <= 2.0))
     started, first, last = time.perf_counter(), None, None
-    for last in inference_batching.batching_experiment(TEXT_64, False, 8, "32", 0):
+    for last in inference_batching.batching_experiment(inference_batching.PROMPT, False, batching.NEW, "32", 0):
         first = first or time.perf_counter() - started
     seconds = time.perf_counter() - started
     data = last[-1]
-    rows.append((f"batching: the experiment to batch 32 ({data['prompt_tokens']} prompt tokens, 8 each): handler",
+    rows.append((f"batching: the experiment to batch 32 ({data['prompt_tokens']} prompt tokens, {batching.NEW} each): "
+                 "handler, the served twin already built",
                  f"{seconds:.1f} s", "", "≤ 10 s", seconds <= 10))
     rows.append(("  its first streamed answer (batch 1: the progress shown)", f"{first:.1f} s", "", "", None))
     for run in data["runs"]:

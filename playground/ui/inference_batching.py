@@ -126,7 +126,7 @@ def _experiment(shared: Shared) -> None:
         data = gr.JSON(label="batching")
     shared.remember("batch", prompt=prompt, chat=chat, n=n, largest=largest, seed=seed)
     run.click(batching_experiment, inputs=[prompt, chat, n, largest, seed], outputs=[plot, table, file, data],
-              api_name="batching", show_progress="full")
+              api_name="batching", show_progress="minimal")   # the table streamed, with the size being measured
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:

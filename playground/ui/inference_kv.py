@@ -15,8 +15,8 @@ from playground.analysis import models
 from playground.figures import inference_engine as fe
 from playground.serving import engine
 from playground.ui.causal_tab import redraw_when_linked
-from playground.ui.common import (FOLLOW, LATEX, Shared, as_int, json_file, refuse_missing_smollm2, text_input,
-                                  things_to_try, warn)
+from playground.ui.common import (FOLLOW, LATEX, Shared, as_int, json_file, refuse_missing_smollm2,
+                                  smollm2_said_missing, text_input, things_to_try, warn)
 
 GPT = "gpt-shakespeare"
 LISTED = [*models.ids("llama"), *models.ids("gpt")]    # SmolLM2 (where offered) and our GPTs: the models with a cache
@@ -75,6 +75,7 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
         with gr.Column(scale=2):
             model = gr.Radio([("SmolLM2-135M-Instruct" if name == models.SMOLLM2 else f"our GPT ({name})", name)
                               for name in LISTED], value=DEFAULT, label="Model", elem_id="kv-model")
+            model.preprocess = smollm2_said_missing(model.preprocess)   # SmolLM2 where it is missing: why
             chat = gr.Checkbox(True, label="Chat: the prompt is the user's turn (SmolLM2's template)")
             answer = gr.Slider(1, kv.MAX_ANSWER, value=kv.ANSWER, step=1, label="Answer tokens (steps with the cache)")
             run = gr.Button("Measure the cache", variant="primary", elem_id="kv-run")
