@@ -185,8 +185,9 @@ def measure(m, prompt: str, chat: bool, follow_up: str, n: int, notices: list[st
     repeats = 3 if small else 1         # a small model's passes timed thrice, the shortest kept (a few ms each)
     (logits, cache), prefill_s = _timed(model.step, torch.tensor([p.ids]), None, repeats=repeats)
     first = int(logits[0, -1].argmax())
-    held = cache["idx"].size(1)
-    growth = [[t + T - held, first_bytes(cache["kv"], t)] for t in range(1, held + 1)] if T <= window else \
+    held = cache["idx"].size(1)       # T, or our GPT's window when the prompt is longer
+    # the cache after t tokens is the prompt's first t positions; past the window, the prompt's own is one point
+    growth = [[t, first_bytes(cache["kv"], t)] for t in range(1, T + 1)] if T <= window else \
         [[T, kv_bytes(cache["kv"])]]
     total = max(n, window + GPT_PAST - T) if small and T + n <= window + GPT_PAST else n
     steps, fed, kept = _decode(model, cache, first, total, T, _uncached_at(total, small), n, repeats)

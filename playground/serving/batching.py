@@ -33,11 +33,13 @@ from playground.serving import engine
 SIZES = (1, 2, 4, 8, 16, 32)   # the batch sizes, doubling
 MAX_PROMPT = 24                # prompt tokens: 32 rows' prompts take 3 steps of the engine's prefill (PREFILL), the
 #                                experiment's costliest part (a prompt's positions are a batch of their own)
-NEW = 6                        # tokens each row writes, by default (a 32-row batch: 3 steps of all rows decoding)
-MAX_NEW = 32
+NEW = 6                        # tokens each row writes, by default (a 32-row batch: 3 or more steps of all its
+#                                rows decoding, after the prompts')
+MAX_NEW = 16                   # a row's tokens at most: the experiment's time grows with them (its memory does not:
+#                                the rows' caches, and each step's distributions read as they come)
 RULE = dict(temperature=0.8, top_k=40, top_p=1.0)   # sampled: each row's own generator decides its tokens
 WINDOW = 1.0                   # seconds between the live view's two snapshots
-EXPERIMENT_PREFIX_BYTES = 8 << 20
+EXPERIMENT_PREFIX_BYTES = 8 << 20  # its engine's prefix cache: a prompt of 24 tokens never fills a 64-token chunk
 
 
 class Timed:
@@ -98,15 +100,18 @@ def live(m, window: float = WINDOW) -> dict:
             "weights": f"{8 if served.model.lm_head.planes == 1 else 14}-bit integer weights (nets/int8.py)"}
 
 
-def _read(request, n: int) -> list[tuple]:
-    """A request's n steps (the distribution, the token), as the engine hands them over."""
-    out = []
+def _read(requests: list, n: int) -> list[tuple]:
+    """Every request's n steps, a step of each in turn (so that no row's steps pile up unread: each holds two
+    vocabulary-sized distributions), and row 0's kept: (the distribution, the token), as the engine hands them."""
+    kept = []
     for _ in range(n):
-        step = request.steps.get()
-        if isinstance(step, BaseException):
-            raise step
-        out.append(step)
-    return out
+        for i, request in enumerate(requests):
+            step = request.steps.get()
+            if isinstance(step, BaseException):
+                raise step
+            if i == 0:
+                kept.append(step)
+    return kept
 
 
 def _run(runner: engine.Engine, timed: Timed, ids: list[int], n: int, seed: int, size: int) -> tuple[dict, list]:
@@ -114,7 +119,7 @@ def _run(runner: engine.Engine, timed: Timed, ids: list[int], n: int, seed: int,
     timed.log.clear()
     before, started = dict(runner.stats), time.perf_counter()
     requests = [runner.submit(ids, n, RULE, seed + i, frozenset()) for i in range(size)]
-    rows = [_read(r, n) for r in requests]
+    row0 = _read(requests, n)
     wall = time.perf_counter() - started
     decode = [s["seconds"] for s in timed.log if s["decoding"] == s["pieces"] == size]
     return {"batch": size, "wall_s": round(wall, 3), "tokens": size * n, "tokens_per_s": round(size * n / wall, 1),
@@ -124,7 +129,7 @@ def _run(runner: engine.Engine, timed: Timed, ids: list[int], n: int, seed: int,
             "model_s": round(sum(s["seconds"] for s in timed.log), 3),
             "engine_busy_s": round(runner.stats["busy_seconds"] - before["busy_seconds"], 3),
             "points": [[s["decoding"], round(s["seconds"] * 1000, 2)] for s in timed.log
-                       if s["decoding"] == s["pieces"]]}, rows[0]
+                       if s["decoding"] == s["pieces"]]}, row0
 
 
 def _same(alone: list[tuple], batched: list[tuple]) -> dict:
