@@ -60,6 +60,12 @@ def test_the_batching_experiment_and_the_live_engine(inference):
     page.locator("#batch-look").click()      # the experiment made the served engine: it is there now
     page.wait_for_function("() => document.querySelector('#batch-live-text')?.innerText.includes('Since it started')",
                            timeout=60_000)
+    # watched live: the timer measures again by itself, every 2 s
+    stamp = "() => (document.querySelector('#batch-live-text')?.innerText.match(/Measured at (\\S+)/) || [])[1]"
+    before = page.evaluate(stamp)
+    page.get_by_label("Watch it live (every 2 s)").check()
+    page.wait_for_function(f"(before) => ({stamp})() && ({stamp})() !== before", arg=before, timeout=30_000)
+    page.get_by_label("Watch it live (every 2 s)").uncheck()
     page.locator("#batch-plot").scroll_into_view_if_needed()
     screenshot(page, "inference_batching.png")
     assert not drawn_view_violations(page, "Batching")
