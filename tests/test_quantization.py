@@ -142,3 +142,21 @@ def test_a_block_of_the_file_and_refusals():
         quant.q4_block(0, "self_attn.k_proj", 192, 0)
     with pytest.raises(quant.QuantizationError, match="Type a text"):
         quant.measure("")
+
+
+def test_the_endpoints_answer_their_json_and_refuse_what_they_cannot_measure(client):
+    """Through gradio_client: /quantization's figures, its table and the JSON last; /q4_block's drawing; an empty
+    text and an unknown matrix refused with a message."""
+    require_smollm2()
+    from gradio_client.exceptions import AppError
+
+    *_, table, _, data = client.predict(TEXT, api_name="/quantization")
+    assert data["formats"][0] == "fp32" and set(data["kl"]) == set(data["formats"]) == set(data["memory_bytes"])
+    assert data["kl"]["fp32"] == 0 and len(data["weight_error"]["int8"]["relative"]) == 30
+    assert "| Q4_1 |" in table and "Checks" in table
+    *_, text, block = client.predict(2, "mlp.up_proj", 7, 3, api_name="/q4_block")
+    assert block["tensor"] == "blk.2.ffn_up.weight" and block["gguf_equal"] and "w_j = d q_j + m" in text
+    with pytest.raises(AppError, match="Type a text"):
+        client.predict("  ", api_name="/quantization")
+    with pytest.raises(AppError, match="not in the list of choices"):
+        client.predict(0, "lm_head", 0, 0, api_name="/q4_block")

@@ -98,3 +98,16 @@ def test_smollm2s_report(smollm2):
     assert all(s["rejected"] == s["drafted"][s["accepted"]:] for s in data["steps"])
     with pytest.raises(sp.SpeculativeError, match="Unknown draft"):
         sp.compare(smollm2, "Hi", True, "medusa", 0, 4, 8)
+
+
+def test_the_endpoint_answers_its_json_and_refuses_what_it_cannot_decode(client):
+    require_smollm2()
+    from gradio_client.exceptions import AppError
+
+    *_, text, _, data = client.predict(PROMPTS[0][0], True, "self", 29, 4, 8, api_name="/speculative")
+    assert data["k"] == 29 and data["identical"] and len(data["plain"]["ids"]) <= 8
+    assert "Speed-up" in text and "| pass |" in text
+    with pytest.raises(AppError, match="Type a prompt"):
+        client.predict("", True, "lookup", 24, 4, 8, api_name="/speculative")
+    with pytest.raises(AppError, match="greater than maximum value 29"):     # the slider's own range
+        client.predict("Hi", True, "self", 30, 4, 8, api_name="/speculative")

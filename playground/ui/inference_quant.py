@@ -13,7 +13,6 @@ from playground.analysis import models
 from playground.analysis import quant_formats as qf
 from playground.analysis import quantization as quant
 from playground.figures import quantization as fq
-from playground.ui.causal_tab import redraw_when_linked
 from playground.ui.common import (FOLLOW, LATEX, Shared, as_int, json_file, refuse_missing_smollm2, text_input,
                                   things_to_try, warn)
 
@@ -88,7 +87,7 @@ That is 20 bytes for 32 weights: 5 bits a weight."""
 
 
 def _measure_view(shared: Shared) -> None:
-    gr.Markdown(QUANT_MD, latex_delimiters=LATEX)
+    gr.Markdown(QUANT_MD, latex_delimiters=LATEX, elem_id="quant-intro")
     with gr.Row():
         text = gr.Textbox(shared.text.value, label="Text (follows the sentence above)", lines=2, max_lines=6,
                           scale=4, elem_id="quant-text")
@@ -130,8 +129,9 @@ def _block_view(shared: Shared) -> None:
         data = gr.JSON(label="q4_block")
     inputs, outputs = [layer, matrix, row, block], [plot, table, data]
     shared.remember("quant_block", layer=layer, matrix=matrix, row=row, block=block)
-    show.click(q4_block, inputs=inputs, outputs=outputs, api_name="q4_block", show_progress="minimal")
-    redraw_when_linked(shared, q4_block, inputs, inputs, outputs)
+    # a tenth of a second: drawn as the controls change too (a link's, the tour's), not on the page's opening
+    gr.on([show.click, layer.release, matrix.change, row.submit, block.submit], q4_block, inputs=inputs,
+          outputs=outputs, api_name="q4_block", show_progress="minimal", trigger_mode="always_last")
 
 
 def build(demo: gr.Blocks, shared: Shared) -> None:

@@ -61,7 +61,7 @@ token for token. Both run every product in fp32, so a pass of several tokens com
 
 def build(demo: gr.Blocks, shared: Shared) -> None:
     """The view's controls, its outputs and its events (its button; a link that sets its controls)."""
-    gr.Markdown(SPEC_MD, latex_delimiters=LATEX)
+    gr.Markdown(SPEC_MD, latex_delimiters=LATEX, elem_id="spec-intro")
     layers = models.shape(models.SMOLLM2).layers
     with gr.Row():
         with gr.Column(scale=3):

@@ -1,4 +1,4 @@
-"""The guided tour: the lecture's path through the tabs, from tokens to GPT and BERT.
+"""The guided tour: the lecture's path through the tabs, from tokens to GPT and BERT, then how a model is served.
 
 Each step says what to look at in two or three sentences, gives the equation the view computes (as the
 code in playground/ writes it), opens its tab and sets the controls that make the point, through the
@@ -24,6 +24,7 @@ class Step:
     shows: str                     # the elem_id of the view the step talks about: in lecture mode the page scrolls
     #                                it to just under the step (assets/view.js walk)
     controls: dict = field(default_factory=dict)  # view key -> value
+    sub: str = ""                  # a sub-tab of `tab` to open (its name in links: ui/view.sub_id), "" for none
 
 
 STEPS = [
@@ -76,6 +77,20 @@ STEPS = [
          "Select a word above: it becomes [MASK] here.",
          r"\mathcal{L}_{\text{MLM}} = -\sum_{i \in \mathcal{M}} \log p\big(x_i \mid \tilde{x}\big)",
          "masked-lm-fill-in", "fm-filled"),
+    Step("Quantization: fewer bits a weight", "Serving a model is mostly reading its weights: a generation step reads "
+         "every one of them, so their bytes set its time. SmolLM2's weights in fp16, bf16, int8 and the file's own "
+         "4-bit blocks: press Measure to see what each saves and what it changes (the weight error, the next-token "
+         "KL on your sentence, perplexity). Below, one real block of the file: 32 weights on 16 levels.",
+         r"w_j = d\,q_j + m,\ q_j \in \{0, \dots, 15\}; \qquad \hat w = s \operatorname{round}(w / s),\ "
+         r"s = \max_k |W_{nk}| / 127",
+         "inference", "quant-block", {"quant_block.matrix": "mlp.down_proj"}, sub="quantization"),
+    Step("Speculative decoding: several tokens a pass", "Checking five tokens costs a CPU about what one does: "
+         "both read every weight once. A cheap draft guesses γ tokens; SmolLM2 reads them in one pass and keeps "
+         "those that match its own greedy choice, then adds its own. Press Decode: the text is plain greedy's, token "
+         "for token, in fewer passes when the draft is good.",
+         r"\hat x_{t+i} \text{ kept while } \hat x_{t+i} = \arg\max_x p(x \mid x_{<t+i}), \quad "
+         r"\text{then } x_{t+a+1} = \arg\max_x p(x \mid x_{\le t+a})",
+         "inference", "spec-intro", sub="speculative-decoding"),
 ]
 
 
@@ -92,7 +107,7 @@ def step_markdown(i: int) -> str:
 def layout() -> tuple[gr.Markdown, gr.Button, gr.Button, gr.State, gr.Textbox]:
     """The tour's panel (placed above the tabs; `wire` connects it once the tabs exist), its step (per user) and
     the selector of the step's view (mounted but not shown, as ui.demo.HIDDEN says: the page reads it)."""
-    with gr.Accordion(f"Guided tour: from tokens to GPT and BERT in {len(STEPS)} steps", open=False,
+    with gr.Accordion(f"Guided tour: from tokens to GPT, BERT and serving in {len(STEPS)} steps", open=False,
                       elem_id="tour"):
         text = gr.Markdown(INTRO, latex_delimiters=LATEX, elem_id="tour-text")
         with gr.Row():
@@ -113,6 +128,14 @@ def check_controls(view: dict) -> None:
                 f"tour step {step.title!r}: {key}={value!r} is not a value of that control")
 
 
+# the step's sub-tab opened (as a link's is), then the window walked to its view
+WALK_JS = """(where) => {
+  const [view, path] = where.split(" ");
+  if (path) window.playgroundView.open(path);
+  window.playgroundView.walk('#tour-text', view);
+}"""
+
+
 def wire(shared: Shared, text: gr.Markdown, previous: gr.Button, following: gr.Button, state: gr.State,
          shows: gr.Textbox) -> None:
     check_controls(shared.view)
@@ -123,10 +146,11 @@ def wire(shared: Shared, text: gr.Markdown, previous: gr.Button, following: gr.B
         i = min(max(current + delta, 0), len(STEPS) - 1)
         step = STEPS[i]
         values = [step.controls[key] if key in step.controls else gr.skip() for key in keys]
-        return i, step_markdown(i), f"#{step.shows}", gr.Tabs(selected=step.tab), *values
+        where = f"#{step.shows} {step.tab}/{step.sub}" if step.sub else f"#{step.shows}"   # the view, its sub-tab
+        return i, step_markdown(i), where, gr.Tabs(selected=step.tab), *values
 
     outputs = [state, text, shows, shared.tabs, *controls]
     for button, delta in ((previous, -1), (following, +1)):   # in lecture mode, the view then under the step
         button.click(lambda s, delta=delta: go(max(s, 0) if delta < 0 else s, delta), inputs=state, outputs=outputs,
                      api_visibility="private", queue=False).then(
-            None, inputs=shows, js="(view) => window.playgroundView.walk('#tour-text', view)")
+            None, inputs=shows, js=WALK_JS)
