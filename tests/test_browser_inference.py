@@ -9,6 +9,7 @@ import re
 import pytest
 
 from tests.conftest import screenshot
+from tests.test_browser_a11y import audit
 from tests.smollm2_reference import require_smollm2
 
 SLOW = 600_000      # SmolLM2's measurements on a busy 2-core machine
@@ -52,6 +53,7 @@ def test_every_format_measured_on_a_typed_text(inference):
     for plot in ("#quant-cost", "#quant-errors", "#quant-kl"):
         page.wait_for_selector(f"{plot} .js-plotly-plot", timeout=30_000)
     screenshot(page, "inference-quantization.png", full_page=True)
+    assert not audit(page, "Inference / Quantization, drawn")          # axe-core, as tests/test_browser_a11y.py
 
 
 def test_speculative_decoding_shows_its_passes_and_its_verdict(inference):
@@ -65,6 +67,7 @@ def test_speculative_decoding_shows_its_passes_and_its_verdict(inference):
     assert "Same text as plain greedy: yes" in table
     page.wait_for_selector("#spec-speed .js-plotly-plot", timeout=30_000)
     screenshot(page, "inference-speculative.png", full_page=True)
+    assert not audit(page, "Inference / Speculative decoding, drawn")
 
 
 def test_an_empty_text_is_refused_with_a_message(inference):

@@ -50,6 +50,7 @@ class Layer:
     weights: dict[str, torch.Tensor]    # our name -> fp32 (N, K), transformers' row order
     blocks: dict[str, np.ndarray]       # our name -> the file's Q4_1 blocks (N, K / 32 * 20), the same row order
     norms: dict[str, torch.Tensor]      # input_layernorm, post_attention_layernorm: fp32 (C,)
+    squares: float | None = None        # Σ‖W‖²_F over the seven matrices, once (weight_error)
 
 
 def read_layer(tensors: dict, config: LlamaConfig, i: int) -> Layer:
@@ -131,20 +132,23 @@ def norm_bytes(config: LlamaConfig) -> int:
     return 4 * config.n_embd * (2 * config.n_layer + 1)
 
 
-def squared_error(exact: torch.Tensor, approx: torch.Tensor) -> tuple[float, float, float]:
-    """(‖Ŵ − W‖²_F, ‖W‖²_F, max |Ŵ − W|), in fp32: the difference of two such close numbers is exact, and torch sums
-    the squares pairwise (float64 took 10x longer for the same four significant digits)."""
+def squared_error(exact: torch.Tensor, approx: torch.Tensor, squares: bool = True) -> tuple[float, float, float]:
+    """(‖Ŵ − W‖²_F, ‖W‖²_F (0 without `squares`), max |Ŵ − W|), in fp32: the difference of two such close numbers is
+    exact, and torch sums the squares pairwise (float64 took 10x longer for the same four significant digits)."""
     delta = approx - exact
-    return (delta * delta).sum().item(), (exact * exact).sum().item(), delta.abs().max().item()
+    return (delta * delta).sum().item(), (exact * exact).sum().item() if squares else 0.0, delta.abs().max().item()
 
 
 def weight_error(f: str, layer: Layer) -> tuple[float, float, float]:
-    """The layer's seven matrices together: (Σ‖Ŵ − W‖²_F, Σ‖W‖²_F, max |Ŵ − W|). Q4_1's is 0 by construction (the
-    fp32 weights are its blocks dequantised: read_layer), not computed again."""
-    if f == "q4_1":
-        return 0.0, sum((w * w).sum().item() for w in layer.weights.values()), 0.0
-    parts = [squared_error(w, dequantized(f, w, layer.blocks[name])) for name, w in layer.weights.items()]
-    return sum(p[0] for p in parts), sum(p[1] for p in parts), max(p[2] for p in parts)
+    """The layer's seven matrices together: (Σ‖Ŵ − W‖²_F, Σ‖W‖²_F, max |Ŵ − W|). fp32's and Q4_1's are 0 by
+    construction (fp32 keeps the weights as they are; they are Q4_1's blocks dequantised: read_layer), not computed."""
+    if layer.squares is None:
+        layer.squares = sum((w * w).sum().item() for w in layer.weights.values())
+    if f in ("fp32", "q4_1"):
+        return 0.0, layer.squares, 0.0
+    error, _, largest = summed([squared_error(w, dequantized(f, w, layer.blocks[name]), squares=False)
+                                for name, w in layer.weights.items()])
+    return error, layer.squares, largest
 
 
 # the embedding: Q8_0 in the file, the tied output layer too
@@ -156,15 +160,13 @@ def embedding_rows(tensor, idx: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(gb.dequantize_q8_0(rows, (*idx.shape, width)))
 
 
-def embedding_table(tensor, slice_rows: int = 8_192) -> torch.Tensor:
-    """The whole Q8_0 embedding, dequantised: (V, C) fp32, 113 MB for SmolLM2 (filled a slice at a time, so that
-    numpy's temporaries stay small)."""
-    blocks = np.asarray(tensor.data)
-    table = torch.empty(tensor.shape[1], tensor.shape[0])
-    for i in range(0, table.shape[0], slice_rows):
-        part = blocks[i:i + slice_rows]
-        table[i:i + len(part)] = torch.from_numpy(gb.dequantize_q8_0(part, (len(part), table.shape[1])))
-    return table
+def table_slices(tensor):
+    """The Q8_0 embedding dequantised a slice of rows at a time (BlockLinear.SLICE rows, fp32): the whole table
+    (113 MB for SmolLM2) never at once."""
+    blocks, width = np.asarray(tensor.data), tensor.shape[0]
+    for i in range(0, blocks.shape[0], gb.BlockLinear.SLICE):
+        part = blocks[i:i + gb.BlockLinear.SLICE]
+        yield torch.from_numpy(gb.dequantize_q8_0(part, (len(part), width)))
 
 
 def embedded(f: str, rows: torch.Tensor) -> torch.Tensor:
@@ -175,23 +177,42 @@ def embedded(f: str, rows: torch.Tensor) -> torch.Tensor:
     return dequantized(f, flat).view_as(rows)
 
 
-def head(f: str, table: torch.Tensor, tensor) -> nn.Module:
-    """The tied output layer in format `f` (Q4_1's row: the file's Q8_0 blocks, dequantised at each product)."""
+class SlicedHead(nn.Module):
+    """The output layer as products of slices of its rows, each in the format, the logits side by side: the same
+    slices as BlockLinear's (so fp32's logits and Q4_1's, from the same numbers, are the same bits), and a format's
+    copy is built a slice at a time (int8's quantisation of the whole table would hold 450 MB of temporaries)."""
+
+    def __init__(self, parts: list[nn.Module]):
+        super().__init__()
+        self.parts = nn.ModuleList(parts)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([part(x) for part in self.parts], dim=-1)
+
+
+def head(f: str, tensor, errors: list | None = None) -> nn.Module:
+    """The tied output layer in format `f`, from the file's Q8_0 embedding (Q4_1's row: those blocks, as shipped,
+    dequantised at each product). `errors`: each slice's squared_error appended (the embedding's error in `f`)."""
     if f == "q4_1":
-        return gb.BlockLinear(np.asarray(tensor.data), gb.Q8_0, *table.shape)
-    return linear(f, table)
+        for rows in table_slices(tensor) if errors is not None else ():
+            errors.append((0.0, (rows * rows).sum().item(), 0.0))          # the file's Q8_0 kept: no error
+        return gb.BlockLinear(np.asarray(tensor.data), gb.Q8_0, tensor.shape[1], tensor.shape[0])
+    parts = []
+    for rows in table_slices(tensor):
+        parts.append(linear(f, rows))
+        if errors is not None:
+            errors.append(squared_error(rows, rows if f == "fp32" else dequantized(f, rows)))
+    return SlicedHead(parts)
 
 
-def head_bytes(f: str, table: torch.Tensor) -> int:
+def head_bytes(f: str, tensor) -> int:
     if f == "q4_1":
-        return table.numel() // gb.BLOCK * gb.BYTES[gb.Q8_0]
-    return matrix_bytes(f, *table.shape)
+        return tensor.data.nbytes
+    return matrix_bytes(f, tensor.shape[1], tensor.shape[0])
 
 
-def table_error(f: str, table: torch.Tensor, slice_rows: int = 8_192) -> tuple[float, float, float]:
-    """The embedding's error in format `f`, a slice of rows at a time (Q4_1's row keeps the file's Q8_0: none)."""
-    parts = [squared_error(rows, rows if f == "q4_1" else dequantized(f, rows))
-             for rows in table.split(slice_rows)]
+def summed(parts: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """Slices' (or matrices') squared errors as one: the sums summed, the largest difference kept."""
     return sum(p[0] for p in parts), sum(p[1] for p in parts), max(p[2] for p in parts)
 
 

@@ -23,9 +23,12 @@ step's time. The text-independent figures (errors, bytes, step time, perplexity)
 this process and kept; each text's KL and agreement are measured for it (the app's answer cache keeps them per text).
 
 Memory stays bounded: the model is never held whole in any format. The layers go through in chunks of CHUNK, each
-built in every format from the file, run, timed and freed (the output layer likewise, one format at a time): about
-300 MB at the peak, given back after (playground/heap.py). A step's time is the sum of its chunks' times, each chunk's
-weights larger than the CPU's last-level cache and read from memory in turn, as a whole step reads them.
+built in every format from the file, run, timed and freed; the output layer likewise, one format at a time, built a
+slice of rows at a time. Measured on the 2-core VM (one thread): a process's resident memory went from 250 MB to
+730 MB at the peak of the first run (about 100 MB of it the GGUF file's pages, mapped for the run) and back to 300 MB
+after (playground/heap.py); the first run took 8.5 s of CPU, each new 64-token text 4.2 s. A step's time is the sum
+of its chunks' times, each chunk's weights larger than the CPU's last-level cache and read from memory in turn, as a
+whole step reads them.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from playground.nets.llama import rope_angles
 
 MAX_TOKENS = 128           # the student's text, cut beyond (a notice says so)
 REFERENCE = checkpoints.ASSETS_DIR / "corpus_sample.txt"
-REFERENCE_TOKENS = 128     # its opening, for the perplexity
+REFERENCE_TOKENS = 64      # its opening, for the perplexity (one more row of 64 tokens through every format)
 CHUNK = 5                  # layers built at once: 71 MB in fp32, above a 32 MB last-level cache in every format
 TIMED_ROUNDS = 2           # each chunk's step timed in turn per format; the last round counts (the first warms up)
 
@@ -184,11 +187,13 @@ class Run:
                       for i in range(start, min(start + CHUNK, self.config.n_layer))]
             self._chunk(layers, x, step)
             layers = None
+            heap.trim()       # the chunk's weights given back now, not left in the heap for the next one's peak
         found = self._heads(x, step)
         return {"text": self._compare(found), "facts": self._facts() if self.timed else {}}
 
     def _chunk(self, layers: list[qf.Layer], x: dict, step: dict) -> None:
-        """Build the layers in every format, run every stream through them, and (timed) a step through each."""
+        """Build the layers in every format and run every stream through them; timed, also a step through each
+        format's chunk in turn (every format's chunk kept until then), else each format's freed at once."""
         built = {}
         for f in self.formats:
             blocks, pasts = [qf.block(f, layer, self.config) for layer in layers], []
@@ -196,15 +201,14 @@ class Run:
                 for r, stream in enumerate(x[f]):
                     T = stream.size(1)
                     x[f][r], kv, _ = block(stream, self.cos[:T], self.sin[:T])
-                    if r == 0:
+                    if r == 0 and self.timed:
                         pasts.append(kv)                      # the student's keys and values: the timed step's past
-            built[f] = (blocks, pasts)
             if self.timed:
+                built[f] = (blocks, pasts)
                 self.bytes[f] += sum(qf.stored_bytes(f, layer) for layer in layers)
                 self.errors[f] += [qf.weight_error(f, layer) for layer in layers]
-        if not self.timed:
-            return
-        for last in [False] * (TIMED_ROUNDS - 1) + [True]:
+            blocks = pasts = None
+        for last in [False] * (TIMED_ROUNDS - 1) + [True] if self.timed else []:
             # in turn: a format's chunk is out of the cache when its turn comes again. Q4_1 once: its step is
             # mostly numpy dequantising the blocks, with nothing to warm up
             for f in [f for f in self.formats if last or f != "q4_1"]:
@@ -217,28 +221,30 @@ class Run:
                     step[f] = s
 
     def _heads(self, x: dict, step: dict) -> dict:
-        """The final norm and each format's output layer, one format at a time; each format's logits compared with
-        fp32's at once and dropped (only fp32's are kept meanwhile)."""
-        norm = qf.final_norm(self.tensors, self.config)
-        table = qf.embedding_table(self.tensors["token_embd.weight"])           # (V, C) fp32, 113 MB
+        """The final norm and each format's output layer, one format at a time (built a slice of rows at a time:
+        qf.SlicedHead); each format's logits compared with fp32's at once and dropped (only fp32's are kept)."""
+        norm, embedding = qf.final_norm(self.tensors, self.config), self.tensors["token_embd.weight"]
         reference, found = None, {}
         for f in self.formats:
-            head = qf.head(f, table, self.tensors["token_embd.weight"])
+            errors = [] if self.timed else None
+            head = qf.head(f, embedding, errors)
             logits = [head(norm(stream))[0] for stream in x[f]]                  # (T_r, V) per row
             reference = reference or logits
             found[f] = self._distance(reference, logits)
             if self.timed:
-                self._time_head(f, head, norm(step[f]), table)
+                self._time_head(f, head, norm(step[f]))
+                self.bytes[f] += qf.head_bytes(f, embedding) + qf.norm_bytes(self.config)
+                self.errors[f].append(qf.summed(errors))
             head = logits = None
+            heap.trim()
         return found
 
-    def _time_head(self, f: str, head, h: torch.Tensor, table: torch.Tensor) -> None:
-        head(h)                                                                   # warm
+    def _time_head(self, f: str, head, h: torch.Tensor) -> None:
+        if f != "q4_1":         # warmed first (Q4_1's is mostly numpy dequantising the blocks: nothing to warm)
+            head(h)
         started = time.perf_counter()
         head(h)
         self.step_seconds[f] += time.perf_counter() - started
-        self.bytes[f] += qf.head_bytes(f, table) + qf.norm_bytes(self.config)
-        self.errors[f].append(qf.table_error(f, table))
 
     def _distance(self, reference: list[torch.Tensor], other: list[torch.Tensor]) -> dict:
         """KL(p_fp32 || p_format) and top-1 agreement at each position of the student's text (row 0), the largest
