@@ -160,3 +160,29 @@ def test_the_endpoints_answer_their_json_and_refuse_what_they_cannot_measure(cli
         client.predict("  ", api_name="/quantization")
     with pytest.raises(AppError, match="not in the list of choices"):
         client.predict(0, "lm_head", 0, 0, api_name="/q4_block")
+
+
+def test_from_the_original_q4_1_is_made_here_and_bf16_is_exact(tmp_path):
+    """Where SmolLM2 comes from the Hub (a Space), fp32 is the original's bf16 weights (here the Hub stand-in's
+    folder, the file's weights saved as bf16): bf16 is then exact, and Q4_1 a real rounding made with llama.cpp's
+    rule, of the same bytes as the file's layout; one block of it is drawn with both checks."""
+    require_smollm2()
+    from playground.analysis import quant_sources as qs
+    from playground.tools.hub_standin import original_from_gguf
+
+    folder = original_from_gguf(tmp_path / "original")
+    quant.forget()
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(qs, "open_source", lambda: qs.Folder(folder))
+            data = quant.measure(TEXT)
+            block = quant.q4_block(5, "self_attn.o_proj", 3, 2)
+    finally:
+        quant.forget()
+    assert data["source"] == "hub" and "llama.cpp's rule" in data["source_about"]
+    assert not any(data["weight_error"]["bf16"]["relative"]) and data["weight_error"]["bf16"]["embedding_relative"] == 0
+    assert all(v > 0 for v in data["weight_error"]["q4_1"]["relative"])
+    assert data["kl"]["fp32"] == 0 and data["kl"]["bf16"] == 0 and data["kl"]["q4_1"] > 0
+    assert data["memory_bytes"]["q4_1"] < data["memory_bytes"]["int8"] < data["memory_bytes"]["fp16"]
+    assert block["source"] == "hub" and block["tensor"] == "model.layers.5.self_attn.o_proj.weight"
+    assert block["gguf_equal"] and block["requantized_equal"]

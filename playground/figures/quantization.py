@@ -103,7 +103,8 @@ def summary_markdown(data: dict) -> str:
                   f"{_g(data['max_logit_diff']['fp32'])} (lossless). "
                   + (f"Q4_1 (the file's blocks, dequantised at every product): KL {_g(data['kl']['q4_1'])}, largest "
                      f"logit difference {_g(data['max_logit_diff']['q4_1'])}: the same numbers as fp32."
-                     if "q4_1" in data["kl"] else "")]
+                     if data["source"] == "gguf" else ""),
+              "", f"**The weights:** {data['source_about']}."]
     for f, why in data["skipped"].items():
         lines += ["", f"**{f} is not measured here:** {why}."]
     lines += ["", f"Bytes, weight errors, step times and perplexity measured {data['measured_at']} in this process; "
@@ -133,7 +134,9 @@ def block_figure(block: dict) -> go.Figure:
 def block_markdown(block: dict) -> str:
     """The block's bytes, d, m and every weight as a table (the drawing's text alternative)."""
     hexed = " ".join(block["hex"][i:i + 2] for i in range(0, len(block["hex"]), 2))
-    lines = [f"**{block['tensor']}**, row {block['row']} of {block['rows']} (as the file stores it), block "
+    where = ("as the file stores it" if block["source"] == "gguf" else
+             "the original's, quantised here with llama.cpp's rule")
+    lines = [f"**{block['tensor']}**, row {block['row']} of {block['rows']} ({where}), block "
              f"{block['block']} of {block['blocks_per_row']}: 20 bytes `{hexed}`.", "",
              f"- d = `{block['d_hex']}` (fp16) = {block['d']:.6g}; m = `{block['m_hex']}` (fp16) = {block['m']:.6g}",
              "- 16 bytes of nibbles: weight j in the low 4 bits of byte j, weight j + 16 in its high 4 bits",

