@@ -66,11 +66,12 @@ GGUF file's Q4_1 values, exactly: its original bf16 weights are not in the packa
 the Hub, the original's), run over your text, and compared with fp32: the next-token distribution's
 $\mathrm{KL}(p_{\text{fp32}} \,\|\, p_{\text{format}})$ and how often the most likely token is the same, the
 perplexity on a shipped text, each layer's weight error $\lVert \hat W - W \rVert_F / \lVert W \rVert_F$, the weights'
-bytes and one generation step's time. **fp16** and **bf16** round each weight to 11 or 8 significant bits; **int8** stores one byte
-per weight and one scale per output channel, $\hat w = s \cdot \mathrm{round}(w / s)$, $s = \max_k |W_{nk}| / 127$;
-**Q4_1** is the file as shipped: blocks of 32 weights, each $w = d\,q + m$ with a 4-bit $q$. No format is ever held
-whole: the layers are built five at a time, measured and freed. The first run in a process also measures the bytes,
-errors, step times and perplexity (seconds more); each new text then measures its own KL."""
+bytes and one generation step's time. **fp16** and **bf16** round each weight to 11 or 8 significant bits;
+**int8** stores one byte per weight and one scale per output channel, $\hat w = s \cdot \mathrm{round}(w / s)$,
+$s = \max_k |W_{nk}| / 127$; **Q4_1** is the file as shipped: blocks of 32 weights, each $w = d\,q + m$ with a 4-bit
+$q$. No format is ever held whole: the layers are built five at a time, measured and freed. The first run in a
+process also measures the bytes, errors, step times and perplexity (seconds more); each new text then measures its
+own KL."""
 
 BLOCK_MD = r"""**One Q4_1 block of the file**, byte by byte: 2 bytes of scale $d$ and 2 of minimum $m$ (fp16 each), then
 16 bytes holding 32 four-bit integers $q_j \in \{0, \dots, 15\}$. Each weight is $w_j = d\,q_j + m$: one of 16 evenly
