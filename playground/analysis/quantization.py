@@ -121,9 +121,9 @@ def forget() -> None:
         _facts.clear()
 
 
-def matrix_shape(matrix: str) -> tuple[int, int]:
-    """(rows, Q4_1 blocks per row) of one of a layer's matrices (our name, qf.MATRICES)."""
-    config = qs.open_source().config
+def matrix_shape(matrix: str, config=None) -> tuple[int, int]:
+    """(rows, Q4_1 blocks per row) of a layer's matrix (our name, qf.MATRICES), from `config` or the source's."""
+    config = config or qs.open_source().config
     c, kv = config.n_embd, config.n_kv_head * config.head_dim
     rows = {"self_attn.k_proj": kv, "self_attn.v_proj": kv, "mlp.gate_proj": config.n_inner,
             "mlp.up_proj": config.n_inner}.get(matrix, c)
@@ -142,7 +142,7 @@ def q4_block(layer: int, matrix: str, row: int, block: int) -> dict:
     source = qs.open_source()
     if not 0 <= layer < source.config.n_layer:
         raise QuantizationError(f"Layer {layer} is not one of SmolLM2's: 0 to {source.config.n_layer - 1}.")
-    rows, per_row = matrix_shape(matrix)
+    rows, per_row = matrix_shape(matrix, source.config)
     if not (0 <= row < rows and 0 <= block < per_row):
         raise QuantizationError(f"This matrix has {rows} rows of {per_row} blocks: row 0 to {rows - 1}, block 0 "
                                 f"to {per_row - 1}.")
