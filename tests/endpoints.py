@@ -13,7 +13,9 @@ HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, (
         **{(name, "model_name"): "gpt-shakespeare" for name in ("patch", "ablate", "head_sweep", "steer")},
         **{(name, "sanity"): False for name in ("patch", "ablate", "head_sweep")},
         # a live classifier run on our small BERT's probe (seconds; LoRA on MiniLM takes most of a minute: the bench)
-        ("classify_train", "method"): "bert-probe-cls"}
+        ("classify_train", "method"): "bert-probe-cls",
+        # speculative decoding of a few tokens (its full length and its drafts: tests/test_speculative.py)
+        ("speculative", "max_new"): 4}
 NEEDS_A_SESSION = {"seq2seq_step"}  # shows this session's last translation: refused without one, as it should
 # API calls with no UI values of their own, which act on a room: refused without one, as they should
 NEEDS_A_ROOM = {"follow_lead", "follow_view",

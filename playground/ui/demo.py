@@ -16,8 +16,8 @@ from playground.analysis import focus, models
 from playground.serving import engine
 from playground.text import MAX_CHARS
 from playground.ui import (attention_tab, causal_tab, cockpit, embeddings_tab, fastpath, fill_mask_tab, finetune_tab,
-                           generation_tab, follow, gradient_tab, queuepath, quiz_tab, seq2seq_tab, tokenization_tab,
-                           tour, view, workshop_tab)
+                           generation_tab, follow, gradient_tab, inference_tab, queuepath, quiz_tab, seq2seq_tab,
+                           tokenization_tab, tour, view, workshop_tab)
 from playground.ui.cache import AnswerCache
 from playground.ui.compute import Lanes
 from playground.ui.workers import Workers, share
@@ -44,8 +44,8 @@ RELAY_JS = "window.playgroundRelay.register(%r, trigger);"
 # Tabs in the order of the lecture story
 TABS = [("Tokenization", tokenization_tab), ("Embeddings", embeddings_tab), ("RNN gradient flow", gradient_tab),
         ("Attention", attention_tab), ("Seq2seq attention", seq2seq_tab), ("Masked-LM fill-in", fill_mask_tab),
-        ("Generation", generation_tab), ("Fine-tuning", finetune_tab), ("Causal lab", causal_tab),
-        ("Class quiz", quiz_tab)]
+        ("Generation", generation_tab), ("Inference", inference_tab), ("Fine-tuning", finetune_tab),
+        ("Causal lab", causal_tab), ("Class quiz", quiz_tab)]
 
 
 def tab_id(title: str) -> str:
@@ -190,7 +190,9 @@ LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo", "classify_tr
 # tool calling: SmolLM2's answers), so in the slow pool and its lane from the first, not only once measured
 # (Workers.expect_slow): the first probe held the quick lane for 10 s and imported torch.optim's torch._dynamo
 # there, 81 MB, a second copy beside the slow lane's trainings' (docs/performance.md)
-SLOW_AT_FIRST = {"classify_probe", "chat_tools", "chain_of_thought"}
+# The Inference tab's quantization (every format of SmolLM2 built and run in turn: seconds) and speculative decoding
+# (SmolLM2 decoding a prompt twice) likewise
+SLOW_AT_FIRST = {"classify_probe", "chat_tools", "chain_of_thought", "quantization", "speculative"}
 # not answered for the page's defaults when the app starts (ui/fastpath.prewarm): the live trainings, the live probe
 # (9 s of MiniLM features), and chain of thought and tool calling, which run SmolLM2 (loaded on first use:
 # analysis/models.LARGE; answered at start, it sat in a compute process from the first second: warm app 1,430 MB
