@@ -1,8 +1,11 @@
 """One bounded cache for the whole app: least recently used first out, bounded in items and in bytes.
 
-The server keeps answers for a lecture hall in three places: the answers of the handlers (ui/cache.py), the bytes
-of answers already streamed (ui/fastpath.py) and the attention of the last inputs (analysis/attention.py). A class
-typing its own sentences makes every one of them grow with each new input, so each is bounded by what it holds in
+Seven caches are a `Bounded` each: the page and its scripts (ui/pagecache.py), the bytes of answers already streamed
+through the page's protocol (ui/queuepath.py) and through the plain API (ui/fastpath.py; both keep their bookkeeping
+in one too), the answers of the handlers (ui/cache.py), the attention of the last inputs (analysis/attention.py),
+the generation engine's shared prompt prefixes (serving/engine.py) and fine-tuning's base texts
+(training/finetune.py); docs/architecture.md gives each one's bound, and tests/test_docs.py checks it against the
+code. A class typing its own sentences makes them grow with each new input, so each is bounded by what it holds in
 bytes, not by a count: one SmolLM2 attention answer is several MB, a tokenization a few kB. `Bounded` is that one
 structure: a size function gives each value's bytes, `valid` may refuse a kept value (a download file deleted
 since), the newest value is always kept even when it alone is over the bound. Thread-safe.

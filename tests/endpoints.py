@@ -14,6 +14,8 @@ HELD = {("memory_experiment", "max_k"): 5, ("memory_experiment", "steps"): 10, (
         **{(name, "sanity"): False for name in ("patch", "ablate", "head_sweep")},
         # a live classifier run on our small BERT's probe (seconds; LoRA on MiniLM takes most of a minute: the bench)
         ("classify_train", "method"): "bert-probe-cls",
+        # speculative decoding of a few tokens (its full length and its drafts: tests/test_speculative.py)
+        ("speculative", "max_new"): 4,
         # the Inference tab: our GPT's cache and a short answer; the batching experiment to batch 2, 2 tokens a row
         # (SmolLM2's cache and the experiment to 32: tests/test_inference_kv.py, test_inference_batching.py)
         ("kv_cache", "model"): "gpt-shakespeare", ("kv_cache", "answer_tokens"): 2,

@@ -100,6 +100,35 @@ def test_a_product_cut_into_lanes_is_the_same_bits_as_whole(planes):
         assert len(cut.parts) == lanes and torch.equal(cut(x), whole)
 
 
+def test_the_attention_kernel_is_each_rows_own_and_the_python_loops_mathematics(monkeypatch):
+    """nets/ragged_kernel: a row's attention is the same bits alone and beside others (a prefill row's two chunks in
+    one call included), and within float rounding of the Python loop it replaces (grouped_attention)."""
+    from playground.nets import ragged_kernel
+    from playground.nets.llama import grouped_attention
+
+    if ragged_kernel.kernel() is None:
+        pytest.skip("no C++ compiler here: the Python loop serves")
+    torch.manual_seed(3)
+    nkv, nh, hs, pieces = 3, 9, 64, [(0, 40), (40, 24), (130, 1), (7, 1), (300, 1)]   # (start, length); 2 chunks
+    caches = [torch.randn(2, nkv, 400, hs) for _ in range(4)]
+    caches = [caches[0], caches[0], caches[1], caches[2], caches[3]]                    # of the first row
+    N = sum(n for _, n in pieces)
+    q, kv = torch.randn(N, nh, hs), torch.randn(2, nkv, N, hs)
+    starts, lengths = [s for s, _ in pieces], [n for _, n in pieces]
+    clones = {id(c): c.clone() for c in caches}
+    expected = [clones[id(c)] for c in caches]                   # the first row's two chunks share its cache
+    out = ragged_kernel.attention(q, kv, caches, starts, lengths)
+    row = 0
+    for (start, n), c in zip(pieces, expected):
+        c[:, :, start:start + n] = kv[:, :, row:row + n]
+        ours = grouped_attention(q[row:row + n], c[0, :, :start + n], c[1, :, :start + n], start)
+        assert (out[row:row + n] - ours).abs().max() < 1e-5
+        if c is not expected[0]:             # a generating row alone, in a call of its own: the same bits
+            alone = ragged_kernel.attention(q[row:row + n], kv[:, :, row:row + n], [c.clone()], [start], [n])
+            assert torch.equal(alone, out[row:row + n])
+        row += n
+
+
 def test_the_ragged_step_is_the_models_own_forward():
     """Rows of several lengths through step_rows, prompts in chunks and then token by token, give the logits of
     each row's own plain forward (float weights: the written-out attention against SDPA's)."""

@@ -26,12 +26,13 @@ EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "12"))
 LONG = st.tuples(st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=40),  # ~100 kB of one piece
                  st.integers(20_000, 100_000)).map(lambda t: (t[0] * (t[1] // len(t[0]) + 1))[:t[1]])
 # Each of SmolLM2's endpoints decodes hundreds of tokens per call (about a minute of an example's time on a loaded
-# machine): a pytest-xdist group of its own each (tests/conftest.py: XdistGroups), so the two workers share them.
+# machine), or measures five formats of it (quantization: seconds a text): a pytest-xdist group of its own each
+# (tests/conftest.py: XdistGroups), so the two workers share them.
 # Chain of thought's two answers decode at most CHEAP_COT new tokens here: the user's inputs reach the model only
 # as the prompt (read whole, the same code path), and what it writes only feeds the answer rule, which
 # test_reasoning.py checks, with SmolLM2's full-length answers in test_smollm2_answers_both_ways_and_runs_the_loop
 # (which runs the tool-calling loop at full length too; here its turns are cut to CHEAP_REPLY: 155 -> 37 s).
-SMOLLM2_ENDPOINTS = ("chain_of_thought", "chat_tools")
+SMOLLM2_ENDPOINTS = ("chain_of_thought", "chat_tools", "quantization", "speculative")
 CHEAP_COT = {"direct": 8, "step_by_step": 8}
 CHEAP_REPLY = 24  # tool calling's new tokens per model turn here (96 in the app): the same loop, parse and refusals
 ENDPOINTS = {fn.api_name: fn for fn in app.demo.fns.values() if fn.api_visibility == "public" and fn.fn is not None}

@@ -11,7 +11,7 @@ and its fused recurrent kernels end in other last bits on two.
 
 Re-recorded 2026-12-07 on the AMD machine when sampling came to draw a token by inverting the cumulative
 distribution (one uniform number a token instead of torch.multinomial's exponential for every id: other seeded
-tokens) and SmolLM2's generations came to be served by the engine's 14-bit twin. An Intel machine skips until it
+tokens) and SmolLM2's generations came to be served by the engine's 14-bit twin and its attention kernel. An Intel machine skips until it
 records its own."""
 
 from __future__ import annotations

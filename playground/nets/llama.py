@@ -30,6 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from playground.nets import ragged_kernel
 from playground.nets.gpt import GPT, attend, cached_step
 from playground.nets.hooks import HookPoint, add_block_hooks
 from playground.nets.int8 import Int8Linear
@@ -189,6 +190,9 @@ class Attention(nn.Module):
         q = rotate(q.view(N, nh, hs), cos, sin) * (1 / math.sqrt(hs))   # (N, nh, hs), divided by sqrt(d_k) once
         k = rotate(k.view(N, nkv, hs), cos, sin)                         # (N, nkv, hs)
         kv = torch.stack([k, v.view(N, nkv, hs)]).transpose(1, 2)        # (2, nkv, N, hs): each row's to keep
+        y = ragged_kernel.attention(q, kv, [c.kv[rows.layer] for c in rows.caches], rows.starts, rows.lengths)
+        if y is not None:                                                # one call: nets/ragged_kernel.py
+            return self.o_proj(y[None])
         out, start = [], 0          # each row over its own cache: a Python loop, so no row's sums depend on another's
         for cache, t0, n in zip(rows.caches, rows.starts, rows.lengths):
             mine = cache.kv[rows.layer]                                  # (2, nkv, capacity, hs)

@@ -190,16 +190,17 @@ LONG_RUNNING = {"memory_experiment", "lora_finetune", "sft", "dpo", "classify_tr
 # tool calling: SmolLM2's answers), so in the slow pool and its lane from the first, not only once measured
 # (Workers.expect_slow): the first probe held the quick lane for 10 s and imported torch.optim's torch._dynamo
 # there, 81 MB, a second copy beside the slow lane's trainings' (docs/performance.md)
-SLOW_AT_FIRST = {"classify_probe", "chat_tools", "chain_of_thought"}
-# The Inference tab's KV cache view (SmolLM2's passes over the text: a second or two) starts slow too; its engine views
-# read the engine that serves SmolLM2, which lives where the generations run (the slow lane): placed with them below
-INFERENCE_SLOW = {"kv_cache"}
+# The Inference tab's quantization (every format of SmolLM2 built and run in turn: seconds), speculative decoding
+# (SmolLM2 decoding a prompt twice) and KV cache (SmolLM2's passes over the text and a second turn) likewise
+SLOW_AT_FIRST = {"classify_probe", "chat_tools", "chain_of_thought", "quantization", "speculative", "kv_cache"}
+# the Inference tab's engine views read the engine that serves SmolLM2, which lives where the generations run (the
+# slow lane): placed with them below (GENERATING), and not answered at start
 ENGINE_VIEWS = {"engine_batch", "batching"}
 # not answered for the page's defaults when the app starts (ui/fastpath.prewarm): the live trainings, the live probe
 # (9 s of MiniLM features), and chain of thought and tool calling, which run SmolLM2 (loaded on first use:
 # analysis/models.LARGE; answered at start, it sat in a compute process from the first second: warm app 1,430 MB
 # against 1,045 MB without, docs/performance.md).
-NOT_AT_START = LONG_RUNNING | SLOW_AT_FIRST | INFERENCE_SLOW | ENGINE_VIEWS
+NOT_AT_START = LONG_RUNNING | SLOW_AT_FIRST | ENGINE_VIEWS
 # the events that generate: their computations wait together on the generation engine, up to its rows at once
 # (Workers.expect_batched; a model no engine serves decodes alone on the same worker), and the engine's cost
 GENERATING = {"generate", "compare_generate", "chat_tools", "chain_of_thought", "smollm2_engine_cost", *ENGINE_VIEWS}
@@ -242,8 +243,7 @@ def set_queues(demo: gr.Blocks) -> Serving:
         workers = training if fn.api_name in LONG_RUNNING else quick
         fn.fn = answers.wrap(checked(fn.fn, fn.inputs, fn.api_name or ""), len(fn.outputs), state, workers,
                              cacheable=not reads_state, waiting=WAITING.get(fn.api_name),
-                             slow=fn.api_name in SLOW_AT_FIRST | INFERENCE_SLOW,
-                             batched=fn.api_name in GENERATING)
+                             slow=fn.api_name in SLOW_AT_FIRST, batched=fn.api_name in GENERATING)
         fn.concurrency_id, fn.concurrency_limit = f"answer-{fn._id}", None
         if not reads_state:
             cacheable.add(index)

@@ -1,4 +1,4 @@
-"""The guided tour: the lecture's path through the tabs, from tokens to GPT and BERT, and how an LLM is served.
+"""The guided tour: the lecture's path through the tabs, from tokens to GPT and BERT, then how a model is served.
 
 Each step says what to look at in two or three sentences, gives the equation the view computes (as the
 code in playground/ writes it), opens its tab and sets the controls that make the point, through the
@@ -101,6 +101,20 @@ STEPS = [
          "arithmetic dominates. Row 0 gives the same bits alone and in every batch.",
          r"t(B) \approx a + b\,B, \qquad \text{tokens/s} = \frac{B}{a + b\,B}, \qquad "
          r"\frac{\text{FLOPs}}{\text{byte}} \approx 2B", "inference", "batch-about", sub="batching"),
+    Step("Quantization: fewer bits a weight", "Serving a model is mostly reading its weights: a generation step reads "
+         "every one of them, so their bytes set its time. SmolLM2's weights in fp16, bf16, int8 and the file's own "
+         "4-bit blocks: press Measure to see what each saves and what it changes (the weight error, the next-token "
+         "KL on your sentence, perplexity). Below, one real block of the file: 32 weights on 16 levels.",
+         r"w_j = d\,q_j + m,\ q_j \in \{0, \dots, 15\}; \qquad \hat w = s \operatorname{round}(w / s),\ "
+         r"s = \max_k |W_{nk}| / 127",
+         "inference", "quant-block", {"quant_block.matrix": "mlp.down_proj"}, sub="quantization"),
+    Step("Speculative decoding: several tokens a pass", "Checking five tokens costs a CPU about what one does: "
+         "both read every weight once. A cheap draft guesses γ tokens; SmolLM2 reads them in one pass and keeps "
+         "those that match its own greedy choice, then adds its own. Press Decode: the text is plain greedy's, token "
+         "for token, in fewer passes when the draft is good.",
+         r"\hat x_{t+i} \text{ kept while } \hat x_{t+i} = \arg\max_x p(x \mid x_{<t+i}), \quad "
+         r"\text{then } x_{t+a+1} = \arg\max_x p(x \mid x_{\le t+a})",
+         "inference", "spec-intro", sub="speculative-decoding"),
 ]
 
 
