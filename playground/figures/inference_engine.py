@@ -269,7 +269,7 @@ def batching_markdown(data: dict) -> str:
                   f"{run['steps']} ({run['prefill_steps']} reading prompts)" for run in data["runs"]) + "."]
     w = r["weights"]
     lines += ["", f"**What a step reads and computes**, from the served model's parameters: {w['matrices']} "
-              f"matrices, {w['params'] / 1e6:.1f} M weights in {size(w['bytes'])} ({data['weights']}), read once a "
+              f"matrices, {w['params'] / 1e6:.1f} M weights in {size(w['bytes'])}, {data['weights']}, read once a "
               f"step whatever the batch; each row computes {r['flops_per_token'] / 1e6:.0f} MFLOPs "
               f"(2 × weights, plus attention over {r['positions']:g} keys) and reads its own keys and values "
               f"({size(r['kv_bytes_per_token'])} a position). FLOPs per byte read: "
