@@ -22,6 +22,8 @@ if os.environ.get("POLLS_DB", os.environ.get("TEST_POLLS_DB")) == os.environ.get
 
 import pytest
 
+from tests import tiers
+
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex jolly boxers and "
          "lower newer widest lowest token tokens tokenizer tokenization").split()
 
@@ -59,7 +61,7 @@ def app_url():
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
-BROWSER_FIXTURES = ("browser", "page")  # the tests that use the shared Chromium ask for one of these
+BROWSER_FIXTURES = tiers.TIERS["browser"]  # the tests that use the shared Chromium ask for one of these
 
 
 def need_chromium() -> None:
@@ -217,6 +219,7 @@ def pytest_configure(config):
     # gradio's own use of pandas, not ours
     config.addinivalue_line("filterwarnings", "ignore::Warning:gradio.queueing")
     config.addinivalue_line("markers", "xdist_group(name): the tests pytest-xdist runs in one worker, in order")
+    config.pluginmanager.register(tiers, "playground-tiers")  # the test pyramid's marks (tests/tiers.py)
     config.pluginmanager.register(XdistGroups(), "playground-xdist-groups")
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # the controller keeps XdistGroups' order (its own: most tests first)
@@ -295,7 +298,7 @@ def postgres():
         server.stop()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.process)])
 def rooms_db(request, tmp_path) -> str:
     """Where a test's rooms live, once per engine: a SQLite file, or a fresh postgresql:// URL (tests/postgres.py)."""
     if request.param == "sqlite":

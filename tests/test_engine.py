@@ -101,6 +101,7 @@ def test_the_ragged_step_is_the_models_own_forward():
 # ---- the engine on a tiny model: requests join, share, leave, are refused
 
 
+@pytest.mark.slow
 def test_an_engine_answers_each_request_as_it_would_alone_on_a_tiny_model():
     engine = Engine(tiny().int8(), 512)
     alone = list(engine.stream(list(range(1, 90)), 30, SAMPLED, 7))
@@ -155,6 +156,7 @@ def deque_of():
 # ---- SmolLM2: the twin's quality, and the class's batch
 
 
+@pytest.mark.slow  # SmolLM2
 def test_smollm2s_int8_twin_stays_next_to_the_exact_model(smol, twin):
     """On a text it never saw, the twin's next-token distributions are within KL 1e-3 of the fp16 model's and agree
     on the top token everywhere but a near tie (the fp16 model's own products; measured 2.5e-5 and 100%)."""
@@ -170,6 +172,7 @@ def test_smollm2s_int8_twin_stays_next_to_the_exact_model(smol, twin):
     assert torch.equal(exact.argmax(-1)[clear], ours.argmax(-1)[clear])
 
 
+@pytest.mark.slow  # SmolLM2
 def test_a_seeded_smollm2_answer_is_the_same_bits_alone_and_beside_1_to_31_others(smol, twin):
     engine = Engine(twin, twin.config.n_positions)
     prompt = smol.tokenizer.encode(smol.chat_prompt([{"role": "user", "content": "Tell me about dragons."}])).ids
@@ -184,6 +187,7 @@ def test_a_seeded_smollm2_answer_is_the_same_bits_alone_and_beside_1_to_31_other
                 request.cancelled = True
 
 
+@pytest.mark.slow  # SmolLM2
 def test_smollm2s_greedy_answers_through_the_engine_are_the_app_models(smol, twin):
     """Five chat questions, 32 tokens each: the engine's greedy text is the fp16 model's, token for token (whose
     logits equal transformers' LlamaForCausalLM's reading of the same file, tests/test_llama.py)."""
@@ -199,6 +203,7 @@ def test_smollm2s_greedy_answers_through_the_engine_are_the_app_models(smol, twi
         assert ours == theirs, question
 
 
+@pytest.mark.slow  # SmolLM2
 def test_the_engines_cost_is_measured_live_and_shown_with_its_protocol(smol):
     """The Generation tab's card measures the served twin against the model itself now (smollm2_engine_cost): the
     numbers in the text are the JSON's, and on SmolLM2 every greedy answer of the protocol is the model's own."""
