@@ -4,6 +4,7 @@ quick tier holds no browser, served app, process or slow test, and a quick test 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 from tests import tiers
 
 ROOT = Path(__file__).resolve().parent.parent
+FULL = "python -m pytest -n 2 --dist loadgroup tests"
+QUICK = "python -m pytest -m quick -n 2 --dist loadgroup tests"
 
 
 class Planted:
@@ -73,3 +76,10 @@ def test_a_quick_test_that_starts_a_process_fails_naming_the_mark_it_needs(reque
             os._exit(0)
     assert subprocess.run(["git", "--version"], capture_output=True, check=False).returncode == 0  # a tool: allowed
 
+
+def test_the_readme_and_the_testing_page_give_both_commands_and_ci_runs_the_full_one():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert re.search(rf"&& {re.escape(FULL)}$", ci.strip()), "CI runs the README's full command, as it is"
+    for page in ("README.md", "docs/testing.md"):
+        text = (ROOT / page).read_text(encoding="utf-8")
+        assert FULL in text and QUICK in text, page

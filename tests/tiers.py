@@ -124,7 +124,7 @@ def pytest_terminal_summary(terminalreporter, config):
     """A run of the quick tier lists its tests that took seconds: the tier stays quick only if they leave it."""
     if "quick" not in (config.option.markexpr or ""):
         return
-    slow = sorted(((s, node) for node, s in DURATIONS.items() if s > SLOW_SECONDS), reverse=True)
+    slow = sorted(((s, node.split("@")[0]) for node, s in DURATIONS.items() if s > SLOW_SECONDS), reverse=True)
     if slow:
         terminalreporter.section("quick tests over %g s: make them cheaper or mark them slow" % SLOW_SECONDS)
         for seconds, node in slow:
