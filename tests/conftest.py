@@ -22,6 +22,8 @@ if os.environ.get("POLLS_DB", os.environ.get("TEST_POLLS_DB")) == os.environ.get
 
 import pytest
 
+from tests import tiers
+
 WORDS = ("the quick brown fox jumps over a lazy dog while seven wizards quietly hex jolly boxers and "
          "lower newer widest lowest token tokens tokenizer tokenization").split()
 
@@ -61,7 +63,7 @@ def app_url():
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
         "--disable-sync", "--no-first-run"]
-BROWSER_FIXTURES = ("browser", "page")  # the tests that use the shared Chromium ask for one of these
+BROWSER_FIXTURES = tiers.TIERS["browser"]  # the tests that use the shared Chromium ask for one of these
 
 
 def need_chromium() -> None:
@@ -219,6 +221,7 @@ def pytest_configure(config):
     # gradio's own use of pandas, not ours
     config.addinivalue_line("filterwarnings", "ignore::Warning:gradio.queueing")
     config.addinivalue_line("markers", "xdist_group(name): the tests pytest-xdist runs in one worker, in order")
+    config.pluginmanager.register(tiers, "playground-tiers")  # the test pyramid's marks (tests/tiers.py)
     config.pluginmanager.register(XdistGroups(), "playground-xdist-groups")
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # the controller keeps XdistGroups' order (its own: most tests first)
@@ -232,21 +235,22 @@ class XdistGroups:
     not use it: its sync loop stops asyncio.run), its own served app on a free port, its own temporary folders and
     quiz rooms (POLLS_DB above) and its own Gradio folder (ui/patches); no test writes to models/. One group of every
     browser module, run in one worker, was the suite's critical path: it held the accessibility audits alone for
-    19 min of a measured run while the other worker ran everything else (docs/testing.md).
+    19 min of a measured run while the other worker ran everything else.
 
-    The queue is the slow groups first (SLOW_FIRST, longest first, as measured in docs/testing.md), then the rest in
-    collection order: a worker takes the next group when it is almost done, so short groups at the end fill in
+    The queue is the slow groups first (SLOW_FIRST, longest first, from `--durations=0` of full runs), then the rest
+    in collection order: a worker takes the next group when it is almost done, so short groups at the end fill in
     around the long ones. pytest-xdist's own order (most tests first) queued the longest group of all, the
     accessibility test's four tests, among the last. Only pytest-xdist's workers collect, so a run without it keeps
     the files' order. A plugin object rather than this module's hook: the module's one
     pytest_collection_modifyitems runs last (below), after pytest-xdist has read the groups."""
 
     # the groups that take longest, longest first (module file, or the group a test names)
-    SLOW_FIRST = ("a11y-1", "a11y-2", "a11y-3", "fuzz-chat_tools", "tests/test_fuzz_endpoints.py",
-                  "fuzz-chain_of_thought", "tests/test_browser_lecture_mode.py", "served",
+    SLOW_FIRST = ("a11y-1", "a11y-2", "a11y-3", "tests/test_engine.py", "fuzz-chat_tools", "hub",
+                  "tests/test_fuzz_endpoints.py", "fuzz-chain_of_thought", "tests/test_browser_lecture_mode.py",
+                  "served", "tests/test_fuzz.py", "tests/test_reasoning.py", "tests/test_interventions.py",
                   "tests/test_resume_kill.py", "tests/test_browser_quiz.py", "tests/test_browser_view.py",
-                  "tests/test_browser_phone.py", "tests/test_browser_dispatch.py", "tests/test_browser_tour.py",
-                  "tests/test_deploy.py", "hub")
+                  "tests/test_figures.py", "tests/test_browser_phone.py", "tests/test_browser_dispatch.py",
+                  "tests/test_browser_tour.py", "tests/test_deploy.py")
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items):
@@ -297,7 +301,7 @@ def postgres():
         server.stop()
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.process)])
 def rooms_db(request, tmp_path) -> str:
     """Where a test's rooms live, once per engine: a SQLite file, or a fresh postgresql:// URL (tests/postgres.py)."""
     if request.param == "sqlite":

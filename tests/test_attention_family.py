@@ -51,6 +51,7 @@ def percent(note: str, before: str) -> int:
     return int(re.search(re.escape(before) + r"[^0-9]*?(\d+)%", note).group(1))
 
 
+@pytest.mark.slow  # SmolLM2
 def test_smollm2_is_said_to_park_its_attention_on_the_first_token_with_its_number(tab):
     if tab.models.resolve("smollm2") not in tab.LISTED:
         pytest.skip("SmolLM2 is not installed here")

@@ -260,6 +260,7 @@ def test_smollm2_attention_shows_its_heads_in_key_value_groups(client):
     assert np.abs(np.triu(A, 1)).max() == 0 and np.allclose(A.sum(1), 1, atol=1e-4)
 
 
+@pytest.mark.slow  # SmolLM2
 @needs_smollm2
 def test_smollm2_reads_the_chat_prompt_and_keeps_the_sentence_spans():
     m = att.load("smollm2")  # the registry's SmolLM2 by its old short id, as the tab reads it

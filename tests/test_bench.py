@@ -1,9 +1,11 @@
 """The bench's own calls (playground/tools/bench.py) run against the code as it is: a bench that breaks is found by
 the suite, not by the next measurement. Timings are the bench's business, never asserted here."""
 
+import pytest
 from playground.tools import bench
 
 
+@pytest.mark.slow
 def test_the_handler_rows_call_the_handlers_as_they_are():
     calls = {**bench.endpoint_calls()}
     assert any("attention" in name for name in calls)
@@ -13,6 +15,7 @@ def test_the_handler_rows_call_the_handlers_as_they_are():
 
 
 
+@pytest.mark.slow
 def test_the_heads_rows_run():
     """The induction and head finder rows (`--heads-only`): every row has a figure (SmolLM2's only when installed)."""
     rows = bench.heads_rows(runs=1)

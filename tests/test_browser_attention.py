@@ -73,10 +73,15 @@ def test_a_sentence_pair_can_be_filtered_to_a_to_b_lines(attention_tab):
     page.get_by_label("Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])").fill("It slept there.")
     page.get_by_label("Second sentence (optional: makes a pair [CLS] A [SEP] B [SEP])").press("Enter")
     page.wait_for_selector('#attn-head-view input[name="hv-filter"][value="ab"]', timeout=20_000)
+    page.traffic.settle()  # the pair's answers are all in: a later one would draw the view again, unfiltered
     page.locator('#attn-head-view input[name="hv-filter"][value="ab"]').check()
-    shown = page.evaluate("""() => [...document.querySelectorAll('#attn-head-view path')]
-        .filter((p) => p.getBoundingClientRect().width > 0).map((p) => p.classList.contains('ab'))""")
-    assert shown and all(shown)
+    shown = """() => [...document.querySelectorAll('#attn-head-view path')]
+        .filter((p) => p.getBoundingClientRect().width > 0).map((p) => p.classList.contains('ab'))"""
+    # the lines are read once the filter has taken effect (read at once, they were once read as none)
+    page.wait_for_function(f"() => {{ const shown = ({shown})(); return shown.length > 0 && shown.every(Boolean); }}",
+                           timeout=20_000)
+    lines = page.evaluate(shown)
+    assert lines and all(lines)
 
 
 def test_colour_bars_survive_a_model_switch(attention_tab):

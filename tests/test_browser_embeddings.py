@@ -70,6 +70,7 @@ def test_the_default_analogy_is_answered_before_any_click(embeddings_tab):
 def test_a_chip_sets_the_preset_boxes_and_any_word_s_neighbours_can_be_listed(embeddings_tab):
     page = embeddings_tab
     page.get_by_role("tab", name="Word space", exact=True).click()
+    page.wait_for_selector("#emb-presets input[type=checkbox]:checked", timeout=30_000)  # the sub-tab is drawn
     assert page.locator("#emb-presets input[type=checkbox]:checked").count() == 4   # the default's four sets
     page.get_by_role("button", name="typos", exact=True).click()
     page.wait_for_function("() => document.querySelector('#emb-words textarea').value.includes('recieve')")

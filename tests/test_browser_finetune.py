@@ -10,6 +10,7 @@ def test_shipped_runs_are_shown_at_once(page):
     assert "The shipped run, recorded by" in page.locator("#ft-lora-status").inner_text()
     assert page.locator("#ft-lora-texts td").count() >= 3                      # prompt, before, after
     page.get_by_role("tab", name="SFT", exact=True).click()
+    page.wait_for_function("() => document.querySelector('#ft-sft-status')?.innerText.trim()", timeout=30_000)
     status = page.locator("#ft-sft-status").inner_text()
     if "No shipped run" not in status and "not installed" not in status:
         page.wait_for_selector("#ft-sft-mask .ft-loss", timeout=30_000)    # the loss mask: the response's tokens

@@ -75,6 +75,7 @@ def test_ablation_reports_the_distribution_before_and_after(gpt):
     assert data["movers"][0]["change"] != 0 and "sanity" in data
 
 
+@pytest.mark.slow
 def test_steering_with_the_same_seed_is_deterministic_and_zero_strength_changes_nothing(gpt):
     args = (gpt, "ROMEO:\nI", "Love\nI love thee", "Hate\nI hate thee", 2)
     a = steering.steer(*args, 0.0, "l, h", 20, 3)
@@ -214,6 +215,7 @@ def test_the_causal_endpoints_are_named_and_answer_their_json(client):
         client.predict("word2vec-english", QUEEN[0], "head", 0, 0, "zero", "", False, api_name="/ablate")
 
 
+@pytest.mark.slow
 def test_the_steering_presets_steer_visibly_and_fill_the_view():
     """Each shipped preset is the view's inputs; SmolLM2's (when installed) turns the weather's continuation and
     moves "terrible" down at strength 1 and up at strength -1, as steering.PRESETS says."""

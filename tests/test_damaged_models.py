@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process  # the app started in a Python process of its own
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHECK = """

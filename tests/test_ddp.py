@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.process  # torchrun and its two gloo processes
+
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--n_positions=16", "--block_size=16", "--batch_size=8",
         "--max_iters=12", "--eval_interval=6", "--eval_iters=2", "--warmup_iters=2", "--learning_rate=3e-3",

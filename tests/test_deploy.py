@@ -29,6 +29,8 @@ import pytest
 
 from playground.tools.balancer import NGINX, BalancedCopies, documented, documented_config, main_config
 
+pytestmark = pytest.mark.process  # nginx, PostgreSQL, systemd-analyze
+
 ROOT = Path(__file__).resolve().parent.parent
 DEBIAN_NGINX = Path("/etc/nginx")
 

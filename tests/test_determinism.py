@@ -6,6 +6,7 @@ The analysis functions are called directly (the app's answer cache would otherwi
 
 from __future__ import annotations
 
+import pytest
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +51,7 @@ def canonical(data) -> str:
     return json.dumps(strip(data), sort_keys=True, default=str)
 
 
+@pytest.mark.slow
 def test_seeded_answers_are_the_same_alone_and_all_at_once_beside_a_noisy_neighbour():
     calls = seeded_calls()
     alone = {name: canonical(fn()) for name, fn in calls.items()}

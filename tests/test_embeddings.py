@@ -343,6 +343,7 @@ def test_our_bert_sentence_embeddings_go_through_the_sentence_transformer(poolin
     assert sentences.sentence_embeddings([], pooling, model="bert")[0].shape == (0, ckpt.config.n_embd)
 
 
+@pytest.mark.process  # a fresh interpreter
 @pytest.mark.parametrize("module", ["words", "projection", "encoders", "contextual", "sentences", "sbert", "classic"])
 def test_importing_embeddings_does_not_import_sentence_transformers(module):
     import subprocess

@@ -11,6 +11,8 @@ import pytest
 from playground.analysis.embeddings import words as ws
 from playground.ui import embeddings_words as tab
 
+pytestmark = pytest.mark.slow  # every shipped word space's neighbours
+
 SPACES = ws.space_keys()
 WHOLE_WORD = [k for k in ("word2vec", "glove", "fasttext") if k in SPACES]
 

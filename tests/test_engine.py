@@ -153,6 +153,7 @@ def test_the_ragged_step_is_the_models_own_forward():
 # ---- the engine on a tiny model: requests join, share, leave, are refused
 
 
+@pytest.mark.slow
 def test_an_engine_answers_each_request_as_it_would_alone_on_a_tiny_model():
     engine = Engine(tiny().int8(), 512)
     alone = list(engine.stream(list(range(1, 90)), 30, SAMPLED, 7))
@@ -227,6 +228,7 @@ def test_a_model_decoded_row_by_row_answers_through_the_engine_as_alone(name):
 # ---- SmolLM2: the twin's quality, and the class's batch
 
 
+@pytest.mark.slow  # SmolLM2
 @pytest.mark.parametrize("bits, kl, margin", [(14, 1e-3, 0.1), (8, 2e-2, 1.0)])
 def test_smollm2s_int8_twins_stay_next_to_the_exact_model(smol, twin8, twin14, bits, kl, margin):
     """On a text it never saw, each twin's next-token distributions are within its KL bound of the fp16 model's and
@@ -244,6 +246,7 @@ def test_smollm2s_int8_twins_stay_next_to_the_exact_model(smol, twin8, twin14, b
     assert torch.equal(exact.argmax(-1)[clear], ours.argmax(-1)[clear])
 
 
+@pytest.mark.slow  # SmolLM2
 @pytest.mark.parametrize("bits", [14, 8])
 def test_a_seeded_smollm2_answer_is_the_same_bits_alone_and_beside_1_to_31_others(smol, twin14, twin8, bits):
     twin = twin14 if bits == 14 else twin8
@@ -260,6 +263,7 @@ def test_a_seeded_smollm2_answer_is_the_same_bits_alone_and_beside_1_to_31_other
                 request.cancelled = True
 
 
+@pytest.mark.slow  # SmolLM2
 def test_smollm2s_greedy_answers_through_a_14_bit_engine_are_the_app_models(smol, twin14):
     """Five chat questions, 32 tokens each: the 14-bit engine's greedy text is the fp16 model's, token for token
     (whose logits equal transformers' LlamaForCausalLM's reading of the same file, tests/test_llama.py)."""
@@ -275,6 +279,7 @@ def test_smollm2s_greedy_answers_through_a_14_bit_engine_are_the_app_models(smol
         assert ours == theirs, question
 
 
+@pytest.mark.slow  # SmolLM2
 def test_the_engines_cost_is_measured_live_and_shown_with_its_protocol(smol):
     """The Generation tab's card measures the served twin against the model itself now (smollm2_engine_cost): the
     numbers in the text are the JSON's, the served format is named, and on SmolLM2 every greedy answer of the

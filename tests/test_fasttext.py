@@ -107,6 +107,7 @@ def trained(tmp_path_factory):
     return corpus, tok, model, before, after, history
 
 
+@pytest.mark.slow  # a training run
 def test_training_lowers_the_loss_and_a_misspelling_lands_near_its_word(trained):
     _, tok, model, before, after, history = trained
     assert before["loss"] == pytest.approx(6 * math.log(2), rel=1e-4)   # v = 0 at init: (1 + k) log 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import plotly.graph_objects as go
 
 from playground.analysis import normalize, subwords, tokenization
@@ -269,6 +270,7 @@ def test_series_are_told_apart_by_more_than_their_colour():
     assert [t.marker.pattern.shape for t in fig.data if t.type == "bar"][1] == "/"      # the figure's own pattern
 
 
+@pytest.mark.slow  # every figure of the app
 def test_no_figure_of_the_app_tells_its_series_apart_by_colour_alone():
     """Every figure the endpoints draw at the page's values (and the transfer-learning curve with a live run):
     no two series of one kind in one subplot look the same but for their colour."""

@@ -330,6 +330,7 @@ def test_fill_mask_any_input(registry, text, name, top_k):
                 (r["score"] for r in row), reverse=True)
 
 
+@pytest.mark.slow  # hypothesis
 @FEW
 @given(text=masked_texts, text_b=masked_texts, seed=numbers, whole=st.booleans(),
        name=st.sampled_from(["tiny", "short", "bogus"]))

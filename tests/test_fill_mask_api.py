@@ -98,6 +98,7 @@ def test_the_tab_says_what_to_expect_with_the_cards_figures():
             f"five for {capitals['top5']}") in note
 
 
+@pytest.mark.slow
 def test_the_cards_capitals_are_what_the_shipped_model_ranks():
     """The card's '{Capital} is the [MASK] of {Country}.' ranks, the figure the tab shows, measured again."""
     from playground.tools import held_out

@@ -14,6 +14,7 @@ from playground.nets import adapters, lora
 from playground.nets.llama import half_linear
 from playground.training import finetune as ft
 from playground.training import finetune_data as fd
+from tests.tiers import slow_where
 
 
 def tiny(method: str, **overrides) -> ft.FinetuneConfig:
@@ -185,7 +186,8 @@ def test_targets_by_role_name_real_matrices():
         adapters.targets_for(adapters.GPT, "everything")
 
 
-@pytest.mark.parametrize("name", ["lora-gpt-shakespeare", "sft-smollm2", "dpo-smollm2"])
+@pytest.mark.parametrize("name", slow_where(["lora-gpt-shakespeare", "sft-smollm2", "dpo-smollm2"],
+                                            lambda name: "smollm2" in name))
 def test_shipped_runs_load_differ_from_the_base_and_are_small(name):
     if name != "lora-gpt-shakespeare" and models.resolve(models.SMOLLM2) is None:
         pytest.skip("SmolLM2 is not installed (the README's commands install it)")
@@ -200,6 +202,7 @@ def test_shipped_runs_load_differ_from_the_base_and_are_small(name):
         assert not torch.allclose(ckpt.model(ids)[0], base.model(ids)[0])
 
 
+@pytest.mark.slow  # SmolLM2
 @needs_smollm2
 def test_smollm2_sft_runs_and_learns_the_answer_format():
     result = ft.execute(start(ft.FinetuneConfig(method="sft", base=adapters.SMOLLM2, steps=2, batch_size=2,

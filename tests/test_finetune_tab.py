@@ -28,6 +28,7 @@ def test_a_live_lora_run_streams_its_loss_then_shows_everything():
     assert any(u[0].startswith("Training: step 1 of 3") for u in updates)
 
 
+@pytest.mark.slow  # a live run
 def test_a_live_run_clears_the_shipped_run_and_says_what_it_does_before_and_after_its_steps():
     """Issue #32: SFT live kept the shipped run's chart on screen for 24 s as if it were the live run's, then sat
     at 'step 16 of 16' for 20 s with no word of the evaluation."""
@@ -41,6 +42,7 @@ def test_a_live_run_clears_the_shipped_run_and_says_what_it_does_before_and_afte
     assert updates[-1][0].startswith("Trained live: 2 steps")
 
 
+@pytest.mark.slow  # a live run
 def test_the_live_lora_run_is_the_shipped_run_by_default():
     """Issue #32: the shipped run (60 steps, seed 1337) and the live defaults (40, seed 0) differed, and the live run
     stripped the text before its split, so even the base's held-out loss differed (1.964 shipped, 1.984 live). Now
@@ -55,6 +57,7 @@ def test_the_live_lora_run_is_the_shipped_run_by_default():
     assert data["steps"][-1] == shipped["steps"][-1] and data["after"] == shipped["after"]
 
 
+@pytest.mark.slow  # live runs
 def test_sft_and_dpo_on_the_gpt_show_the_mask_and_the_dpo_terms():
     status, fig, mask, texts, file, data = last(ft_tab.sft(GPT, "attention", 8, 16, 2, 3e-3, 0,
                                                           progress=lambda *a, **k: None))
@@ -77,6 +80,9 @@ def test_bad_input_is_refused_with_a_message(args, message):
 def test_nonsense_numbers_are_clamped_with_a_notice(monkeypatch):
     shown = []
     monkeypatch.setattr(ft_tab, "warn", lambda notices: shown.extend(notices))
+    # the steps are clamped to the most there are, whatever that is: 4 here, not the GPT's 200 (a 200-step live run
+    # checks nothing more about the clamp and took a minute of the suite)
+    monkeypatch.setitem(ft_tab.STEPS, GPT, (ft_tab.STEPS[GPT][0], 4))
     data = last(ft_tab.lora_finetune(GPT, "qv", 1000, -5, 10**9, 7.0, "ÅÆ " * 30, 0,
                                      progress=lambda *a, **k: None))[-1]
     assert data["config"]["rank"] == 64 and data["config"]["alpha"] == 1 and data["config"]["learning_rate"] == 0.1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +28,7 @@ def test_bpe_trace_any_table(table, merges):
     accepts(tab.bpe_trace, table, merges)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(text=texts)
 def test_explain_and_normalize_any_text(text):
@@ -57,6 +59,7 @@ def _last(gen):
     return last
 
 
+@pytest.mark.slow
 @FEW
 @given(prompt=texts, max_new=numbers, temperature=numbers, top_k=numbers, top_p=numbers,
        seed=st.one_of(st.none(), st.integers(-10**6, 10**6)),

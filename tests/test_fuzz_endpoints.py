@@ -82,6 +82,7 @@ def test_every_named_endpoint_is_fuzzed():
     assert len(ENDPOINTS) >= 25 and {"tokenize", "attention", "generate", "fill_mask", "seq2seq"} <= set(ENDPOINTS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["embed_words", "analogy", "attention", "attention_steps", "semantic_search",
                                   "contextual", "embed_sentences", "generate", "compare_generate", "memory_experiment"])
 def test_the_shapes_that_crashed_are_refused_or_clamped(name):
@@ -98,6 +99,7 @@ def test_the_shapes_that_crashed_are_refused_or_clamped(name):
         accepts(run, block_fn.fn, values)  # answers, or a gr.Error that says what is wrong
 
 
+@pytest.mark.slow  # hypothesis over every endpoint, SmolLM2's too
 @pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.xdist_group(f"fuzz-{name}"))
                                   if name in SMOLLM2_ENDPOINTS else name for name in sorted(ENDPOINTS)])
 def test_endpoint_answers_or_says_what_is_wrong(name, monkeypatch):

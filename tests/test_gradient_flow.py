@@ -209,6 +209,7 @@ def test_memory_batches_mark_the_key_k_steps_back_among_distractors():
     assert distances(MemoryConfig(max_k=3, n_distances=8)) == [1, 2, 3]
 
 
+@pytest.mark.slow  # a training run
 def test_memory_experiment_lstm_learns_a_short_delay_and_reports_progress():
     from playground.training.memory import MemoryConfig, run
 

@@ -13,6 +13,7 @@ from playground.analysis import attention as att
 from playground.analysis import head_finder as hf
 from playground.analysis import heads, models
 from playground.tools import head_stats
+from tests.tiers import slow_where
 
 SHIPPED = sorted(hf.STATS_DIR.glob("*.json"))
 
@@ -39,7 +40,7 @@ def test_the_file_records_the_corpus_the_protocol_and_the_command(path):
     assert record["overlap"] != "not recorded"
 
 
-@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", slow_where(SHIPPED, lambda path: "smollm2" in path.stem), ids=lambda p: p.stem)
 def test_the_first_window_recomputed_is_the_files(path):
     """A slice of the protocol (its first window) through the model again: the same numbers."""
     record = json.loads(path.read_text(encoding="utf-8"))
@@ -55,6 +56,7 @@ def test_the_first_window_recomputed_is_the_files(path):
             np.testing.assert_allclose(again[name], want, atol=2e-4, err_msg=name)
 
 
+@pytest.mark.slow
 def test_our_gpts_whole_file_is_what_the_command_computes():
     """Every window of the protocol, pooled again with plain sums (not heads.Sums): the shipped means."""
     record = json.loads((hf.STATS_DIR / "gpt-shakespeare.json").read_text(encoding="utf-8"))

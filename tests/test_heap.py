@@ -12,6 +12,7 @@ def resident_mb() -> float:
     return psutil.Process().memory_info().rss / 2**20
 
 
+@pytest.mark.slow  # 200 MB of blocks made, freed and trimmed
 @pytest.mark.skipif(not sys.platform.startswith("linux") or heap._malloc_trim() is None, reason="glibc only")
 def test_release_gives_back_the_pages_a_fragmented_heap_keeps():
     blocks = [bytearray(64 * 1024) for _ in range(3200)]   # 200 MB in blocks below the mmap threshold: the heap

@@ -87,6 +87,7 @@ def standin(original, tmp_path, monkeypatch):
         clear_caches()
 
 
+@pytest.mark.slow  # a SmolLM2 folder made by transformers
 def test_on_a_space_without_the_package_smollm2_comes_from_the_hub(standin, monkeypatch):
     assert smollm2.source() == "hub" and smollm2.available()
     assert smollm2.shape() == (2, 4, 2)                    # from config.json alone
@@ -98,6 +99,7 @@ def test_on_a_space_without_the_package_smollm2_comes_from_the_hub(standin, monk
         smollm2.gguf_path()
 
 
+@pytest.mark.slow
 def test_the_original_is_downloaded_through_the_file_api_and_loads_into_our_llama(standin, original):
     from transformers import LlamaForCausalLM
 
@@ -124,6 +126,7 @@ def test_the_original_is_downloaded_through_the_file_api_and_loads_into_our_llam
     assert len(standin.requests) == before
 
 
+@pytest.mark.slow
 def test_the_hub_folder_gives_the_gguf_paths_tokens_and_chat_prompts(standin, gguf):
     from playground.nets import gguf_file
 
@@ -145,6 +148,7 @@ def test_the_hub_folder_gives_the_gguf_paths_tokens_and_chat_prompts(standin, gg
     assert (ours.bos, ours.eos, ours.eos_id) == (from_gguf.bos, from_gguf.eos, from_gguf.eos_id)
 
 
+@pytest.mark.slow
 def test_a_hub_that_does_not_answer_is_a_message_not_a_traceback(standin, monkeypatch):
     from huggingface_hub import constants
 
@@ -174,6 +178,7 @@ def both(original, tmp_path, monkeypatch):
         clear_caches()
 
 
+@pytest.mark.slow
 def test_with_both_checkpoints_the_card_measures_the_4_bit_gap(both, original, gguf, monkeypatch):
     from transformers import LlamaForCausalLM
 

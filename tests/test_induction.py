@@ -275,6 +275,7 @@ def test_our_gpt_does_not_copy_the_repeated_sequence():
     assert abs(r["first_copy_loss"] - r["second_copy_loss"]) < 0.5 and np.max(r["induction"]) < 0.05
 
 
+@pytest.mark.slow  # SmolLM2
 def test_smollm2_copies_it_with_induction_heads_in_layers_17_and_18():
     from playground.analysis import attention as att
     from playground.analysis import models
@@ -287,6 +288,7 @@ def test_smollm2_copies_it_with_induction_heads_in_layers_17_and_18():
     assert top[0][2] > 0.5 and {layer for layer, _, _ in top} <= {17, 18}
 
 
+@pytest.mark.slow  # SmolLM2
 def test_knocking_out_smollm2s_induction_heads_brings_the_second_copys_loss_back_up():
     """Olsson et al.'s ablation on SmolLM2: without its 5 strongest induction heads the second copy's loss rises by
     nats; without 5 other heads (the sanity check) it barely moves."""

@@ -20,6 +20,7 @@ from playground.nets import hf
 from playground.nets.gpt import GPT, GPTConfig
 from playground.nets.hooks import HookPoint
 from playground.nets.llama import Llama, LlamaConfig, from_transformers
+from tests.tiers import slow_where
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 GPT_TINY = GPTConfig(vocab_size=29, n_positions=24, n_layer=3, n_head=4, n_embd=32)
@@ -376,6 +377,7 @@ def smol_pair(tmp_path_factory):
     return smollm2.load(), reference_model(tmp_path_factory)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_smollm2_head_ablation_and_patching_equal_hooks_on_llama_for_causal_lm(smol_pair):
     smol, ref = smol_pair
     clean, corrupted = ([t for t in smol.tokenizer.encode(p).ids] for p in EIFFEL)
@@ -396,6 +398,7 @@ def test_smollm2_head_ablation_and_patching_equal_hooks_on_llama_for_causal_lm(s
         assert abs(float(grid[layer, t]) - value) < ATOL, (layer, t, float(grid[layer, t]), value)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_smollm2s_steering_direction_is_read_after_the_document_start_and_equals_transformers(smol_pair):
     """The contrast lines are read after `<|endoftext|>` and averaged over their own tokens (the attention sink's
     massive stream left out): the direction equals the same means of LlamaForCausalLM's hidden states."""
@@ -475,7 +478,7 @@ def log_softmax_kl(before: torch.Tensor, after: torch.Tensor) -> float:
     return float((p.exp() * (p - after.log_softmax(-1))).sum())
 
 
-@pytest.mark.parametrize("name", iv.offered())
+@pytest.mark.parametrize("name", slow_where(iv.offered(), lambda name: name != "gpt-shakespeare"))  # our GPT: quick
 def test_every_model_the_lab_offers_equals_hooks_on_transformers(name, tmp_path_factory):
     """Ablation (a head by zero, an MLP resampled), the sweep, the patching grid and, for a causal LM, steering, each
     through the lab's entry point on the registry's model as the app holds it, against plain forward hooks on
@@ -567,7 +570,7 @@ def assert_steering_equals_transformers(m, ref, layer: int) -> None:
 # The shipped demo pairs work on the shipped models
 
 
-@pytest.mark.parametrize("name", list(patching.DEMOS))
+@pytest.mark.parametrize("name", slow_where(patching.DEMOS, lambda name: "SmolLM2" in name))
 def test_each_demo_pair_has_a_clear_clean_vs_corrupted_margin(name):
     """The clean prompt prefers the answer and the corrupted one the other answer, each by a clear margin: the
     patching grid then has something to restore."""

@@ -105,6 +105,7 @@ def _word_list(wn: lemmatize.WordNet) -> dict[str, list[str]]:
     return words
 
 
+@pytest.mark.slow
 @needs_wordnet
 @pytest.mark.filterwarnings("ignore:The multilingual functions")
 def test_agrees_with_nltks_wordnet_lemmatizer_on_thousands_of_words(tmp_path, monkeypatch):

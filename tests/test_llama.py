@@ -119,6 +119,7 @@ def hf_smol(smol, tmp_path_factory):
     return reference_model(tmp_path_factory), reference_tokenizer(tmp_path_factory)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_smollm2_matches_transformers_reading_the_same_file(smol, hf_smol):
     model, tokenizer = hf_smol
     assert smol.model.config.n_head == 9 and smol.model.config.n_kv_head == 3 and smol.model.config.n_layer == 30
@@ -136,6 +137,7 @@ TEXTS = ["Hello, world!", "  two  spaces\tand a tab\n", "naïve café 👩‍�
          "def f(x):\n    return x ** 2", "<|im_start|>user\nHi<|im_end|>", "It's 'quoted' — dashes…"]
 
 
+@pytest.mark.slow  # SmolLM2
 def test_the_header_reader_agrees_with_the_model_it_loads(smol, tmp_path, monkeypatch):
     """`shape()` reads only the header's first pairs (the app lists the model with it at start); it says what the
     loaded model is, and a file that is not GGUF is named."""
@@ -154,6 +156,7 @@ def test_the_header_reader_agrees_with_the_model_it_loads(smol, tmp_path, monkey
         smollm2.shape.cache_clear()
 
 
+@pytest.mark.slow  # SmolLM2
 def test_our_reader_reads_the_file_as_the_gguf_packages_reader_does(smol, tmp_path):
     """nets/gguf_file.py against the `gguf` package's own reader on SmolLM2's file: every key's value, every tensor's
     name, shape, type and bytes; the file cut short anywhere is named as damaged."""
@@ -176,6 +179,7 @@ def test_our_reader_reads_the_file_as_the_gguf_packages_reader_does(smol, tmp_pa
             gguf_file.read(cut)
 
 
+@pytest.mark.slow  # SmolLM2
 def test_the_tokenizer_is_the_files_own(smol, hf_smol):
     """The same pieces as transformers' reading of the file; digits one by one, as llama.cpp's "smollm"
     pre-tokenizer and SmolLM2's own tokenizer split them (transformers' GGUF reader does not)."""
@@ -187,6 +191,7 @@ def test_the_tokenizer_is_the_files_own(smol, hf_smol):
     assert smol.tokenizer.encode("2024").tokens == ["2", "0", "2", "4"]
 
 
+@pytest.mark.slow  # SmolLM2
 def test_the_chat_template_is_rendered_as_transformers_renders_it(smol, hf_smol):
     _, tokenizer = hf_smol
     chats = [[{"role": "user", "content": "Hi"}],
@@ -208,6 +213,7 @@ def test_a_missing_package_is_named_with_its_install_command(monkeypatch):
         smollm2.gguf_path()
 
 
+@pytest.mark.slow  # SmolLM2
 def test_the_generation_tab_answers_a_chat_turn_and_stops_at_its_end(smol):
     from playground.ui import generation_tab
 
@@ -222,6 +228,7 @@ def test_the_generation_tab_answers_a_chat_turn_and_stops_at_its_end(smol):
     assert "no chat template" in plain["notices"][0] and len(plain["steps"]) == 5 and "gen-caveat" not in html
 
 
+@pytest.mark.slow  # SmolLM2
 def test_half_storage_changes_the_logits_little_and_the_greedy_choices_not(smol):
     """The app keeps SmolLM2's matrices in fp16 (nets/llama.py Linear): against the fp32 model the logits move by
     at most 0.2, on the prompt (fp32 products) and token by token (fp16 products), and the choice stays wherever the

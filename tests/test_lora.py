@@ -144,6 +144,7 @@ def test_only_adapters_and_head_get_gradients_and_the_count_is_right(tiny_base, 
     assert counted["ratio"] == pytest.approx(counted["trainable"] / counted["total"])
 
 
+@pytest.mark.slow  # a training run
 def test_a_tiny_training_run_lowers_the_loss_and_round_trips(tiny_base, tmp_path):
     """Four sentences in random order: a masked word is predictable from its neighbours (the shared
     tiny corpus is random words, where nothing beyond word frequency can be learnt)."""

@@ -197,6 +197,7 @@ TINY = ["--vocab_size=120", "--n_positions=32", "--n_layer=1", "--n_head=2", "--
         "--batch_size=12", "--eval_pairs=48", "--learning_rate=3e-3", "--warmup_iters=5", "--threads=1"]
 
 
+@pytest.mark.slow  # a training run
 def test_train_bert_kind_learns_and_its_checkpoint_loads(tmp_path):
     corpus = _tiny_documents(tmp_path / "docs.txt")
     result = train.main(["bert", "--corpus", str(corpus), "--out", str(tmp_path), "--name", "b",

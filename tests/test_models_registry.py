@@ -43,6 +43,7 @@ print(len(tabs), len(generation_tab.LISTED))
 """
 
 
+@pytest.mark.process  # a fresh interpreter
 def test_importing_the_tabs_loads_no_model():
     """Every module of playground/ui (each tab, the page, its caches) imported in a fresh process: no checkpoint,
     tokenizer or package model is read; what the tabs list comes from the models' folders."""

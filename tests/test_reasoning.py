@@ -253,6 +253,7 @@ def test_the_shipped_problems_and_the_answer_rule():
             assert all(p[way]["correct"] == (p[way]["answer"] == p["expected"]) for p in results["problems"])
 
 
+@pytest.mark.slow  # SmolLM2
 @needs_smollm2
 @pytest.mark.timeout(900)   # about 40 s on an idle 2-core machine; minutes when it is shared
 def test_smollm2_answers_both_ways_and_runs_the_loop():
@@ -270,6 +271,7 @@ def test_smollm2_answers_both_ways_and_runs_the_loop():
     assert (first["tool_calls"] is not None) != (first["parse_error"] is not None)   # parsed, or its error
 
 
+@pytest.mark.slow  # SmolLM2
 @needs_smollm2
 @pytest.mark.timeout(300)
 def test_a_turn_runs_only_what_the_conversation_adds_and_answers_as_if_it_ran_it_all(monkeypatch):

@@ -36,6 +36,8 @@ from safetensors.torch import load_file
 
 from playground.training import loop
 
+pytestmark = pytest.mark.process  # training runs killed and resumed
+
 ROOT = Path(__file__).resolve().parent.parent
 ARGS = ["--n_layer=1", "--n_head=2", "--n_embd=16", "--n_positions=16", "--block_size=16", "--batch_size=4",
         "--max_iters=40", "--eval_interval=1", "--eval_iters=1", "--warmup_iters=2", "--dropout=0.1",

@@ -83,6 +83,7 @@ for i in range(100_000):
 """
 
 
+@pytest.mark.process
 def test_a_process_killed_mid_write_loses_no_acknowledged_answer(where):
     code, key = polls.open_room(where)
     writer = subprocess.Popen([sys.executable, "-c", WRITER, where, code], cwd=ROOT, stdout=subprocess.PIPE,

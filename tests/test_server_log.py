@@ -41,6 +41,7 @@ SERVE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process  # the app's own process
 @pytest.mark.timeout(240)
 def test_each_refused_call_is_one_line_of_the_servers_log_and_no_traceback():
     done = subprocess.run([sys.executable, "-c", SERVE], cwd=ROOT, capture_output=True, text=True, timeout=220,

@@ -128,6 +128,7 @@ print("RESULT " + json.dumps({"missing": models.missing(), "notice": blocks["mod
 """
 
 
+@pytest.mark.process  # a fresh interpreter
 @pytest.mark.timeout(300)
 def test_a_page_built_without_smollm2_says_why_and_refuses_it_with_the_message(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "PLAYGROUND_", "SPACE_"))}

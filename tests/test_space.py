@@ -64,6 +64,7 @@ def check_smollm2_came_from_the_hub(result: dict, server: HubStandin, home: Path
     assert (snapshot / "model.safetensors").is_file()  # in the Space's Hugging Face cache, for its next start
 
 
+@pytest.mark.process  # the app as a Space
 @pytest.mark.timeout(900)
 def test_on_a_space_smollm2_comes_from_the_hub_and_every_endpoint_answers(original, tmp_path):
     with HubStandin(original) as server:
@@ -83,6 +84,7 @@ def check_every_endpoint(result: dict) -> None:
 VENV = os.environ.get("SPACE_VENV_DIR")  # an environment built before (by this test) to reuse; else a new one
 
 
+@pytest.mark.process  # pip and the app in a fresh environment
 @pytest.mark.skipif(not os.environ.get("SPACE_VENV"), reason="opt-in (SPACE_VENV=1): pip installs for minutes")
 @pytest.mark.timeout(3600)
 def test_a_fresh_space_environment_runs_every_tab(original, tmp_path):

@@ -110,6 +110,7 @@ def documented_deploy() -> str:
     return re.search(r"<!-- space-deploy:.*?-->\s*```sh\n(.*?)```", text, re.S)[1]
 
 
+@pytest.mark.process  # the README's bash
 def test_the_documented_deploy_uploads_the_repositorys_files_with_the_cpu_wheel(tmp_path):
     """docs/deploying.md's deploy lines as written, in bash, with `hf` and `pip` replaced by a recorder of their
     arguments (the Hub cannot be reached here) and the snapshot's folder moved into the test's: the Space is
@@ -208,6 +209,7 @@ GUARD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process  # the app's own process
 @pytest.mark.timeout(240)
 def test_the_server_makes_no_network_call():
     """Start the app, serve two requests through gradio_client, with every non-local connection and name

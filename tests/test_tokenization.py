@@ -112,6 +112,7 @@ def test_compare_gives_every_chosen_tokenizer_in_the_order_chosen(toks):
         assert result == {"label": T.SPECS[key].label, **T.encode(toks[key], "Hello there")}
 
 
+@pytest.mark.slow  # tokenizers retrained
 def test_compare_shows_the_others_first_while_unigram_retrains(toks):
     size = 350
     assert not T.is_retrained("unigram", size)

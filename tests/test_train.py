@@ -82,6 +82,7 @@ def test_tokenizers_kind_trains_every_algorithm(tiny_corpus, tmp_path):
     assert bpe.decode(bpe.encode("The lazy dog!").ids) == "The lazy dog!"
 
 
+@pytest.mark.process
 def test_the_module_runs_as_a_script(tiny_corpus, tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "playground.train", "tokenizers", "--corpus", tiny_corpus, "--out", str(tmp_path),
@@ -132,6 +133,7 @@ def test_resume_on_a_kind_that_resumes_is_passed_on(tiny_corpus, tmp_path):
     assert kind == run.kind == "gpt" and run.resume and model_cfg.n_layer == 1 and train_cfg.max_iters == 3
 
 
+@pytest.mark.process  # a fresh interpreter
 def test_importing_the_cli_imports_no_trainer_and_no_torch():
     code = ("import sys, playground.train\n"
             "heavy = ('playground.training', 'playground.nets', 'torch')\n"

@@ -253,11 +253,11 @@ class Engine:
     def _finish(self, done: list[Request]) -> None:
         if not done:
             return
-        for request in done:
-            request.steps.put(_END)
-            request.cache = None                    # its keys and values go with it
-        with self._wake:
+        with self._wake:                            # the rows are free before their readers hear the end
             self.running = [r for r in self.running if r not in done]
+        for request in done:
+            request.cache = None                    # its keys and values go with it
+            request.steps.put(_END)
         heap.trim()
 
 

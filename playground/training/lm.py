@@ -177,10 +177,7 @@ def train_lm(model, data, cfg: LMTrainConfig, run, *, kind: str, model_config: A
              stop_when=lambda _: cfg.target_val_loss > 0 and losses["val"] <= cfg.target_val_loss,
              state=state, resume_dir=run.out / f".{name}.resume", resume=run.resume, rngs=[generator],
              device=device, dist_info=dist_info)
-    if dist_info.world > 1:
-        import torch.distributed as dist
-
-        dist.destroy_process_group()
+    loop.leave_distributed(dist_info)
     return {"iters": state.history[-1]["iter"], "train_loss": losses["train"], "val_loss": losses["val"],
             "seconds": round(state.elapsed, 1), "n_params": n_params, "history": state.history}
 

@@ -18,7 +18,8 @@ leaves either the previous state or the new one, never half of each. No pickle: 
 safetensors, the rest through JSON.
 
 Under torchrun (WORLD_SIZE > 1) `init_distributed` joins the process group; the language-model
-trainer wraps its model in DistributedDataParallel and every process stops together (`agree`).
+trainer wraps its model in DistributedDataParallel, every process stops together (`agree`) and leaves the group
+together (`leave_distributed`).
 """
 
 from __future__ import annotations
@@ -91,6 +92,21 @@ def init_distributed(device: str) -> tuple[Dist, str]:
         device = f"cuda:{d.local_rank}"
         torch.cuda.set_device(device)
     return d, device
+
+
+def leave_distributed(dist_info: Dist) -> None:
+    """Every process leaves the group together (a barrier), then destroys it. A process that left at once while
+    another still wrote the checkpoint aborted at exit now and then (SIGABRT, "terminate called without an active
+    exception"): a starved gloo worker thread released its last collective's tensors only after Python had begun
+    to finalize, and a thread that asks for the GIL then is ended inside a destructor (its core dump). DDP keeps
+    the group's threads alive to the exit, so destroying the group does not end them; the barrier's wait lets
+    them finish first. A stripped-down repro on one shared core: 6 aborts in 30 runs, 0 in 30 with the barrier."""
+    if dist_info.world == 1:
+        return
+    import torch.distributed as dist
+
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 def agree(stop: bool, dist_info: Dist, device: str) -> bool:
