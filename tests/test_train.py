@@ -104,7 +104,8 @@ NOT_RESUMABLE = ["tokenizers", "word2vec", "glove", "fasttext", "seq2seq", "ngra
 def test_every_checkpoint_kind_is_written_by_a_kind_whose_module_has_the_protocol():
     import inspect
 
-    assert {train.checkpoint_kind(kind) for kind in train.KINDS} == set(checkpoints.KINDS)
+    converted = {"vocabulary"}   # published vocabularies, converted by playground/tools/vocabularies.py, not trained
+    assert {train.checkpoint_kind(kind) for kind in train.KINDS} == set(checkpoints.KINDS) - converted
     for kind in train.KINDS:
         module = train.trainer(kind)
         assert module.__name__.startswith("playground.training."), kind
