@@ -7,12 +7,14 @@ and a test whose cost no fixture shows says so itself (`@pytest.mark.process`, `
 `python -m pytest -m quick -n 2 --dist loadgroup tests`.
 
 What no fixture shows is checked as the test runs: a quick test that starts a process (a Python interpreter, a
-server, a shell, a fork) fails on the spot, naming the program and the mark it needs (ProcessInQuickTest); a run of
-the quick tier lists its tests that took seconds (candidates for `slow`). tests/test_tiers.py checks the tiers.
+server, a shell, a fork) in its setup or body fails on the spot, naming the program and the mark it needs
+(ProcessInQuickTest); a run of the quick tier lists its tests that took seconds (candidates for `slow`).
+tests/test_tiers.py checks the tiers.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -104,7 +106,21 @@ sys.addaudithook(audit)  # once per process; it does nothing while no quick test
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
+def pytest_runtest_setup(item):
+    with _guarded(item):
+        yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    with _guarded(item):
+        yield
+
+
+@contextlib.contextmanager
+def _guarded(item):
+    """A quick test's setup and call (its own fixtures and its body); not its teardown, where pytest also ends the
+    session's fixtures after the run's last test, whatever its tier (PostgreSQL's server is stopped by a process)."""
     Guard.test = item.nodeid if item.get_closest_marker("quick") else None
     try:
         yield
