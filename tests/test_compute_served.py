@@ -56,7 +56,7 @@ def test_smollm2_loaded_by_the_server_is_one_copy_shared_by_both_compute_process
 # not at all (a live engine, an experiment's timings): test_the_engine_views_read_the_engine_where_generations_run
 # checks where they compute, tests/test_inference_batching.py what
 MEASURED = {"prompt_ms", "ms_cached", "ms_uncached", "ms_reused", "ms_full", "max_logit_diff"}
-LIVE = {"engine_batch", "batching"}
+LIVE = {"engine_batch", "batching", "quantization", "speculative"}  # and the Inference tab's timed measurements
 
 
 def _events(client) -> dict[str, dict]:

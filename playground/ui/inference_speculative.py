@@ -74,7 +74,8 @@ def build(demo: gr.Blocks, shared: Shared) -> None:
             draft = gr.Radio([(label, key) for key, label in spec.DRAFTS.items()], value="lookup", label="Draft")
             chat = gr.Checkbox(True, label="Chat: the prompt is the user's turn (SmolLM2's template)")
     with gr.Row():
-        k = gr.Slider(1, layers - 1, value=DEFAULT_K, step=1, label="Self-draft: its first k layers")
+        k = gr.Slider(1, max(2, layers - 1), value=min(DEFAULT_K, max(1, layers - 1)), step=1,   # a 2-layer model
+                      label="Self-draft: its first k layers")                                   # has one k: 1
         gamma = gr.Slider(1, spec.MAX_GAMMA, value=4, step=1, label="Draft tokens per pass γ")
         max_new = gr.Slider(1, spec.MAX_NEW, value=DEFAULT_NEW, step=1, label="New tokens")
         run = gr.Button("Decode both ways", variant="primary", scale=0, elem_id="spec-run")

@@ -107,7 +107,7 @@ STEPS = [
          "KL on your sentence, perplexity). Below, one real block of the file: 32 weights on 16 levels.",
          r"w_j = d\,q_j + m,\ q_j \in \{0, \dots, 15\}; \qquad \hat w = s \operatorname{round}(w / s),\ "
          r"s = \max_k |W_{nk}| / 127",
-         "inference", "quant-block", {"quant_block.matrix": "mlp.down_proj"}, sub="quantization"),
+         "inference", "quant-block", sub="quantization"),
     Step("Speculative decoding: several tokens a pass", "Checking five tokens costs a CPU about what one does: "
          "both read every weight once. A cheap draft guesses γ tokens; SmolLM2 reads them in one pass and keeps "
          "those that match its own greedy choice, then adds its own. Press Decode: the text is plain greedy's, token "
