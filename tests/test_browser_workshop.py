@@ -98,7 +98,7 @@ def test_the_workshop_panel_and_the_form_have_no_serious_accessibility_violation
     _open_panel(page, app_url)
     page.locator("#workshop-pick input").click()
     page.get_by_role("option", name="Tokenization: what a model actually reads").click()
-    _shows(page, "#workshop-step", "Step 1 of 5", timeout=90_000)
+    _shows(page, "#workshop-step", "Step 1 of 6", timeout=90_000)
     page.get_by_text("Lecturer: write a workshop").click()
     page.wait_for_selector("#form-draft", state="visible", timeout=30_000)
     problems = audit(page, "workshops")
