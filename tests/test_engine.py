@@ -46,13 +46,13 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def twin14(smol, one_thread):
-    """SmolLM2's twin as the engine serves it (serving/engine.weight_bits): 14-bit weights in two int8 planes."""
+    """SmolLM2's 14-bit twin (PLAYGROUND_ENGINE_BITS=14): two weight planes."""
     return smol.model.int8(planes=2)
 
 
 @pytest.fixture(scope="module")
 def twin8(smol, one_thread):
-    """SmolLM2's 8-bit twin (PLAYGROUND_ENGINE_BITS=8): one weight plane."""
+    """SmolLM2's twin as the engine serves it (serving/engine.weight_bits): 8-bit weights in one int8 plane."""
     return smol.model.int8(planes=1)
 
 
@@ -90,23 +90,72 @@ def test_an_int8_product_is_the_integer_product_and_a_row_ignores_its_neighbours
 
 
 @pytest.mark.parametrize("planes", [1, 2])
-def test_a_product_cut_into_lanes_is_the_same_bits_as_whole(planes):
-    """Int8Linear's parts, computed at once on two threads (and three), give the whole product's bits."""
-    torch.manual_seed(1)
-    w, x = torch.randn(301, 576), torch.randn(33, 576)
-    whole = Int8Linear(w, planes)(x)
-    for lanes in (2, 3):
-        cut = Int8Linear(w, planes, lanes)
-        assert len(cut.parts) == lanes and torch.equal(cut(x), whole)
+def test_every_way_to_the_integer_product_gives_the_same_bits(planes, monkeypatch):
+    """Our kernel with AMX's tiles and with VNNI's vectors (nets/csrc/int8.cpp), oneDNN's int8 product and the float32
+    product of the integers: one (rows, outputs) matrix, bit for bit, for every row count and an output count that
+    is no multiple of 16. The elementwise kernels give their Python versions' bits."""
+    from playground.nets import int8, kernels
+
+    ops = kernels.kernel()
+    torch.manual_seed(2)
+    w = torch.randn(301, 576)
+    paths = {}
+    for name, caps in (("amx", {"vnni": True, "amx": True}), ("vnni", {"vnni": True, "amx": False}),
+                       ("onednn", {"vnni": False, "amx": False})):
+        if ops is None and name != "onednn" or (ops is not None and not int8.capabilities()[name]
+                                                 if name != "onednn" else not int8.onednn()):
+            continue
+        monkeypatch.setattr(int8, "capabilities", lambda caps=caps: caps)
+        paths[name] = Int8Linear(w, planes)
+    monkeypatch.setattr(int8, "onednn", lambda: False)
+    monkeypatch.setattr(int8, "capabilities", lambda: {"vnni": False, "amx": False})
+    paths["int_mm"] = Int8Linear(w, planes)
+    assert paths["int_mm"].path == "int_mm" and len(paths) >= 2
+    for M in (1, 2, 5, 16, 33):
+        x = torch.randn(M, 576) * 3
+        rows, s_x = quantize_rows(x)
+        products = {name: linear._product(rows) for name, linear in paths.items()}
+        for name, p in products.items():
+            assert torch.equal(p, products["int_mm"]), (name, M)
+        if ops is not None:
+            assert all(torch.equal(a, b) for a, b in zip(ops.quantize_rows(x), (rows, s_x)))
+            assert torch.equal(ops.combine(products["int_mm"], s_x, planes),
+                               int8.combine(products["int_mm"].clone(), s_x, planes))
+
+
+def test_the_top_k_kernel_is_the_stable_sorts_first_k():
+    """nets/csrc/top.cpp: the k most probable ids, ties the lower id first, as the first k of a stable descending
+    argsort, on distributions with many ties; and a draw over the kept ids only is the draw over the vocabulary."""
+    from playground.analysis import sampling
+    from playground.nets import kernels
+
+    ops = kernels.kernel()
+    if ops is None:
+        pytest.skip("no C++ compiler here: torch's topk serves")
+    torch.manual_seed(4)
+    for trial in range(60):
+        V = (49_152, 100, 7)[trial % 3]
+        p = torch.softmax(torch.randn(V) * (trial % 5), -1)
+        if trial % 2:
+            p = torch.round(p * 40) / 40                                  # ties, zeros included
+        for k in (1, 3, 10, 50):
+            if k < V:
+                assert torch.equal(ops.top_order(p, k), torch.argsort(p, descending=True, stable=True)[:k])
+        kept = torch.zeros(V)
+        kept[torch.randperm(V)[:5]] = torch.rand(5)
+        cdf = torch.cumsum(kept, 0, dtype=torch.float64)
+        u = torch.rand((), generator=torch.Generator().manual_seed(trial), dtype=torch.float64) * cdf[-1]
+        whole = min(int(torch.searchsorted(cdf, u, right=True)), int(kept.nonzero()[-1]))
+        assert sampling.draw(kept, torch.Generator().manual_seed(trial)) == whole
 
 
 def test_the_attention_kernel_is_each_rows_own_and_the_python_loops_mathematics(monkeypatch):
-    """nets/ragged_kernel: a row's attention is the same bits alone and beside others (a prefill row's two chunks in
+    """nets/kernels: a row's attention is the same bits alone and beside others (a prefill row's two chunks in
     one call included), and within float rounding of the Python loop it replaces (grouped_attention)."""
-    from playground.nets import ragged_kernel
+    from playground.nets import kernels
     from playground.nets.llama import grouped_attention
 
-    if ragged_kernel.kernel() is None:
+    if kernels.kernel() is None:
         pytest.skip("no C++ compiler here: the Python loop serves")
     torch.manual_seed(3)
     nkv, nh, hs, pieces = 3, 9, 64, [(0, 40), (40, 24), (130, 1), (7, 1), (300, 1)]   # (start, length); 2 chunks
@@ -117,14 +166,14 @@ def test_the_attention_kernel_is_each_rows_own_and_the_python_loops_mathematics(
     starts, lengths = [s for s, _ in pieces], [n for _, n in pieces]
     clones = {id(c): c.clone() for c in caches}
     expected = [clones[id(c)] for c in caches]                   # the first row's two chunks share its cache
-    out = ragged_kernel.attention(q, kv, caches, starts, lengths)
+    out = kernels.attention(q, kv, caches, starts, lengths)
     row = 0
     for (start, n), c in zip(pieces, expected):
         c[:, :, start:start + n] = kv[:, :, row:row + n]
         ours = grouped_attention(q[row:row + n], c[0, :, :start + n], c[1, :, :start + n], start)
         assert (out[row:row + n] - ours).abs().max() < 1e-5
         if c is not expected[0]:             # a generating row alone, in a call of its own: the same bits
-            alone = ragged_kernel.attention(q[row:row + n], kv[:, :, row:row + n], [c.clone()], [start], [n])
+            alone = kernels.attention(q[row:row + n], kv[:, :, row:row + n], [c.clone()], [start], [n])
             assert torch.equal(alone, out[row:row + n])
         row += n
 
@@ -282,8 +331,8 @@ def test_smollm2s_greedy_answers_through_a_14_bit_engine_are_the_app_models(smol
 @pytest.mark.slow  # SmolLM2
 def test_the_engines_cost_is_measured_live_and_shown_with_its_protocol(smol):
     """The Generation tab's card measures the served twin against the model itself now (smollm2_engine_cost): the
-    numbers in the text are the JSON's, the served format is named, and on SmolLM2 every greedy answer of the
-    protocol is the model's own."""
+    numbers in the text are the JSON's, the served format is named, and the 8-bit twin stays within its measured
+    distance of the model (KL 4.8e-3, top-1 agreement 97.4% when this test was written)."""
     from playground.ui import smollm2_card
 
     threads = torch.get_num_threads()
@@ -292,8 +341,8 @@ def test_the_engines_cost_is_measured_live_and_shown_with_its_protocol(smol):
         text, _, result = smollm2_card.measure_engine_cost()
     finally:
         torch.set_num_threads(threads)
-    assert result["identical_answers"] == result["questions"] == 6 and result["kl"] < 1e-3
-    assert result["weights"].startswith("14-bit") and result["weights"] in text
+    assert result["questions"] == 6 and result["kl"] < 1e-2 and result["top1_agreement"] > 0.95
+    assert result["weights"].startswith("8-bit") and result["weights"] in text
     assert f"{result['identical_answers']} of {result['questions']} identical" in text and result["date"] in text
     assert "corpus_sample.txt" in result["protocol"]
     with pytest.raises(Exception, match="Only SmolLM2"):

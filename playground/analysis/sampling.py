@@ -19,6 +19,8 @@ from typing import Iterator
 import torch
 import torch.nn.functional as F
 
+from playground.nets import kernels
+
 TOP_SHOWN = 20  # candidates reported per step (the chart shows them)
 
 
@@ -35,6 +37,9 @@ def top_order(p: torch.Tensor, k: int) -> torch.Tensor:
     a step; a class's batch of 32 rows, a tenth of a second)."""
     if k >= p.numel():
         return torch.argsort(p, descending=True, stable=True)
+    ops = kernels.loaded()
+    if ops is not None and p.dtype == torch.float32 and p.device.type == "cpu":
+        return ops.top_order(p.contiguous(), k)                 # the same ids in one pass (nets/csrc/top.cpp)
     kth = torch.topk(p, k, sorted=False).values.min()       # the k-th largest value
     candidates = (p >= kth).nonzero().squeeze(1)            # every id at or above it, ascending: ties included
     return candidates[torch.argsort(p[candidates], descending=True, stable=True)][:k]
@@ -92,13 +97,13 @@ def draw(kept: torch.Tensor, generator: torch.Generator) -> int:
     from the generator, and the first id whose running total exceeds u times the total. Exact, and one random
     number a token: `torch.multinomial` draws an exponential number for every id of the vocabulary (1 ms a token for
     SmolLM2's 49,152, a tenth of a second for a class's batch of 32 rows). The running total is in float64, in id
-    order, the same sums whatever the batch or the threads."""
-    cdf = torch.cumsum(kept, dim=0, dtype=torch.float64)
+    order, the same sums whatever the batch or the threads; over the ids kept only (adding a zero changes no sum),
+    ten of them for top-k 10 rather than the vocabulary."""
+    ids = kept.nonzero().squeeze(1)                       # ascending
+    cdf = torch.cumsum(kept[ids], dim=0, dtype=torch.float64)
     u = torch.rand((), generator=generator, dtype=torch.float64) * cdf[-1]
-    token = int(torch.searchsorted(cdf, u, right=True))
-    if token >= kept.numel():             # u rounded up to the total: the last id with any probability
-        token = int(kept.nonzero()[-1])
-    return token
+    # u rounded up to the total: the last id with any probability
+    return int(ids[min(int(torch.searchsorted(cdf, u, right=True)), ids.numel() - 1)])
 
 
 def choose(d: "Distribution", temperature: float, generator: torch.Generator) -> int:

@@ -194,9 +194,9 @@ def logit_lens_figure(data: dict, title: str) -> go.Figure:
 # SmolLM2's card: where its weights come from, and how far the 4-bit file is from the original
 
 
-def smollm2_card_markdown(card: dict, shape: tuple[int, int, int], reason: str) -> str:
+def smollm2_card_markdown(card: dict, shape: tuple[int, int, int], reason: str, bits: int) -> str:
     """The model's card as it is known before any measurement: its source, its shape, whether the Q4_1 gap can be
-    measured here (`reason` says why not)."""
+    measured here (`reason` says why not), the bits of a weight in the twin that serves its answers."""
     layers, heads, kv = shape
     lines = [f"**Weights:** {html.escape(str(card.get('source', '?')))}",
              f"**Shape:** {layers} layers × {heads} query heads sharing {kv} key/value heads "
@@ -207,9 +207,8 @@ def smollm2_card_markdown(card: dict, shape: tuple[int, int, int], reason: str) 
                  "both are here: *Measure the gap* loads each in fp32 (about 1 GB for the time it takes) and "
                  "compares them on the held-out text."))
     lines.append("**How its answers are served:** a class's generations decode together, one step for every "
-                 "student at once, on a twin of the model in integer arithmetic (weights in 14 bits per channel, or "
-                 "8 where the server sets it, each row's activations in 14 bits at its own scale), so that a seeded "
-                 "answer is the same alone "
+                 f"student at once, on a twin of the model in integer arithmetic (weights in {bits} bits per channel, "
+                 "each row's activations in 14 bits at its own scale), so that a seeded answer is the same alone "
                  "or beside any others. Attention, the logit lens and the Causal lab read the model itself. "
                  "*Measure the engine's cost* compares the two now.")
     return "\n\n".join(lines)

@@ -28,11 +28,12 @@ the CPU has them; `torch._int_mm` packs it again on every call, which cost more 
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
+import functools
 
 import torch
 import torch.nn as nn
+
+from playground.nets import kernels
 
 HALF = 64            # a 7-bit half: -64 .. 63 (sent to the kernel as unsigned 0 .. 127, zero point HALF)
 HI = 128             # q = HI * q_hi + q_lo
@@ -61,15 +62,27 @@ def quantize_rows(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         torch.uint8), scale
 
 
+def combine(p: torch.Tensor, s_x: torch.Tensor, planes: int) -> torch.Tensor:
+    """The integer product's rows p (2M, planes N), the halves' products with each plane times s_w, as y (M, N):
+    HI (X_hi W^T) + X_lo W^T for each plane, then HI (X W_hi^T) + X W_lo^T, times each row's s_x."""
+    M, N = p.size(0) // 2, p.size(1) // planes
+    y = torch.add(p[M:], p[:M], alpha=HI)                                      # X W_plane^T s_w, each plane
+    if planes == 2:
+        y = torch.add(y[:, N:], y[:, :N], alpha=HI)                            # HI X W_hi^T + X W_lo^T
+    return y.mul_(s_x)
+
+
 class Int8Linear(nn.Module):
     """y = x W^T with W in int8 planes per output channel and x in 14 bits per row, summed exactly (see the module's
     docstring). `planes`: the weight in one int8 plane (8 bits), or in two (14 bits: as exact as fp16 storage, for
-    twice the bytes), packed side by side as one (planes N, K) matrix so one product reads both. `lanes`: the
-    product cut by output channel into that many parts, computed at once on as many threads (`Lanes`), each part
-    on one of torch's (the other core of a 2-core machine, without an OpenMP team's spinning). Integer sums make
-    the parts' bits the whole's. Made from a float weight; no bias (the Llama family has none)."""
+    twice the bytes), stacked as one (planes N, K) matrix so one product reads both. Made from a float weight; no
+    bias (the Llama family has none).
 
-    def __init__(self, weight: torch.Tensor, planes: int = 2, lanes: int = 1):
+    The product runs where the CPU does it best, every way giving the same exact integer sums: our kernel
+    (nets/csrc/int8.cpp) on a CPU with AVX-512 VNNI, with AMX's tiles for a batch of rows where the CPU has them;
+    elsewhere oneDNN's int8 product (x86) or `torch._int_mm`."""
+
+    def __init__(self, weight: torch.Tensor, planes: int = 2):
         super().__init__()
         w = weight.detach().float()
         scale = w.abs().amax(dim=1).clamp_min(1e-30) / W_LEVELS[planes]       # s_w: (N,)
@@ -77,63 +90,67 @@ class Int8Linear(nn.Module):
         self.in_features, self.out_features, self.planes = w.shape[1], w.shape[0], planes
         stacked = torch.cat(split(q) if planes == 2 else (q,)).to(torch.int8)  # [W_hi; W_lo]: (planes N, K)
         self.register_buffer("scale", scale.repeat(planes))
-        self.packed = q.device.type == "cpu" and onednn()
-        cuts = torch.linspace(0, planes * self.out_features, lanes + 1).round().long().tolist()
-        self.parts = [self._pack(stacked[a:b], self.scale[a:b]) for a, b in zip(cuts, cuts[1:])]
-
-    def _pack(self, w: torch.Tensor, scale: torch.Tensor) -> tuple:
-        """One part of the weight, ready for `_product`."""
-        if self.packed:     # laid out for the CPU's kernel once, for a few rows (a generation step: measured 2x
-            # faster for 2 rows and 1.5x for 64 than a layout packed for no row count in particular)
-            return (torch.ops.onednn.qlinear_prepack(w, [2, self.in_features]), scale,
-                    torch.zeros(w.size(0), dtype=torch.int64))
-        return w.t().contiguous(), scale, None     # (K, part) for torch._int_mm
+        self.path = path(stacked)
+        if self.path == "blocks":           # padded to whole blocks of 16 outputs, with sums of their weights
+            extra = -stacked.size(0) % 16
+            stacked = torch.cat([stacked, stacked.new_zeros(extra, stacked.size(1))])
+            self.weight = kernels.kernel().block_weight(stacked)
+            self.wsum = stacked.sum(1, dtype=torch.int32)
+            self.block_scale = torch.cat([self.scale, self.scale.new_zeros(extra)])
+        elif self.path == "onednn":         # laid out for the CPU's kernel once, for a few rows (a generation step:
+            # measured 2x faster for 2 rows and 1.5x for 64 than a layout packed for no row count in particular)
+            self.weight = torch.ops.onednn.qlinear_prepack(stacked, [2, self.in_features])
+            self.zero_points = torch.zeros(stacked.size(0), dtype=torch.int64)
+        else:
+            self.weight = stacked.t().contiguous()                             # (K, planes N) for torch._int_mm
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
-        x = x.reshape(-1, shape[-1]).float()                                   # (M, K)
-        rows, s_x = quantize_rows(x)
-        M, N = x.size(0), self.out_features
-        p = LANES.map(self._product, rows, self.parts)                         # (2M, planes N): one read of W
-        y = torch.add(p[M:], p[:M], alpha=HI)                                  # X W_plane^T s_w, each plane
-        if self.planes == 2:
-            y = torch.add(y[:, N:], y[:, :N], alpha=HI)                        # HI X W_hi^T + X W_lo^T
-        return y.mul_(s_x).view(*shape[:-1], N)
+        x = x.reshape(-1, shape[-1]).float().contiguous()                      # (M, K)
+        ops = kernels.cpu_float(x)          # the same bits in one pass each (nets/kernels.py), where it is built
+        rows, s_x = ops.quantize_rows(x) if ops else quantize_rows(x)
+        p = self._product(rows)                                                # (2M, planes N): one read of W
+        y = ops.combine(p, s_x, self.planes) if ops else combine(p, s_x, self.planes)
+        return y.view(*shape[:-1], self.out_features)
 
-    def _product(self, rows: torch.Tensor, part: tuple) -> torch.Tensor:
-        """(rows - HALF) W_part^T s_w: the integer sums, then each output channel's scale, element by element."""
-        w, scale, zero_points = part
-        if self.packed:     # u8 x s8 with zero point HALF; the int32 sums times s_w, as float32
-            return torch.ops.onednn.qlinear_pointwise(rows, 1.0, HALF, w, scale, zero_points,
+    def _product(self, rows: torch.Tensor) -> torch.Tensor:
+        """(rows - HALF) W^T s_w: the integer sums, then each output channel's scale, element by element."""
+        if self.path == "blocks":
+            tiles = capabilities()["amx"] and rows.size(0) >= AMX_ROWS and self.in_features % 64 == 0
+            p = kernels.kernel().product(rows, self.weight, self.block_scale, self.wsum, tiles)
+            return p if p.size(1) == self.scale.numel() else p[:, :self.scale.numel()].contiguous()
+        if self.path == "onednn":           # u8 x s8 with zero point HALF; the int32 sums times s_w, as float32
+            return torch.ops.onednn.qlinear_pointwise(rows, 1.0, HALF, self.weight, self.scale, self.zero_points,
                                                       None, 1.0, 0, torch.float32, "none", [], "")
-        return int_mm((rows.to(torch.int16) - HALF).to(torch.int8), w).float() * scale
+        return int_mm((rows.to(torch.int16) - HALF).to(torch.int8), self.weight).float() * self.scale
 
     def extra_repr(self) -> str:
         bits = 8 if self.planes == 1 else 14
         return (f"in_features={self.in_features}, out_features={self.out_features}, {bits}-bit weights, 14-bit rows, "
-                f"{len(self.parts)} part(s)")
+                f"product: {self.path}")
 
 
-class Lanes:
-    """Threads that compute the parts of a product at once: the caller's and, per process, one more per extra part
-    (made on first use in each process: a forked compute process has no thread of its parent's)."""
-
-    def __init__(self):
-        self._pool, self._pid = None, None
-
-    def map(self, product, rows: torch.Tensor, parts: list) -> torch.Tensor:
-        if len(parts) == 1:
-            return product(rows, parts[0])
-        if self._pid != os.getpid():
-            self._pool, self._pid = ThreadPoolExecutor(len(parts) - 1, thread_name_prefix="int8-lane"), os.getpid()
-        others = [self._pool.submit(_inference, product, rows, part) for part in parts[1:]]
-        first = product(rows, parts[0])
-        return torch.cat([first, *(f.result() for f in others)], dim=1)
+AMX_ROWS = 1        # AMX from the first row: its tiles were as fast as VNNI or faster at every row count measured
 
 
-def _inference(product, rows: torch.Tensor, part: tuple) -> torch.Tensor:
-    with torch.inference_mode():       # a thread's own mode: the caller's does not carry over
-        return product(rows, part)
+def path(stacked: torch.Tensor) -> str:
+    """Which product serves a weight: "blocks" (nets/csrc/int8.cpp, AVX-512 VNNI), "onednn" or "int_mm"."""
+    ops = kernels.kernel() if stacked.device.type == "cpu" else None
+    if ops is not None and capabilities()["vnni"] and stacked.size(1) % 4 == 0:
+        return "blocks"
+    return "onednn" if stacked.device.type == "cpu" and onednn() else "int_mm"
 
 
-LANES = Lanes()
+@functools.cache
+def capabilities() -> dict:
+    """What this CPU offers our kernel: AVX-512 VNNI's vectors, AMX's tiles (the process allowed to use them)."""
+    ops = kernels.kernel()
+    vnni, amx = ops.capabilities() if ops is not None else (False, False)
+    return {"vnni": vnni, "amx": amx}
+
+
+def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a (M, K) int8 times b (K, N) int8, exactly, on any device: as float32, whose every partial sum of these
+    products is an integer below 2^24 (|a| <= 64, |b| <= 127, K <= 2,064), so exact in any order."""
+    assert a.size(1) * HALF * 127 < 2 ** 24, "K too large for exact float32 sums"
+    return (a.float() @ b.float()).round().to(torch.int32)

@@ -30,7 +30,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from playground.nets import ragged_kernel
+from playground.nets import kernels
 from playground.nets.gpt import GPT, attend, cached_step
 from playground.nets.hooks import HookPoint, add_block_hooks
 from playground.nets.int8 import Int8Linear
@@ -190,8 +190,8 @@ class Attention(nn.Module):
         q = rotate(q.view(N, nh, hs), cos, sin) * (1 / math.sqrt(hs))   # (N, nh, hs), divided by sqrt(d_k) once
         k = rotate(k.view(N, nkv, hs), cos, sin)                         # (N, nkv, hs)
         kv = torch.stack([k, v.view(N, nkv, hs)]).transpose(1, 2)        # (2, nkv, N, hs): each row's to keep
-        y = ragged_kernel.attention(q, kv, [c.kv[rows.layer] for c in rows.caches], rows.starts, rows.lengths)
-        if y is not None:                                                # one call: nets/ragged_kernel.py
+        y = kernels.attention(q, kv, [c.kv[rows.layer] for c in rows.caches], rows.starts, rows.lengths)
+        if y is not None:                                                # one call: nets/kernels.py
             return self.o_proj(y[None])
         out, start = [], 0          # each row over its own cache: a Python loop, so no row's sums depend on another's
         for cache, t0, n in zip(rows.caches, rows.starts, rows.lengths):
@@ -345,11 +345,10 @@ class Llama(nn.Module):
                 module.weight.data = module.weight.data.half()
         return self
 
-    def int8(self, planes: int = 2, lanes: int = 1) -> "Llama":
+    def int8(self, planes: int = 2) -> "Llama":
         """The serving twin (nets/int8.py): every matrix and the tied output layer as Int8Linear (weights in
-        `planes` int8 planes: 2, 14 bits, as exact as fp16; 1, 8 bits, half the bytes; each product cut into `lanes`
-        parts computed at once), whose rows do not depend on each other; the norms and the embedding are this
-        model's own tensors, shared."""
+        `planes` int8 planes: 2, 14 bits, as exact as fp16; 1, 8 bits, half the bytes), whose rows do not depend on
+        each other; the norms and the embedding are this model's own tensors, shared."""
         with torch.device("meta"):
             twin = Llama(dataclasses.replace(self.config, tie_word_embeddings=False))
         twin.model.embed_tokens, twin.model.norm = self.model.embed_tokens, self.model.norm
@@ -358,15 +357,15 @@ class Llama(nn.Module):
             mine.post_attention_layernorm = theirs.post_attention_layernorm
             attn, mlp = theirs.self_attn, theirs.mlp     # the products of one input as one: one read of x's rows
             qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
-            mine.self_attn.qkv_proj = Int8Linear(qkv, planes, lanes)
-            mine.self_attn.o_proj = Int8Linear(attn.o_proj.weight, planes, lanes)
-            mine.mlp.gate_up_proj = Int8Linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), planes, lanes)
-            mine.mlp.down_proj = Int8Linear(mlp.down_proj.weight, planes, lanes)
+            mine.self_attn.qkv_proj = Int8Linear(qkv, planes)
+            mine.self_attn.o_proj = Int8Linear(attn.o_proj.weight, planes)
+            mine.mlp.gate_up_proj = Int8Linear(torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]), planes)
+            mine.mlp.down_proj = Int8Linear(mlp.down_proj.weight, planes)
             for part, names in ((mine.self_attn, ("q_proj", "k_proj", "v_proj")), (mine.mlp, ("gate_proj", "up_proj"))):
                 for name in names:
                     delattr(part, name)                  # their meta placeholders
         twin.lm_head = Int8Linear(self.model.embed_tokens.weight if self.config.tie_word_embeddings
-                                  else self.lm_head.weight, planes, lanes)
+                                  else self.lm_head.weight, planes)
         return twin.eval().requires_grad_(False)
 
     def unembed(self, h: torch.Tensor) -> torch.Tensor:

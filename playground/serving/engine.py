@@ -309,11 +309,12 @@ COST_TOKENS = 24         # greedy tokens of each question
 
 
 def weight_bits() -> int:
-    """The bits of a weight in the served twin: PLAYGROUND_ENGINE_BITS, 14 (two int8 planes: as exact as fp16, its
-    greedy answers the model's own) or 8 (one plane: half the bytes and products, next-token KL 5e-3 against the
-    fp16 model). 14 by default: at 32 streams 8 bits gained a fifth of the class's tokens a second, not half, the
-    rest of a step being each row's attention (docs/performance.md)."""
-    bits = os.environ.get("PLAYGROUND_ENGINE_BITS", "14")
+    """The bits of a weight in the served twin: PLAYGROUND_ENGINE_BITS, 8 (one int8 plane: next-token KL 5e-3 against
+    the fp16 model, top-1 agreement 97%) or 14 (two planes: as exact as fp16, its greedy answers the model's own, for
+    twice the bytes). 8 by default, chosen by measurement (docs/performance.md): a decode step of one row reads
+    every weight once, at one core's memory bandwidth, so one student alone gets 14 bits' tokens a second times
+    about 1.6, and a class of 32 about 1.3; 14 bits meets neither budget on one core."""
+    bits = os.environ.get("PLAYGROUND_ENGINE_BITS", "8")
     if bits not in ("8", "14"):
         raise ValueError(f"PLAYGROUND_ENGINE_BITS is {bits!r}: 8 or 14")
     return int(bits)
@@ -322,7 +323,7 @@ def weight_bits() -> int:
 def for_model(m) -> Engine:
     """The engine serving `m` (a registry record of a causal LM), made on its first use in this process. A model
     with batched rows (nets/llama.Llama: `int8`, `row_cache`, `step_rows`) is served through its int8 twin
-    (nets/int8.py, weight_bits(); SmolLM2's, 270 MB in 14 bits), built by the process that generates (a server's
+    (nets/int8.py, weight_bits(); SmolLM2's, 135 MB in 8 bits), built by the process that generates (a server's
     slow compute process) when its first generation asks, and kept there; any other steps row by row (Alone)."""
     with _engines_lock:
         engine = _engines.get(id(m.model))
@@ -345,12 +346,12 @@ def serving(m) -> Engine | None:
 
 def install() -> None:
     """Every sampled generation of a causal LM goes through its model's engine (analysis/generation.decoded); the
-    engine's attention kernel is built now (nets/ragged_kernel.py: about 40 s the first time on a machine, then read
+    engine's attention kernel is built now (nets/kernels.py: about 40 s the first time on a machine, then read
     from torch's build folder), before a server forks the compute processes that use it."""
     from playground.analysis.models import CAUSAL
-    from playground.nets import ragged_kernel
+    from playground.nets import kernels
 
-    ragged_kernel.kernel()
+    kernels.kernel()
 
     for kind in (*CAUSAL, "llama"):
         generation.ENGINES[kind] = for_model

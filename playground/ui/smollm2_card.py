@@ -19,7 +19,7 @@ def card_markdown() -> str:
     try:
         s = models.shape(SMOLLM2)
         return fgen.smollm2_card_markdown(models.card(SMOLLM2), (s.layers, s.heads, s.heads // s.kv_group),
-                                          gap.measurable())
+                                          gap.measurable(), engine.weight_bits())
     except models.Missing as err:
         return str(err)
 
