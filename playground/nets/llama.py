@@ -50,6 +50,21 @@ class RMSNorm(nn.Module):
         return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * self.weight
 
 
+class RowNorm(nn.Module):
+    """The serving twin's RMSNorm (Llama.int8): the same equation and the same g, in one pass of C++ per row
+    (nets/csrc/int8.cpp) where the kernels are built: eight library calls a norm were a tenth of a decode step."""
+
+    def __init__(self, norm: RMSNorm):
+        super().__init__()
+        self.norm = norm
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        ops = kernels.cpu_float(x)
+        if ops is None:
+            return self.norm(x)
+        return ops.rms_norm(x.reshape(-1, x.size(-1)).contiguous(), self.norm.weight, self.norm.eps).view(x.shape)
+
+
 def rope_angles(positions: torch.Tensor, head_dim: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
     """cos and sin of m θ_i for every position m and pair i (Su et al. 2021, eq. 15): θ_i = theta^(-2i/d),
     i = 0 .. d/2 − 1. Returned as (T, d), each angle written twice (dimension i and i + d/2 share it)."""
@@ -351,10 +366,10 @@ class Llama(nn.Module):
         each other; the norms and the embedding are this model's own tensors, shared."""
         with torch.device("meta"):
             twin = Llama(dataclasses.replace(self.config, tie_word_embeddings=False))
-        twin.model.embed_tokens, twin.model.norm = self.model.embed_tokens, self.model.norm
+        twin.model.embed_tokens, twin.model.norm = self.model.embed_tokens, RowNorm(self.model.norm)
         for mine, theirs in zip(twin.model.layers, self.model.layers):
-            mine.input_layernorm = theirs.input_layernorm
-            mine.post_attention_layernorm = theirs.post_attention_layernorm
+            mine.input_layernorm = RowNorm(theirs.input_layernorm)
+            mine.post_attention_layernorm = RowNorm(theirs.post_attention_layernorm)
             attn, mlp = theirs.self_attn, theirs.mlp     # the products of one input as one: one read of x's rows
             qkv = torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight])
             mine.self_attn.qkv_proj = Int8Linear(qkv, planes)

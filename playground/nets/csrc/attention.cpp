@@ -1,6 +1,7 @@
 // Each row's attention over its own cache, all rows in one call (nets/kernels.py says why and how).
 #include <torch/extension.h>
 #include <ATen/Parallel.h>
+#include <immintrin.h>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -14,6 +15,70 @@ static inline float dot(const float* a, const float* b, int64_t n) {
   float s = 0.f;
   for (int l = 0; l < 16; ++l) s += acc[l];
   return s;
+}
+
+// The heads of one kv group at one position, AVX-512: each key and value is read once for the group's query
+// heads, 16 dimensions a vector. Per head, in one fixed order: s_t = q . k_t (a vector of 16 partial sums, fused
+// multiply-adds over the head's width, then a fixed tree), the softmax summed t = 0, 1, ..., y = sum_t w_t v_t.
+static constexpr int MAX_GROUP = 4, MAX_WIDTH = 8;    // query heads a kv head serves; 16-float vectors of a head
+
+__attribute__((target("avx512f")))
+static void group_avx512(const float* q, int64_t group, const float* K, const float* V, int64_t T, int64_t hs,
+                         float* y, std::vector<float>& w) {
+  const int64_t width = hs / 16;
+  __m512 qv[MAX_GROUP][MAX_WIDTH];
+  for (int64_t j = 0; j < group; ++j)
+    for (int64_t b = 0; b < width; ++b) qv[j][b] = _mm512_loadu_ps(q + j * hs + 16 * b);
+  w.resize(group * T);
+  float top[MAX_GROUP], total[MAX_GROUP];
+  for (int64_t j = 0; j < group; ++j) top[j] = -INFINITY;
+  for (int64_t t = 0; t < T; ++t) {
+    const float* k = K + t * hs;
+    __m512 acc[MAX_GROUP];
+    for (int64_t j = 0; j < group; ++j) acc[j] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < width; ++b) {
+      const __m512 kb = _mm512_loadu_ps(k + 16 * b);
+      for (int64_t j = 0; j < group; ++j) acc[j] = _mm512_fmadd_ps(qv[j][b], kb, acc[j]);
+    }
+    for (int64_t j = 0; j < group; ++j) {
+      const float score = _mm512_reduce_add_ps(acc[j]);
+      w[j * T + t] = score;
+      top[j] = std::max(top[j], score);
+    }
+  }
+  for (int64_t j = 0; j < group; ++j) {
+    total[j] = 0.f;
+    for (int64_t t = 0; t < T; ++t) { w[j * T + t] = std::exp(w[j * T + t] - top[j]); total[j] += w[j * T + t]; }
+  }
+  __m512 out[MAX_GROUP][MAX_WIDTH];
+  for (int64_t j = 0; j < group; ++j)
+    for (int64_t b = 0; b < width; ++b) out[j][b] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < T; ++t) {
+    const float* v = V + t * hs;
+    for (int64_t b = 0; b < width; ++b) {
+      const __m512 vb = _mm512_loadu_ps(v + 16 * b);
+      for (int64_t j = 0; j < group; ++j) out[j][b] = _mm512_fmadd_ps(_mm512_set1_ps(w[j * T + t]), vb, out[j][b]);
+    }
+  }
+  for (int64_t j = 0; j < group; ++j)
+    for (int64_t b = 0; b < width; ++b)
+      _mm512_storeu_ps(y + j * hs + 16 * b, _mm512_div_ps(out[j][b], _mm512_set1_ps(total[j])));
+}
+
+// One head at one position, in plain C++ (a CPU without AVX-512, or an unusual head shape).
+static void head_plain(const float* qv, const float* K, const float* V, int64_t T, int64_t hs, float* y,
+                       std::vector<float>& w) {
+  w.resize(T);
+  float top = -INFINITY;
+  for (int64_t t = 0; t < T; ++t) { w[t] = dot(qv, K + t * hs, hs); top = std::max(top, w[t]); }
+  float total = 0.f;
+  for (int64_t t = 0; t < T; ++t) { w[t] = std::exp(w[t] - top); total += w[t]; }
+  for (int64_t d = 0; d < hs; ++d) y[d] = 0.f;
+  for (int64_t t = 0; t < T; ++t) {
+    const float weight = w[t] / total;
+    const float* v = V + t * hs;
+    for (int64_t d = 0; d < hs; ++d) y[d] += weight * v[d];
+  }
 }
 
 torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor kv, std::vector<torch::Tensor> caches,
@@ -40,27 +105,23 @@ torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor kv, std::vector<to
   }
   const float* Q = q.data_ptr<float>();
   float* Y = out.data_ptr<float>();
-  at::parallel_for(0, N * nh, 1, [&](int64_t begin, int64_t end) {
+  std::vector<const float*> base(caches.size());
+  std::vector<int64_t> capacity(caches.size());
+  for (size_t p = 0; p < caches.size(); ++p) { base[p] = caches[p].data_ptr<float>(); capacity[p] = caches[p].size(2); }
+  const bool wide = __builtin_cpu_supports("avx512f") && hs % 16 == 0 && hs / 16 <= MAX_WIDTH && group <= MAX_GROUP;
+  at::parallel_for(0, N * nkv, 1, [&](int64_t begin, int64_t end) {   // a task: one position's kv group
     std::vector<float> w;
     for (int64_t task = begin; task < end; ++task) {
-      const int64_t n = task / nh, h = task % nh, p = owner[n], g = h / group;
+      const int64_t n = task / nkv, g = task % nkv, p = owner[n];
       const int64_t T = starts[p] + (n - first[p]) + 1;           // this position sees 0 .. itself
-      auto c = caches[p];
-      const int64_t capacity = c.size(2);
-      const float* K = c.data_ptr<float>() + g * capacity * hs;
-      const float* V = c.data_ptr<float>() + (nkv + g) * capacity * hs;
-      const float* qv = Q + (n * nh + h) * hs;
-      w.resize(T);
-      float top = -INFINITY;
-      for (int64_t t = 0; t < T; ++t) { w[t] = dot(qv, K + t * hs, hs); top = std::max(top, w[t]); }
-      float total = 0.f;
-      for (int64_t t = 0; t < T; ++t) { w[t] = std::exp(w[t] - top); total += w[t]; }
-      float* y = Y + n * nh * hs + h * hs;
-      for (int64_t d = 0; d < hs; ++d) y[d] = 0.f;
-      for (int64_t t = 0; t < T; ++t) {
-        const float weight = w[t] / total;
-        const float* v = V + t * hs;
-        for (int64_t d = 0; d < hs; ++d) y[d] += weight * v[d];
+      const float* K = base[p] + g * capacity[p] * hs;
+      const float* V = base[p] + (nkv + g) * capacity[p] * hs;
+      const float* qg = Q + (n * nh + g * group) * hs;            // the group's query heads, side by side
+      float* y = Y + (n * nh + g * group) * hs;
+      if (wide) {
+        group_avx512(qg, group, K, V, T, hs, y, w);
+      } else {
+        for (int64_t j = 0; j < group; ++j) head_plain(qg + j * hs, K, V, T, hs, y + j * hs, w);
       }
     }
   });

@@ -175,7 +175,8 @@ static void product_amx(const uint8_t* X, int64_t R, int64_t K, const int8_t* W,
         const int64_t block = b + (t & 1), first = r0 + 16 * (t >> 1);
         if (block >= N / 16) continue;
         for (int i = 0; i < 16 && first + i < R; ++i)
-          finish(_mm512_load_si512(sums[t][i]), wsum + 16 * block, scale + 16 * block, Y + (first + i) * N + 16 * block);
+          finish(_mm512_load_si512(sums[t][i]), wsum + 16 * block, scale + 16 * block,
+                 Y + (first + i) * N + 16 * block);
       }
     }
   }
@@ -200,6 +201,28 @@ torch::Tensor product(torch::Tensor rows, torch::Tensor blocked, torch::Tensor s
   } else {
     product_vnni(rows.data_ptr<uint8_t>(), R, K, blocked.data_ptr<int8_t>(), N, scale.data_ptr<float>(),
                  wsum.data_ptr<int32_t>(), out.data_ptr<float>());
+  }
+  return out;
+}
+
+torch::Tensor rms_norm(torch::Tensor x, torch::Tensor g, double eps) {
+  // x (M, C) float32, g (C,): x / sqrt(mean(x^2) + eps) * g, each row on its own (the mean summed c = 0, 1, ...)
+  const int64_t M = x.size(0), C = x.size(1);
+  auto out = torch::empty_like(x);
+  const float* X = x.data_ptr<float>();
+  const float* G = g.data_ptr<float>();
+  float* Y = out.data_ptr<float>();
+  for (int64_t m = 0; m < M; ++m) {
+    const float* xm = X + m * C;
+    float lanes[16] = {0};                  // 16 running sums, added up in one order (as attention.cpp's dot)
+    int64_t c = 0;
+    for (; c + 16 <= C; c += 16)
+      for (int l = 0; l < 16; ++l) lanes[l] += xm[c + l] * xm[c + l];
+    for (int l = 0; c + l < C; ++l) lanes[l] += xm[c + l] * xm[c + l];
+    float sum = 0.f;
+    for (int l = 0; l < 16; ++l) sum += lanes[l];
+    const float r = 1.f / std::sqrt(sum / static_cast<float>(C) + static_cast<float>(eps));
+    for (int64_t k = 0; k < C; ++k) Y[m * C + k] = xm[k] * r * G[k];
   }
   return out;
 }

@@ -10,7 +10,9 @@ torch::Tensor top_order(torch::Tensor p, int64_t k) {
   const int64_t V = p.numel();
   using Entry = std::pair<float, int64_t>;
   // "a before b": the larger value, or the same value and the lower id
-  auto before = [](const Entry& a, const Entry& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  auto before = [](const Entry& a, const Entry& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  };
   std::vector<Entry> best;                 // a heap whose top is the worst of the k kept
   best.reserve(k);
   for (int64_t i = 0; i < V; ++i) {
