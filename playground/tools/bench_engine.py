@@ -1,6 +1,6 @@
 """The generation engine's rows (playground/serving/engine.py): a class's SmolLM2 generations at once.
 
-In this process: the engine over SmolLM2's int8 twin (two weight planes, as served, and one), N students' own chat
+In this process: the engine over SmolLM2's int8 twin (one weight plane, as served, and two), N students' own chat
 questions streamed at once (N = 1, 4, 16, 32, 64), each its own seed; the class's tokens a second, each student's,
 and the first token's wait. Beside them the model decoding alone as before the engine (fp16, `sampling.stream`).
 Through a served app: N students' `/generate` calls at once over HTTP, the path a page takes.
@@ -13,7 +13,7 @@ import statistics
 import threading
 import time
 
-from playground.serving.engine import QUESTIONS
+from playground.serving.engine import QUESTIONS, weight_bits
 from playground.tools.bench import percentiles
 
 STREAMS = (1, 4, 16, 32, 64)
@@ -51,7 +51,7 @@ def _class(engine, prompts: list[list[int]], tokens: int) -> dict:
     return {"class": sum(made) / wall, "first_p95": percentiles(first)[1], "each_p50": percentiles(speed)[0]}
 
 
-CONFIGS = ((2, 1, STREAMS), (2, 2, (1, 32)), (1, 1, (1, 32)))   # weight planes, torch threads, streams
+CONFIGS = ((1, 1, STREAMS), (1, 2, (1, 32)), (2, 1, (1, 32)))   # weight planes, torch threads, streams
 
 
 def gpt_rows(tokens: int = TOKENS) -> list[tuple]:
@@ -97,8 +97,8 @@ def _gpt_rows(tokens: int) -> list[tuple]:
 
 
 def engine_rows(tokens: int = TOKENS) -> list[tuple]:
-    """The engine as served (14-bit weights, one torch thread: a compute lane's), then with both cores' threads, then
-    with 8-bit weights; beside them one generation decoding alone as before the engine."""
+    """The engine as served (8-bit weights, one torch thread: a compute lane's), then with both cores' threads, then
+    with 14-bit weights; beside them one generation decoding alone as before the engine."""
     import torch
 
     from playground.analysis import models, sampling
@@ -114,7 +114,7 @@ def engine_rows(tokens: int = TOKENS) -> list[tuple]:
     try:
         for planes, n_threads, streams in CONFIGS:
             torch.set_num_threads(n_threads)
-            if planes == 2 and n_threads == 1:
+            if (planes, n_threads) == CONFIGS[0][:2]:
                 with torch.inference_mode():
                     ids = torch.tensor([prompts[0]])
                     list(sampling.stream(lm.model, ids, 4, seed=0, **RULE))
@@ -127,7 +127,7 @@ def engine_rows(tokens: int = TOKENS) -> list[tuple]:
             built = time.perf_counter() - started
             engine = Engine(twin, lm.config.n_positions)
             list(engine.stream(prompts[0], 4, RULE, 0))                               # warm up
-            served = planes == 2 and n_threads == 1
+            served = (planes, n_threads) == (1 if weight_bits() == 8 else 2, 1)
             label = f"{'14' if planes == 2 else '8'}-bit weights, {n_threads} thread(s)" + (" (as served)" if served
                                                                                          else "")
             rows.append((f"  engine, {label}: the twin built", f"{built:.1f} s", "", "", None))
