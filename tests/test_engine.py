@@ -149,7 +149,8 @@ def test_the_top_k_kernel_is_the_stable_sorts_first_k():
         assert sampling.draw(kept, torch.Generator().manual_seed(trial)) == whole
 
 
-def test_the_attention_kernel_is_each_rows_own_and_the_python_loops_mathematics(monkeypatch):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_the_attention_kernel_is_each_rows_own_and_the_python_loops_mathematics(dtype):
     """nets/kernels: a row's attention is the same bits alone and beside others (a prefill row's two chunks in
     one call included), and within float rounding of the Python loop it replaces (grouped_attention)."""
     from playground.nets import kernels
@@ -159,7 +160,7 @@ def test_the_attention_kernel_is_each_rows_own_and_the_python_loops_mathematics(
         pytest.skip("no C++ compiler here: the Python loop serves")
     torch.manual_seed(3)
     nkv, nh, hs, pieces = 3, 9, 64, [(0, 40), (40, 24), (130, 1), (7, 1), (300, 1)]   # (start, length); 2 chunks
-    caches = [torch.randn(2, nkv, 400, hs) for _ in range(4)]
+    caches = [torch.randn(2, nkv, 400, hs).to(dtype) for _ in range(4)]
     caches = [caches[0], caches[0], caches[1], caches[2], caches[3]]                    # of the first row
     N = sum(n for _, n in pieces)
     q, kv = torch.randn(N, nh, hs), torch.randn(2, nkv, N, hs)
@@ -170,7 +171,7 @@ def test_the_attention_kernel_is_each_rows_own_and_the_python_loops_mathematics(
     row = 0
     for (start, n), c in zip(pieces, expected):
         c[:, :, start:start + n] = kv[:, :, row:row + n]
-        ours = grouped_attention(q[row:row + n], c[0, :, :start + n], c[1, :, :start + n], start)
+        ours = grouped_attention(q[row:row + n], c[0, :, :start + n].float(), c[1, :, :start + n].float(), start)
         assert (out[row:row + n] - ours).abs().max() < 1e-5
         if c is not expected[0]:             # a generating row alone, in a call of its own: the same bits
             alone = kernels.attention(q[row:row + n], kv[:, :, row:row + n], [c.clone()], [start], [n])

@@ -212,7 +212,8 @@ class Attention(nn.Module):
         for cache, t0, n in zip(rows.caches, rows.starts, rows.lengths):
             mine = cache.kv[rows.layer]                                  # (2, nkv, capacity, hs)
             mine[:, :, t0:t0 + n] = kv[:, :, start:start + n]            # written in place
-            out.append(grouped_attention(q[start:start + n], mine[0, :, :t0 + n], mine[1, :, :t0 + n], t0))
+            out.append(grouped_attention(q[start:start + n], mine[0, :, :t0 + n].float(), mine[1, :, :t0 + n].float(),
+                                         t0))
             start += n
         return self.o_proj(torch.cat(out)[None])                    # Concat(heads): (1, N, nh hs), then W^O
 
@@ -339,6 +340,8 @@ class LlamaConfig:
 class Llama(nn.Module):
     """p(x_t | x_<t) = softmax(RMSNorm(h_L)_t W_out^T), h_0 = W_e[x], h_l = Block(h_{l-1}); positions by RoPE."""
 
+    kv_dtype = torch.float32    # the keys and values a row's cache keeps (row_cache); the serving twin's: float16
+
     def __init__(self, config: LlamaConfig):
         super().__init__()
         self.config = config
@@ -379,6 +382,7 @@ class Llama(nn.Module):
             for part, names in ((mine.self_attn, ("q_proj", "k_proj", "v_proj")), (mine.mlp, ("gate_proj", "up_proj"))):
                 for name in names:
                     delattr(part, name)                  # their meta placeholders
+        twin.kv_dtype = torch.float16   # half the bytes a row keeps and a step reads; its own rounding, a row's own
         twin.lm_head = Int8Linear(self.model.embed_tokens.weight if self.config.tie_word_embeddings
                                   else self.lm_head.weight, planes)
         return twin.eval().requires_grad_(False)
@@ -435,11 +439,12 @@ class Llama(nn.Module):
         return cached_step(self._run, self.config.n_positions, idx, cache)
 
     def row_cache(self, capacity: int) -> RowCache:
-        """An empty KV cache for one sequence of at most `capacity` positions (step_rows)."""
+        """An empty KV cache for one sequence of at most `capacity` positions (step_rows), in `kv_dtype`."""
         c = self.config
         shape = (2, c.n_kv_head, min(capacity, c.n_positions), c.head_dim)
         device = self.model.embed_tokens.weight.device
-        return RowCache([torch.empty(shape, device=device) for _ in range(c.n_layer)])  # read only where written
+        return RowCache([torch.empty(shape, device=device, dtype=self.kv_dtype)    # read only where written
+                         for _ in range(c.n_layer)])
 
     def step_rows(self, new: list[torch.Tensor], caches: list[RowCache]) -> torch.Tensor:
         """Continuous batching's step (Yu et al. 2022, Orca): each piece of new tokens (1-D id tensors of any

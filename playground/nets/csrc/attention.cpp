@@ -6,12 +6,23 @@
 #include <cstring>
 #include <vector>
 
-static inline float dot(const float* a, const float* b, int64_t n) {
+// A cache holds float32 or float16 (the serving twin's, Llama.int8: half the bytes a step reads and keeps); its
+// values are read as float32, exactly.
+static inline float value(float x) { return x; }
+static inline float value(at::Half x) { return static_cast<float>(x); }
+
+__attribute__((target("avx512f"))) static inline __m512 load16(const float* p) { return _mm512_loadu_ps(p); }
+__attribute__((target("avx512f"))) static inline __m512 load16(const at::Half* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <typename C>
+static inline float dot(const float* a, const C* b, int64_t n) {
   float acc[16] = {0};
   int64_t d = 0;
   for (; d + 16 <= n; d += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += a[d + l] * b[d + l];
-  for (int l = 0; d + l < n; ++l) acc[l] += a[d + l] * b[d + l];
+    for (int l = 0; l < 16; ++l) acc[l] += a[d + l] * value(b[d + l]);
+  for (int l = 0; d + l < n; ++l) acc[l] += a[d + l] * value(b[d + l]);
   float s = 0.f;
   for (int l = 0; l < 16; ++l) s += acc[l];
   return s;
@@ -22,8 +33,9 @@ static inline float dot(const float* a, const float* b, int64_t n) {
 // multiply-adds over the head's width, then a fixed tree), the softmax summed t = 0, 1, ..., y = sum_t w_t v_t.
 static constexpr int MAX_GROUP = 4, MAX_WIDTH = 8;    // query heads a kv head serves; 16-float vectors of a head
 
+template <typename C>
 __attribute__((target("avx512f")))
-static void group_avx512(const float* q, int64_t group, const float* K, const float* V, int64_t T, int64_t hs,
+static void group_avx512(const float* q, int64_t group, const C* K, const C* V, int64_t T, int64_t hs,
                          float* y, std::vector<float>& w) {
   const int64_t width = hs / 16;
   __m512 qv[MAX_GROUP][MAX_WIDTH];
@@ -33,11 +45,11 @@ static void group_avx512(const float* q, int64_t group, const float* K, const fl
   float top[MAX_GROUP], total[MAX_GROUP];
   for (int64_t j = 0; j < group; ++j) top[j] = -INFINITY;
   for (int64_t t = 0; t < T; ++t) {
-    const float* k = K + t * hs;
+    const C* k = K + t * hs;
     __m512 acc[MAX_GROUP];
     for (int64_t j = 0; j < group; ++j) acc[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < width; ++b) {
-      const __m512 kb = _mm512_loadu_ps(k + 16 * b);
+      const __m512 kb = load16(k + 16 * b);
       for (int64_t j = 0; j < group; ++j) acc[j] = _mm512_fmadd_ps(qv[j][b], kb, acc[j]);
     }
     for (int64_t j = 0; j < group; ++j) {
@@ -54,9 +66,9 @@ static void group_avx512(const float* q, int64_t group, const float* K, const fl
   for (int64_t j = 0; j < group; ++j)
     for (int64_t b = 0; b < width; ++b) out[j][b] = _mm512_setzero_ps();
   for (int64_t t = 0; t < T; ++t) {
-    const float* v = V + t * hs;
+    const C* v = V + t * hs;
     for (int64_t b = 0; b < width; ++b) {
-      const __m512 vb = _mm512_loadu_ps(v + 16 * b);
+      const __m512 vb = load16(v + 16 * b);
       for (int64_t j = 0; j < group; ++j) out[j][b] = _mm512_fmadd_ps(_mm512_set1_ps(w[j * T + t]), vb, out[j][b]);
     }
   }
@@ -66,7 +78,8 @@ static void group_avx512(const float* q, int64_t group, const float* K, const fl
 }
 
 // One head at one position, in plain C++ (a CPU without AVX-512, or an unusual head shape).
-static void head_plain(const float* qv, const float* K, const float* V, int64_t T, int64_t hs, float* y,
+template <typename C>
+static void head_plain(const float* qv, const C* K, const C* V, int64_t T, int64_t hs, float* y,
                        std::vector<float>& w) {
   w.resize(T);
   float top = -INFINITY;
@@ -76,13 +89,14 @@ static void head_plain(const float* qv, const float* K, const float* V, int64_t 
   for (int64_t d = 0; d < hs; ++d) y[d] = 0.f;
   for (int64_t t = 0; t < T; ++t) {
     const float weight = w[t] / total;
-    const float* v = V + t * hs;
-    for (int64_t d = 0; d < hs; ++d) y[d] += weight * v[d];
+    const C* v = V + t * hs;
+    for (int64_t d = 0; d < hs; ++d) y[d] += weight * value(v[d]);
   }
 }
 
-torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor kv, std::vector<torch::Tensor> caches,
-                               std::vector<int64_t> starts, std::vector<int64_t> lengths) {
+template <typename C>
+static torch::Tensor attend_rows(torch::Tensor q, torch::Tensor kv, std::vector<torch::Tensor> caches,
+                                 std::vector<int64_t> starts, std::vector<int64_t> lengths) {
   // q (N, nh, hs), prescaled; kv (2, nkv, N, hs): the new positions' keys and values; caches: per piece
   // (2, nkv, capacity, hs); a piece's positions start[p] .. start[p] + length[p] - 1 of its row.
   const int64_t N = q.size(0), nh = q.size(1), hs = q.size(2), nkv = kv.size(1), group = nh / nkv;
@@ -93,29 +107,31 @@ torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor kv, std::vector<to
     first[p] = row;
     auto c = caches[p];
     const int64_t capacity = c.size(2);
-    float* cache = c.data_ptr<float>();
+    C* cache = c.data_ptr<C>();
     const float* fresh = kv.data_ptr<float>();
     for (int64_t which = 0; which < 2; ++which)
       for (int64_t g = 0; g < nkv; ++g)
-        for (int64_t i = 0; i < lengths[p]; ++i)
-          std::memcpy(cache + ((which * nkv + g) * capacity + starts[p] + i) * hs,
-                      fresh + ((which * nkv + g) * N + row + i) * hs, hs * sizeof(float));
+        for (int64_t i = 0; i < lengths[p]; ++i) {
+          C* to = cache + ((which * nkv + g) * capacity + starts[p] + i) * hs;
+          const float* from = fresh + ((which * nkv + g) * N + row + i) * hs;
+          for (int64_t d = 0; d < hs; ++d) to[d] = static_cast<C>(from[d]);    // to float16: rounded to nearest
+        }
     for (int64_t i = 0; i < lengths[p]; ++i) owner[row + i] = p;
     row += lengths[p];
   }
   const float* Q = q.data_ptr<float>();
   float* Y = out.data_ptr<float>();
-  std::vector<const float*> base(caches.size());
+  std::vector<const C*> base(caches.size());
   std::vector<int64_t> capacity(caches.size());
-  for (size_t p = 0; p < caches.size(); ++p) { base[p] = caches[p].data_ptr<float>(); capacity[p] = caches[p].size(2); }
+  for (size_t p = 0; p < caches.size(); ++p) { base[p] = caches[p].data_ptr<C>(); capacity[p] = caches[p].size(2); }
   const bool wide = __builtin_cpu_supports("avx512f") && hs % 16 == 0 && hs / 16 <= MAX_WIDTH && group <= MAX_GROUP;
   at::parallel_for(0, N * nkv, 1, [&](int64_t begin, int64_t end) {   // a task: one position's kv group
     std::vector<float> w;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t n = task / nkv, g = task % nkv, p = owner[n];
       const int64_t T = starts[p] + (n - first[p]) + 1;           // this position sees 0 .. itself
-      const float* K = base[p] + g * capacity[p] * hs;
-      const float* V = base[p] + (nkv + g) * capacity[p] * hs;
+      const C* K = base[p] + g * capacity[p] * hs;
+      const C* V = base[p] + (nkv + g) * capacity[p] * hs;
       const float* qg = Q + (n * nh + g * group) * hs;            // the group's query heads, side by side
       float* y = Y + (n * nh + g * group) * hs;
       if (wide) {
@@ -126,4 +142,11 @@ torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor kv, std::vector<to
     }
   });
   return out;
+}
+
+torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor kv, std::vector<torch::Tensor> caches,
+                               std::vector<int64_t> starts, std::vector<int64_t> lengths) {
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
+  if (caches.front().scalar_type() == at::kHalf) return attend_rows<at::Half>(q, kv, caches, starts, lengths);
+  return attend_rows<float>(q, kv, caches, starts, lengths);
 }

@@ -52,6 +52,7 @@ static void quantize_row_avx512(const float* x, int64_t K, uint8_t* hi, uint8_t*
 }
 
 std::vector<torch::Tensor> quantize_rows(torch::Tensor x) {
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
   // x (M, K) float32 -> [X_hi + HALF; X_lo + HALF] as uint8 (2M, K), and s_x (M, 1): nets/int8.quantize_rows
   const int64_t M = x.size(0), K = x.size(1);
   auto rows = torch::empty({2 * M, K}, x.options().dtype(torch::kUInt8));
@@ -67,6 +68,7 @@ std::vector<torch::Tensor> quantize_rows(torch::Tensor x) {
 }
 
 torch::Tensor combine(torch::Tensor p, torch::Tensor scale, int64_t planes) {
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
   // p (2M, planes N): the halves' products with each plane, times s_w -> (M, N) = ((HI hi + lo) per plane,
   // HI W_hi + W_lo) times s_x: nets/int8.combine's sums in their order (x 128 is exact)
   const int64_t M = p.size(0) / 2, P = p.size(1), N = P / planes;
@@ -184,6 +186,7 @@ static void product_amx(const uint8_t* X, int64_t R, int64_t K, const int8_t* W,
 }
 
 torch::Tensor product(torch::Tensor rows, torch::Tensor blocked, torch::Tensor scale, torch::Tensor wsum, bool amx) {
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
   // rows (R, K) uint8 (each value + HALF); blocked [N/16][K/4][16][4] int8; scale (N,) float; wsum (N,) int32
   // -> (R, N) float: (rows - HALF) W^T, each output times its scale. AMX needs K a multiple of 64.
   const int64_t R = rows.size(0), K = rows.size(1), N = blocked.size(0) * 16;
@@ -206,6 +209,7 @@ torch::Tensor product(torch::Tensor rows, torch::Tensor blocked, torch::Tensor s
 }
 
 torch::Tensor rms_norm(torch::Tensor x, torch::Tensor g, double eps) {
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
   // x (M, C) float32, g (C,): x / sqrt(mean(x^2) + eps) * g, each row on its own (the mean summed c = 0, 1, ...)
   const int64_t M = x.size(0), C = x.size(1);
   auto out = torch::empty_like(x);

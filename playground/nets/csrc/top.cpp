@@ -5,6 +5,7 @@
 #include <vector>
 
 torch::Tensor top_order(torch::Tensor p, int64_t k) {
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
   // p (V,) float32 contiguous, 0 < k < V
   const float* P = p.data_ptr<float>();
   const int64_t V = p.numel();
