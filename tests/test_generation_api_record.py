@@ -9,10 +9,9 @@ a machine of another kind is told to record its own and skips. The answers are t
 the app computes them on two cores (ui/workers.share_cores): torch's fp32 products of 5 to 11 rows (a short prompt)
 and its fused recurrent kernels end in other last bits on two.
 
-Re-recorded 2026-12-07 on the AMD machine when sampling came to draw a token by inverting the cumulative
-distribution (one uniform number a token instead of torch.multinomial's exponential for every id: other seeded
-tokens) and SmolLM2's generations came to be served by the engine's 14-bit twin and its attention kernel. An Intel machine skips until it
-records its own."""
+Recorded 2026-12-08 on an Intel machine with AMX (GenuineIntel-AVX512), when a sampled distribution's softmax came to
+be taken in float32 and SmolLM2's answers to be served by the engine's 8-bit twin with a float16 KV cache; the AMD
+machine's record, made before, no longer held and was removed: an AMD machine skips until it records its own."""
 
 from __future__ import annotations
 
