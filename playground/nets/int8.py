@@ -94,7 +94,8 @@ class Int8Linear(nn.Module):
         if self.path == "blocks":           # padded to whole blocks of 16 outputs, with sums of their weights
             extra = -stacked.size(0) % 16
             stacked = torch.cat([stacked, stacked.new_zeros(extra, stacked.size(1))])
-            self.weight = kernels.kernel().block_weight(stacked)
+            self.ops, self.tiles = kernels.kernel(), capabilities()["amx"] and self.in_features % 64 == 0
+            self.weight = self.ops.block_weight(stacked)
             self.wsum = stacked.sum(1, dtype=torch.int32)
             self.block_scale = torch.cat([self.scale, self.scale.new_zeros(extra)])
         elif self.path == "onednn":         # laid out for the CPU's kernel once, for a few rows (a generation step:
@@ -116,8 +117,8 @@ class Int8Linear(nn.Module):
     def _product(self, rows: torch.Tensor) -> torch.Tensor:
         """(rows - HALF) W^T s_w: the integer sums, then each output channel's scale, element by element."""
         if self.path == "blocks":
-            tiles = capabilities()["amx"] and rows.size(0) >= AMX_ROWS and self.in_features % 64 == 0
-            p = kernels.kernel().product(rows, self.weight, self.block_scale, self.wsum, tiles)
+            tiles = self.tiles and rows.size(0) >= AMX_ROWS
+            p = self.ops.product(rows, self.weight, self.block_scale, self.wsum, tiles)
             return p if p.size(1) == self.scale.numel() else p[:, :self.scale.numel()].contiguous()
         if self.path == "onednn":           # u8 x s8 with zero point HALF; the int32 sums times s_w, as float32
             return torch.ops.onednn.qlinear_pointwise(rows, 1.0, HALF, self.weight, self.scale, self.zero_points,

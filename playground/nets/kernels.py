@@ -39,7 +39,7 @@ import torch
 
 SOURCES = [Path(__file__).parent / "csrc" / name for name in ("attention.cpp", "int8.cpp", "top.cpp")]
 FUNCTIONS = ["ragged_attention", "quantize_rows", "combine", "block_weight", "product", "capabilities", "top_order",
-             "rms_norm"]
+             "rms_norm", "rope_qkv"]
 
 _lock = threading.Lock()
 _kernel: dict = {}

@@ -200,11 +200,16 @@ class Attention(nn.Module):
         over its own cache, so a row's numbers never depend on the others (nets/int8.py makes the products so)."""
         N = x.size(1)
         nh, nkv, hs = self.n_head, self.n_kv_head, self.head_dim
-        cos, sin = cos[:, None], sin[:, None]                       # (N, 1, hs): one angle per position
-        q, k, v = self.project(x[0])
-        q = rotate(q.view(N, nh, hs), cos, sin) * (1 / math.sqrt(hs))   # (N, nh, hs), divided by sqrt(d_k) once
-        k = rotate(k.view(N, nkv, hs), cos, sin)                         # (N, nkv, hs)
-        kv = torch.stack([k, v.view(N, nkv, hs)]).transpose(1, 2)        # (2, nkv, N, hs): each row's to keep
+        ops = kernels.cpu_float(x)
+        if ops is not None and self.qkv_proj is not None:               # the same operations in one pass
+            q, kv = ops.rope_qkv(self.qkv_proj(x[0]).contiguous(), cos.contiguous(), sin.contiguous(), nh, nkv,
+                                 1 / math.sqrt(hs))
+        else:
+            cos, sin = cos[:, None], sin[:, None]                       # (N, 1, hs): one angle per position
+            q, k, v = self.project(x[0])
+            q = rotate(q.view(N, nh, hs), cos, sin) * (1 / math.sqrt(hs))   # (N, nh, hs), divided by sqrt(d_k) once
+            k = rotate(k.view(N, nkv, hs), cos, sin)                         # (N, nkv, hs)
+            kv = torch.stack([k, v.view(N, nkv, hs)]).transpose(1, 2)        # (2, nkv, N, hs): each row's to keep
         y = kernels.attention(q, kv, [c.kv[rows.layer] for c in rows.caches], rows.starts, rows.lengths)
         if y is not None:                                                # one call: nets/kernels.py
             return self.o_proj(y[None])

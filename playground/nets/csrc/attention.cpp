@@ -150,3 +150,38 @@ torch::Tensor ragged_attention(torch::Tensor q, torch::Tensor kv, std::vector<to
   if (caches.front().scalar_type() == at::kHalf) return attend_rows<at::Half>(q, kv, caches, starts, lengths);
   return attend_rows<float>(q, kv, caches, starts, lengths);
 }
+
+std::vector<torch::Tensor> rope_qkv(torch::Tensor qkv, torch::Tensor cos, torch::Tensor sin, int64_t nh, int64_t nkv,
+                                    double scale) {
+  // qkv (N, (nh + 2 nkv) hs): each position's queries, keys and values side by side; cos, sin (N, hs). Returns the
+  // rotated queries times `scale` (N, nh, hs) and the rotated keys with the values as a cache keeps them
+  // (2, nkv, N, hs): nets/llama.rotate's operations in its order, x cos + (-x_{i+d/2}, x_i) sin, then q times scale.
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
+  const int64_t N = qkv.size(0), hs = cos.size(1), half = hs / 2, width = qkv.size(1);
+  auto q = torch::empty({N, nh, hs}, qkv.options());
+  auto kv = torch::empty({2, nkv, N, hs}, qkv.options());
+  const float* X = qkv.data_ptr<float>();
+  const float* C = cos.data_ptr<float>();
+  const float* S = sin.data_ptr<float>();
+  float* Q = q.data_ptr<float>();
+  float* KV = kv.data_ptr<float>();
+  const float s = static_cast<float>(scale);
+  for (int64_t n = 0; n < N; ++n) {
+    const float* c = C + n * hs;
+    const float* sn = S + n * hs;
+    auto rotate = [&](const float* x, float* y, bool scaled) {
+      for (int64_t i = 0; i < hs; ++i) {
+        const float other = i < half ? -x[i + half] : x[i - half];
+        const float r = x[i] * c[i] + other * sn[i];
+        y[i] = scaled ? r * s : r;
+      }
+    };
+    const float* row = X + n * width;
+    for (int64_t h = 0; h < nh; ++h) rotate(row + h * hs, Q + (n * nh + h) * hs, true);
+    for (int64_t g = 0; g < nkv; ++g) {
+      rotate(row + (nh + g) * hs, KV + (g * N + n) * hs, false);
+      std::memcpy(KV + ((nkv + g) * N + n) * hs, row + (nh + nkv + g) * hs, hs * sizeof(float));
+    }
+  }
+  return {q, kv};
+}
