@@ -71,6 +71,9 @@ def distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
     """
     V = logits.size(-1)
     logits = logits.float()
+    ops = kernels.loaded()
+    if ops is not None and logits.device.type == "cpu":       # these operations in C++, without Python's lock
+        return Distribution(*ops.distribution(logits, float(temperature), int(top_k), float(top_p), TINY_TEMPERATURE))
     if temperature <= 0:  # greedy: the proposal shown is the plain softmax, the choice is its argmax
         probs = F.softmax(logits, dim=-1)
         kept = torch.zeros_like(probs)
@@ -96,6 +99,11 @@ def distribution(logits: torch.Tensor, temperature: float = 1.0, top_k: int = 0,
     return Distribution(probs, kept, k, n_p)
 
 
+def full_rule(rule: dict) -> tuple[float, int, float]:
+    """A decoding rule's (temperature, top_k, top_p), with `distribution`'s defaults for what it leaves out."""
+    return float(rule.get("temperature", 1.0)), int(rule.get("top_k", 0)), float(rule.get("top_p", 1.0))
+
+
 def draw(kept: torch.Tensor, generator: torch.Generator) -> int:
     """One token drawn from `kept` (V,) by inverting its cumulative distribution: one uniform number u in [0, 1)
     from the generator, and the first id whose running total exceeds u times the total. Exact, and one random
@@ -103,9 +111,13 @@ def draw(kept: torch.Tensor, generator: torch.Generator) -> int:
     SmolLM2's 49,152, a tenth of a second for a class's batch of 32 rows). The running total is in float64, in id
     order, the same sums whatever the batch or the threads; over the ids kept only (adding a zero changes no sum),
     ten of them for top-k 10 rather than the vocabulary."""
+    uniform = torch.rand((), generator=generator, dtype=torch.float64)
+    ops = kernels.loaded()
+    if ops is not None and kept.device.type == "cpu":
+        return ops.draw(kept, float(uniform))              # the same operations in C++ (nets/csrc/sample.cpp)
     ids = kept.nonzero().squeeze(1)                       # ascending
     cdf = torch.cumsum(kept[ids], dim=0, dtype=torch.float64)
-    u = torch.rand((), generator=generator, dtype=torch.float64) * cdf[-1]
+    u = uniform * cdf[-1]
     # u rounded up to the total: the last id with any probability
     return int(ids[min(int(torch.searchsorted(cdf, u, right=True)), ids.numel() - 1)])
 

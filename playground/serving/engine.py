@@ -28,6 +28,7 @@ keep the exact model.
 from __future__ import annotations
 
 import atexit
+import math
 import os
 import queue
 import threading
@@ -41,6 +42,7 @@ import torch
 from playground import heap
 from playground.analysis import generation, sampling
 from playground.lru import Bounded
+from playground.nets import kernels
 
 CHUNK = 64              # prompt positions per prefill chunk; also the prefix cache's block
 PREFILL = 256           # prompt positions a step takes at most, over every prefilling row
@@ -224,11 +226,13 @@ class Engine:
             return
         logits = self.model.step_rows(new, caches)
         self.stats["steps"] += 1
+        emitting = []
         for (request, emits), piece, row in zip(rows, new, logits):
             if self.chunk and (piece.numel() > 1 or request.made == 0):
                 self._keep_prefix(request)
             if emits:
-                self._emit(request, row)
+                emitting.append((request, row))
+        self._emit(emitting)
         self._finish([r for r in self.running if r.cancelled or r.made >= r.n or r.last in r.stops])
 
     def _keep_prefix(self, request: Request) -> None:
@@ -241,14 +245,31 @@ class Engine:
                 span = slice((block - 1) * CHUNK, block * CHUNK)
                 self.prefixes.put(key, [kv[:, :, span].clone() for kv in cache.kv])   # each layer's
 
-    def _emit(self, request: Request, logits: torch.Tensor) -> None:
-        """Sample the row's next token by its own rule and generator, as sampling.stream does, and hand it over."""
-        d = sampling.distribution(logits, **request.rule)
-        token = sampling.choose(d, request.rule.get("temperature", 1.0), request.generator)
-        request.made += 1
-        request.last = token
-        self.stats["tokens"] += 1
-        request.steps.put((d, token))
+    def _emit(self, rows: list[tuple[Request, torch.Tensor]]) -> None:
+        """Sample each row's next token by its own rule and generator, as sampling.stream does (distribution, then
+        choose), and hand it over: the rows at once in C++ where the kernels are built (nets/csrc/sample.cpp: the
+        same operations, without Python's lock, which a class's reader threads hold in turn)."""
+        if not rows:
+            return
+        ops = kernels.loaded()
+        if ops is None or rows[0][1].device.type != "cpu":
+            drawn = []
+            for request, logits in rows:
+                d = sampling.distribution(logits, **request.rule)
+                drawn.append((d, sampling.choose(d, request.rule.get("temperature", 1.0), request.generator)))
+        else:
+            rules = [sampling.full_rule(request.rule) for request, _ in rows]
+            uniforms = [float(torch.rand((), generator=request.generator, dtype=torch.float64)) if t > 0
+                        else math.nan for (request, _), (t, _, _) in zip(rows, rules)]
+            probs, kept, n_k, n_p, tokens = ops.sample_rows(torch.stack([row for _, row in rows]).float(),
+                                                             *map(list, zip(*rules)), uniforms,
+                                                             sampling.TINY_TEMPERATURE)
+            drawn = [(sampling.Distribution(*d), t) for *d, t in zip(probs, kept, n_k, n_p, tokens)]
+        for (request, _), (d, token) in zip(rows, drawn):
+            request.made += 1
+            request.last = token
+            self.stats["tokens"] += 1
+            request.steps.put((d, token))
 
     def _finish(self, done: list[Request]) -> None:
         if not done:

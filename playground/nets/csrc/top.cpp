@@ -4,8 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-torch::Tensor top_order(torch::Tensor p, int64_t k) {
-  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
+static torch::Tensor top_order_ids(const torch::Tensor& p, int64_t k) {
   // p (V,) float32 contiguous, 0 < k < V
   const float* P = p.data_ptr<float>();
   const int64_t V = p.numel();
@@ -31,4 +30,9 @@ torch::Tensor top_order(torch::Tensor p, int64_t k) {
   int64_t* O = out.data_ptr<int64_t>();
   for (int64_t j = 0; j < k; ++j) O[j] = best[j].second;
   return out;
+}
+
+torch::Tensor top_order(torch::Tensor p, int64_t k) {
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
+  return top_order_ids(p, k);
 }
