@@ -117,6 +117,9 @@ def test_every_way_to_the_integer_product_gives_the_same_bits(planes, monkeypatc
         products = {name: linear._product(rows) for name, linear in paths.items()}
         for name, p in products.items():
             assert torch.equal(p, products["int_mm"]), (name, M)
+        outputs = {name: linear(x) for name, linear in paths.items()}     # one plane's kernels: product and combine
+        for name, y in outputs.items():                                   # in one pass (product_rows)
+            assert torch.equal(y, outputs["int_mm"]), (name, M)
         if ops is not None:
             assert all(torch.equal(a, b) for a, b in zip(ops.quantize_rows(x), (rows, s_x)))
             assert torch.equal(ops.combine(products["int_mm"], s_x, planes),

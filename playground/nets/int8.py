@@ -110,6 +110,9 @@ class Int8Linear(nn.Module):
         x = x.reshape(-1, shape[-1]).float().contiguous()                      # (M, K)
         ops = kernels.cpu_float(x)          # the same bits in one pass each (nets/kernels.py), where it is built
         rows, s_x = ops.quantize_rows(x) if ops else quantize_rows(x)
+        if self.path == "blocks" and self.planes == 1:     # product and combine in one pass, the same bits
+            y = self.ops.product_rows(rows, s_x, self.weight, self.block_scale, self.wsum, self.tiles)
+            return (y if y.size(1) == self.out_features else y[:, :self.out_features]).reshape(*shape[:-1], -1)
         p = self._product(rows)                                                # (2M, planes N): one read of W
         y = ops.combine(p, s_x, self.planes) if ops else combine(p, s_x, self.planes)
         return y.view(*shape[:-1], self.out_features)

@@ -38,8 +38,8 @@ from pathlib import Path
 import torch
 
 SOURCES = [Path(__file__).parent / "csrc" / name for name in ("attention.cpp", "int8.cpp", "top.cpp", "sample.cpp")]
-FUNCTIONS = ["ragged_attention", "quantize_rows", "combine", "block_weight", "product", "capabilities", "top_order",
-             "rms_norm", "rope_qkv", "distribution", "draw", "sample_rows"]
+FUNCTIONS = ["ragged_attention", "quantize_rows", "combine", "block_weight", "product", "product_rows", "capabilities",
+             "top_order", "rms_norm", "rope_qkv", "distribution", "draw", "sample_rows"]
 
 _lock = threading.Lock()
 _kernel: dict = {}

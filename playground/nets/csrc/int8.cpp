@@ -118,6 +118,18 @@ static inline void finish(__m512i sum, const int32_t* wsum, const float* scale, 
   _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_cvtepi32_ps(exact), _mm512_loadu_ps(scale)));
 }
 
+// A row's two halves' sums for 16 outputs, as the row's float outputs: (lo + HI hi) s_w, times the row's s_x, in
+// nets/int8.combine's operations and order (x 128 is exact).
+__attribute__((target("avx512f,avx512bw")))
+static inline void finish_row(__m512i hi, __m512i lo, const int32_t* wsum, const float* scale, float s_x, float* y) {
+  const __m512i zero = _mm512_mullo_epi32(_mm512_set1_epi32(HALF), _mm512_loadu_si512(wsum));
+  const __m512 s_w = _mm512_loadu_ps(scale);
+  const __m512 p_hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(hi, zero)), s_w);
+  const __m512 p_lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(lo, zero)), s_w);
+  _mm512_storeu_ps(y, _mm512_mul_ps(_mm512_add_ps(p_lo, _mm512_mul_ps(_mm512_set1_ps(128.f), p_hi)),
+                                    _mm512_set1_ps(s_x)));
+}
+
 // VNNI: a block of 16 outputs for up to 8 rows at a time, its weights read once for all of them (from L1 after the
 // first 8 rows).
 __attribute__((target("avx512f,avx512bw,avx512vnni")))
@@ -183,6 +195,94 @@ static void product_amx(const uint8_t* X, int64_t R, int64_t K, const int8_t* W,
     }
   }
   _tile_release();
+}
+
+// AMX for one weight plane, each row's halves summed as they come out: the rows in groups of 16, a group's 16 high
+// halves then its 16 low halves (32 rows of A), so a pass gives each of 16 rows both halves' sums for 32 outputs.
+__attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
+static void rows_amx(const uint8_t* X, int64_t M, int64_t K, const int8_t* W, int64_t N, const float* scale,
+                     const int32_t* wsum, const float* s_x, float* Y) {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) { config.rows[t] = 16; config.colsb[t] = 64; }
+  _tile_loadconfig(&config);
+  alignas(64) int32_t sums[4][16][16];
+  const int64_t quads = K / 4;
+  for (int64_t b = 0; b < N / 16; b += 2) {
+    const bool two = b + 1 < N / 16;
+    for (int64_t m0 = 0; m0 < M; m0 += 16) {
+      const uint8_t* group = X + 2 * m0 * K;                                 // 16 high halves, then 16 low
+      _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
+      for (int64_t k = 0; k < K; k += 64) {
+        _tile_loadd(0, group + k, K);
+        _tile_loadd(1, group + 16 * K + k, K);
+        _tile_loadd(2, W + (b * quads + k / 4) * 64, 64);
+        _tile_loadd(3, W + ((b + two) * quads + k / 4) * 64, 64);
+        _tile_dpbusd(4, 0, 2); _tile_dpbusd(5, 0, 3); _tile_dpbusd(6, 1, 2); _tile_dpbusd(7, 1, 3);
+      }
+      _tile_stored(4, sums[0], 64); _tile_stored(5, sums[1], 64);
+      _tile_stored(6, sums[2], 64); _tile_stored(7, sums[3], 64);
+      for (int half = 0; half < 1 + two; ++half) {
+        const int64_t block = b + half;
+        for (int i = 0; i < 16 && m0 + i < M; ++i)
+          finish_row(_mm512_load_si512(sums[half][i]), _mm512_load_si512(sums[2 + half][i]), wsum + 16 * block,
+                     scale + 16 * block, s_x[m0 + i], Y + (m0 + i) * N + 16 * block);
+      }
+    }
+  }
+  _tile_release();
+}
+
+// VNNI for one weight plane: 4 rows' halves at a time.
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+static void rows_vnni(const uint8_t* X, int64_t M, int64_t K, const int8_t* W, int64_t N, const float* scale,
+                      const int32_t* wsum, const float* s_x, float* Y) {
+  const int64_t quads = K / 4;
+  for (int64_t b = 0; b < N / 16; ++b) {
+    const int8_t* block = W + b * quads * 64;
+    for (int64_t m0 = 0; m0 < M; m0 += 4) {
+      const int64_t rows = std::min<int64_t>(4, M - m0);
+      __m512i hi[4], lo[4];
+      for (int i = 0; i < 4; ++i) hi[i] = lo[i] = _mm512_setzero_si512();
+      for (int64_t q = 0; q < quads; ++q) {
+        const __m512i w = _mm512_loadu_si512(block + q * 64);
+        for (int i = 0; i < rows; ++i) {
+          int32_t four;
+          std::memcpy(&four, X + (m0 + i) * K + 4 * q, 4);
+          hi[i] = _mm512_dpbusd_epi32(hi[i], _mm512_set1_epi32(four), w);
+          std::memcpy(&four, X + (M + m0 + i) * K + 4 * q, 4);
+          lo[i] = _mm512_dpbusd_epi32(lo[i], _mm512_set1_epi32(four), w);
+        }
+      }
+      for (int i = 0; i < rows; ++i)
+        finish_row(hi[i], lo[i], wsum + 16 * b, scale + 16 * b, s_x[m0 + i], Y + (m0 + i) * N + 16 * b);
+    }
+  }
+}
+
+torch::Tensor product_rows(torch::Tensor rows, torch::Tensor s_x, torch::Tensor blocked, torch::Tensor scale,
+                           torch::Tensor wsum, bool amx) {
+  pybind11::gil_scoped_release free;     // the work touches no Python object: other threads run meanwhile
+  // rows [X_hi; X_lo] (2M, K) uint8 and s_x (M, 1) (quantize_rows), a weight of one plane -> (M, N): product and
+  // combine in one pass, the same bits
+  const int64_t M = rows.size(0) / 2, K = rows.size(1), N = blocked.size(0) * 16;
+  auto out = torch::empty({M, N}, scale.options());
+  const uint8_t* X = rows.data_ptr<uint8_t>();
+  if (amx) {                 // regrouped: each 16 rows' high halves, then their low halves; the last group padded
+    thread_local std::vector<uint8_t> buffer;
+    const int64_t groups = (M + 15) / 16;
+    buffer.resize(groups * 32 * K);
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t n = std::min<int64_t>(16, M - 16 * g);
+      std::memcpy(buffer.data() + 32 * g * K, X + 16 * g * K, n * K);
+      std::memcpy(buffer.data() + (32 * g + 16) * K, X + (M + 16 * g) * K, n * K);
+    }
+    rows_amx(buffer.data(), M, K, blocked.data_ptr<int8_t>(), N, scale.data_ptr<float>(), wsum.data_ptr<int32_t>(),
+             s_x.data_ptr<float>(), out.data_ptr<float>());
+  } else {
+    rows_vnni(X, M, K, blocked.data_ptr<int8_t>(), N, scale.data_ptr<float>(), wsum.data_ptr<int32_t>(),
+              s_x.data_ptr<float>(), out.data_ptr<float>());
+  }
+  return out;
 }
 
 torch::Tensor product(torch::Tensor rows, torch::Tensor blocked, torch::Tensor scale, torch::Tensor wsum, bool amx) {
