@@ -225,7 +225,7 @@ def pytest_configure(config):
     config.pluginmanager.register(XdistGroups(), "playground-xdist-groups")
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False  # the controller keeps XdistGroups' order (its own: most tests first)
-    # The engine's C++ kernels, built (the first time on a machine, about a minute) or loaded now, before any test:
+    # The engine's C++ kernels, built (the first time on a machine, about 30 s) or loaded now, before any test:
     # every test process then computes as the app does (serving/engine.install builds them as it starts), and no
     # quick test starts the compiler (tests/tiers.py refuses it a process)
     from playground.nets import kernels

@@ -367,7 +367,7 @@ def serving(m) -> Engine | None:
 
 def install() -> None:
     """Every sampled generation of a causal LM goes through its model's engine (analysis/generation.decoded); the
-    engine's attention kernel is built now (nets/kernels.py: about 40 s the first time on a machine, then read
+    engine's kernels are built now (nets/kernels.py: about 30 s the first time on a machine, then read
     from torch's build folder), before a server forks the compute processes that use it."""
     from playground.analysis.models import CAUSAL
     from playground.nets import kernels
