@@ -20,10 +20,11 @@ exact core, everything is per row or per output channel, elementwise:
 - y = (128 (X_hi W^T) s_w + (X_lo W^T) s_w) s_x: one integer product of both halves stacked as 2M rows, so the
   weight is read once; the scales then apply element by element, the same for a row in any batch.
 
-The weights shrink to a quarter of fp32 (SmolLM2's matrices: 134 MB) and a decode step reads a quarter of the bytes,
-which on a CPU is most of its time. On x86 the weight is packed once for oneDNN's int8 kernel (VNNI or AMX where
-the CPU has them; `torch._int_mm` packs it again on every call, which cost more than the product); elsewhere
-`torch._int_mm` (CUDA) or int32 products.
+The weights shrink to a quarter of fp32 (SmolLM2's matrices: 134 MB in one plane) and a decode step reads a quarter
+of the bytes, which on a CPU is most of its time. The product runs in our kernel (nets/csrc/int8.cpp: AMX's tiles,
+or AVX-512 VNNI's vectors, the weight laid out once for both) where the CPU has VNNI; else in oneDNN's int8 kernel,
+the weight packed once (`torch._int_mm` packs it again on every call, which cost more than the product); elsewhere
+as float32 products of the integers, exact (`int_mm`). Every way gives the same integers, so the same bits.
 """
 
 from __future__ import annotations

@@ -334,7 +334,7 @@ def weight_bits() -> int:
     the fp16 model, top-1 agreement 97%) or 14 (two planes: as exact as fp16, its greedy answers the model's own, for
     twice the bytes). 8 by default, chosen by measurement (docs/performance.md): a decode step of one row reads
     every weight once, at one core's memory bandwidth, so one student alone gets 14 bits' tokens a second times
-    about 1.6, and a class of 32 about 1.3; 14 bits meets neither budget on one core."""
+    about 1.8, and a class of 32 about 1.4; 14 bits meets neither budget on one core."""
     bits = os.environ.get("PLAYGROUND_ENGINE_BITS", "8")
     if bits not in ("8", "14"):
         raise ValueError(f"PLAYGROUND_ENGINE_BITS is {bits!r}: 8 or 14")
