@@ -1,7 +1,8 @@
-"""The Inference tab's KV cache and Batching rows of the bench (`python -m playground.bench --inference-only`):
-issue #56's budgets, a 64-token text in <= 2 s and the batching experiment to batch 32 in <= 10 s with its progress
-shown. Each through its handler, as a page asks: the KV cache view on SmolLM2 and on our GPT, the live engine view
-(its one-second window), and the experiment once (its first streamed answer, then its whole table)."""
+"""The Inference tab's rows of the bench (`python -m playground.bench --inference-only`): issue #56's budgets, a
+64-token text in <= 2 s (the KV cache, speculative decoding), every quantization format in <= 5 s, and the batching
+experiment to batch 32 in <= 10 s with its progress shown. Each through its handler, as a page asks: the KV cache
+view on SmolLM2 and on our GPT, the live engine view (its one-second window), the experiment once (its first
+streamed answer, then its whole table), each speculative draft, and the quantization view the first time and again."""
 
 from __future__ import annotations
 
@@ -48,4 +49,35 @@ def inference_rows(runs: int) -> list[tuple]:
                  data["invariant"]))
     median, p95 = time_calls(lambda: inference_batching.engine_batch(time.time()), min(runs, 3), warmup=0)
     rows.append(("engine_batch (the live engine, a 1 s window): handler", ms(median), ms(p95), "", None))
+    return rows + views_rows(runs)
+
+
+def views_rows(runs: int) -> list[tuple]:
+    """The Speculative decoding view (each draft, the tab's defaults, on a 64-token text) and the Quantization view
+    (every format measured on a 64-token text: the first time, and again from its cache), through their handlers."""
+    from playground.analysis import quantization as quant
+    from playground.ui import inference_quant, inference_speculative
+
+    rows = []
+    for draft in ("lookup", "self"):
+        median, p95 = time_calls(lambda: _last(inference_speculative.speculative(TEXT_64, False, draft)),
+                                 min(runs, 3), warmup=1)
+        rows.append((f"speculative decoding, {draft} draft (the tab's defaults, a 64-token text): handler", ms(median),
+                     ms(p95), "≤ 2,000.0 ms", median <= 2.0))
+    quant.forget()
+    started = time.perf_counter()
+    _last(inference_quant.quantization(TEXT_64))
+    first = time.perf_counter() - started
+    median, p95 = time_calls(lambda: _last(inference_quant.quantization(TEXT_64)), min(runs, 3), warmup=0)
+    rows.append(("quantization: every format on a 64-token text, the first time: handler", ms(first), "",
+                 "≤ 5,000.0 ms", first <= 5.0))
+    rows.append(("  the same text again (cached per text)", ms(median), ms(p95), "", None))
     return rows
+
+
+def _last(out):
+    """A handler's answer: its last yield where it streams."""
+    if hasattr(out, "__next__"):
+        for out in out:
+            pass
+    return out
