@@ -54,8 +54,8 @@ def _parser() -> argparse.ArgumentParser:
                         "drawing each answer, the app's frontend beside Gradio's own (--runs pages each)")
     parser.add_argument("--engine-only", action="store_true", help="only the generation engine: SmolLM2's tokens a "
                         "second for 1 to 64 students at once (playground/serving/engine.py)")
-    parser.add_argument("--inference-only", action="store_true", help="only the Inference tab's KV cache and batching "
-                        "rows (a 64-token text; the experiment to batch 32)")
+    parser.add_argument("--inference-only", action="store_true", help="only the Inference tab's rows: the KV cache, "
+                        "batching (the experiment to batch 32), speculative decoding and quantization (a 64-token text)")
     parser.add_argument("--every-tab-only", action="store_true", help="only the memory after every tab's heaviest "
                         "paths, the Causal lab's included")
     return parser
