@@ -55,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine-only", action="store_true", help="only the generation engine: SmolLM2's tokens a "
                         "second for 1 to 64 students at once (playground/serving/engine.py)")
     parser.add_argument("--inference-only", action="store_true", help="only the Inference tab's rows: the KV cache, "
-                        "batching (the experiment to batch 32), speculative decoding and quantization (a 64-token text)")
+                        "batching (the experiment to batch 32), speculative decoding, quantization (a 64-token text)")
     parser.add_argument("--every-tab-only", action="store_true", help="only the memory after every tab's heaviest "
                         "paths, the Causal lab's included")
     return parser
