@@ -126,6 +126,34 @@ def test_every_way_to_the_integer_product_gives_the_same_bits(planes, monkeypatc
                                int8.combine(products["int_mm"].clone(), s_x, planes))
 
 
+def test_the_twins_norm_and_rotation_kernels_are_the_models_own_equations():
+    """nets/csrc: RowNorm is RMSNorm within float rounding and each row's own bits alone or among others; rope_qkv
+    is nets/llama.rotate's rotation (and the queries' 1/sqrt(d_k)) bit for bit, the keys and values laid out as a
+    cache keeps them."""
+    from playground.nets import kernels
+    from playground.nets.llama import RMSNorm, RowNorm, rope_angles, rotate
+
+    ops = kernels.kernel()
+    if ops is None:
+        pytest.skip("no C++ compiler here: the model's own modules serve")
+    torch.manual_seed(5)
+    norm = RMSNorm(576, 1e-5)
+    norm.weight.data = torch.randn(576)
+    x = torch.randn(9, 576) * 7
+    with torch.no_grad():
+        ours, theirs = RowNorm(norm)(x), norm(x)
+        assert (ours - theirs).abs().max() <= 1e-6 * theirs.abs().max()
+        assert torch.equal(RowNorm(norm)(x[3:4]), ours[3:4])
+    N, nh, nkv, hs = 11, 9, 3, 64
+    qkv = torch.randn(N, (nh + 2 * nkv) * hs) * 3
+    cos, sin = rope_angles(torch.arange(40, 40 + N), hs, 1e5)
+    q, k, v = qkv.split([nh * hs, nkv * hs, nkv * hs], dim=-1)
+    rq = rotate(q.reshape(N, nh, hs), cos[:, None], sin[:, None]) * (1 / 8)
+    rk = rotate(k.reshape(N, nkv, hs), cos[:, None], sin[:, None])
+    got_q, got_kv = ops.rope_qkv(qkv, cos, sin, nh, nkv, 1 / 8)
+    assert torch.equal(got_q, rq) and torch.equal(got_kv, torch.stack([rk, v.reshape(N, nkv, hs)]).transpose(1, 2))
+
+
 def test_the_top_k_kernel_is_the_stable_sorts_first_k():
     """nets/csrc/top.cpp: the k most probable ids, ties the lower id first, as the first k of a stable descending
     argsort, on distributions with many ties; and a draw over the kept ids only is the draw over the vocabulary."""
