@@ -60,24 +60,17 @@ def views_rows(runs: int) -> list[tuple]:
 
     rows = []
     for draft in ("lookup", "self"):
-        median, p95 = time_calls(lambda: _last(inference_speculative.speculative(TEXT_64, False, draft)),
+        median, p95 = time_calls(lambda: inference_speculative.speculative(TEXT_64, False, draft),
                                  min(runs, 3), warmup=1)
         rows.append((f"speculative decoding, {draft} draft (the tab's defaults, a 64-token text): handler", ms(median),
                      ms(p95), "≤ 2,000.0 ms", median <= 2.0))
     quant.forget()
     started = time.perf_counter()
-    _last(inference_quant.quantization(TEXT_64))
+    inference_quant.quantization(TEXT_64)
     first = time.perf_counter() - started
-    median, p95 = time_calls(lambda: _last(inference_quant.quantization(TEXT_64)), min(runs, 3), warmup=0)
+    median, p95 = time_calls(lambda: inference_quant.quantization(TEXT_64), min(runs, 3), warmup=0)
     rows.append(("quantization: every format on a 64-token text, the first time: handler", ms(first), "",
                  "≤ 5,000.0 ms", first <= 5.0))
     rows.append(("  the same text again (cached per text)", ms(median), ms(p95), "", None))
     return rows
 
-
-def _last(out):
-    """A handler's answer: its last yield where it streams."""
-    if hasattr(out, "__next__"):
-        for out in out:
-            pass
-    return out

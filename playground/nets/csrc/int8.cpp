@@ -163,28 +163,41 @@ struct TileConfig {
 };
 
 // AMX: tiles of 16 rows x 64 inputs (A), 16 input quads x 16 outputs (B, a block's 1 KB) and 16 x 16 sums (C);
-// two of A and two of B give four of C, 32 rows x 32 outputs, per pass over K. Rows come padded to 32.
-__attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
-static void product_amx(const uint8_t* X, int64_t R, int64_t K, const int8_t* W, int64_t N, const float* scale,
-                        const int32_t* wsum, float* Y) {
+// two of A and two of B give four of C, 32 rows x 32 outputs, per pass over K.
+__attribute__((target("amx-tile")))
+static void tile_config() {
   TileConfig config;
   for (int t = 0; t < 8; ++t) { config.rows[t] = 16; config.colsb[t] = 64; }
   _tile_loadconfig(&config);
-  alignas(64) int32_t sums[4][16][16];
+}
+
+// One pass over K: A's rows 0-15 and 16-31 (row stride K) against W's blocks b and b + two; the sums stored as
+// [rows 0-15 x block b, rows 0-15 x block b + 1, rows 16-31 x block b, rows 16-31 x block b + 1].
+__attribute__((target("amx-tile,amx-int8")))
+static void tile_pass(const uint8_t* A, int64_t K, const int8_t* W, int64_t b, bool two, int32_t sums[4][16][16]) {
   const int64_t quads = K / 4;
+  _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
+  for (int64_t k = 0; k < K; k += 64) {
+    _tile_loadd(0, A + k, K);
+    _tile_loadd(1, A + 16 * K + k, K);
+    _tile_loadd(2, W + (b * quads + k / 4) * 64, 64);
+    _tile_loadd(3, W + ((b + two) * quads + k / 4) * 64, 64);
+    _tile_dpbusd(4, 0, 2); _tile_dpbusd(5, 0, 3); _tile_dpbusd(6, 1, 2); _tile_dpbusd(7, 1, 3);
+  }
+  _tile_stored(4, sums[0], 64); _tile_stored(5, sums[1], 64);
+  _tile_stored(6, sums[2], 64); _tile_stored(7, sums[3], 64);
+}
+
+// Rows come padded to 32.
+__attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
+static void product_amx(const uint8_t* X, int64_t R, int64_t K, const int8_t* W, int64_t N, const float* scale,
+                        const int32_t* wsum, float* Y) {
+  tile_config();
+  alignas(64) int32_t sums[4][16][16];
   for (int64_t b = 0; b < N / 16; b += 2) {
     const bool two = b + 1 < N / 16;
     for (int64_t r0 = 0; r0 < R; r0 += 32) {
-      _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
-      for (int64_t k = 0; k < K; k += 64) {
-        _tile_loadd(0, X + r0 * K + k, K);                                  // rows r0 .. r0+15
-        _tile_loadd(1, X + (r0 + 16) * K + k, K);                           // rows r0+16 .. r0+31
-        _tile_loadd(2, W + (b * quads + k / 4) * 64, 64);                   // outputs of block b
-        _tile_loadd(3, W + ((b + two) * quads + k / 4) * 64, 64);           // of block b + 1
-        _tile_dpbusd(4, 0, 2); _tile_dpbusd(5, 0, 3); _tile_dpbusd(6, 1, 2); _tile_dpbusd(7, 1, 3);
-      }
-      _tile_stored(4, sums[0], 64); _tile_stored(5, sums[1], 64);
-      _tile_stored(6, sums[2], 64); _tile_stored(7, sums[3], 64);
+      tile_pass(X + r0 * K, K, W, b, two, sums);
       for (int t = 0; t < 4; ++t) {
         const int64_t block = b + (t & 1), first = r0 + 16 * (t >> 1);
         if (block >= N / 16) continue;
@@ -202,25 +215,12 @@ static void product_amx(const uint8_t* X, int64_t R, int64_t K, const int8_t* W,
 __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw")))
 static void rows_amx(const uint8_t* X, int64_t M, int64_t K, const int8_t* W, int64_t N, const float* scale,
                      const int32_t* wsum, const float* s_x, float* Y) {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) { config.rows[t] = 16; config.colsb[t] = 64; }
-  _tile_loadconfig(&config);
+  tile_config();
   alignas(64) int32_t sums[4][16][16];
-  const int64_t quads = K / 4;
   for (int64_t b = 0; b < N / 16; b += 2) {
     const bool two = b + 1 < N / 16;
     for (int64_t m0 = 0; m0 < M; m0 += 16) {
-      const uint8_t* group = X + 2 * m0 * K;                                 // 16 high halves, then 16 low
-      _tile_zero(4); _tile_zero(5); _tile_zero(6); _tile_zero(7);
-      for (int64_t k = 0; k < K; k += 64) {
-        _tile_loadd(0, group + k, K);
-        _tile_loadd(1, group + 16 * K + k, K);
-        _tile_loadd(2, W + (b * quads + k / 4) * 64, 64);
-        _tile_loadd(3, W + ((b + two) * quads + k / 4) * 64, 64);
-        _tile_dpbusd(4, 0, 2); _tile_dpbusd(5, 0, 3); _tile_dpbusd(6, 1, 2); _tile_dpbusd(7, 1, 3);
-      }
-      _tile_stored(4, sums[0], 64); _tile_stored(5, sums[1], 64);
-      _tile_stored(6, sums[2], 64); _tile_stored(7, sums[3], 64);
+      tile_pass(X + 2 * m0 * K, K, W, b, two, sums);                        // 16 high halves, then 16 low
       for (int half = 0; half < 1 + two; ++half) {
         const int64_t block = b + half;
         for (int i = 0; i < 16 && m0 + i < M; ++i)
